@@ -1,0 +1,345 @@
+"""The sandboxed candidate child.
+
+Forked by the worker, it confines itself through libkagent-sandbox.so before any of the
+candidate's code is imported, then loads ModelNew and runs it only when the judge asks. It
+never holds the reference outputs and never times anything: the judge's clock, in another
+process, does. What it sends back is JSON the judge checks; nothing it prints is read.
+"""
+import ctypes
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+
+from . import compare, problem, tensors
+from .channel import Channel, ChannelClosed
+
+# Captured before the candidate's code exists, so a replaced function cannot fool the runner.
+_synchronize = torch.cuda.synchronize
+_no_grad = torch.no_grad
+_profile = torch.profiler.profile
+
+
+def _watched_objects():
+    """(description, object) pairs whose identity must not change while the candidate runs."""
+    import time as time_module
+
+    watched = [
+        ("torch.cuda.synchronize", lambda: torch.cuda.synchronize),
+        ("torch.cuda.Event", lambda: torch.cuda.Event),
+        ("torch.cuda.Event.record", lambda: torch.cuda.Event.record),
+        ("torch.cuda.Event.elapsed_time", lambda: torch.cuda.Event.elapsed_time),
+        ("torch.cuda.Event.synchronize", lambda: torch.cuda.Event.synchronize),
+        ("torch.cuda.Stream", lambda: torch.cuda.Stream),
+        ("torch.cuda.current_stream", lambda: torch.cuda.current_stream),
+        ("torch.cuda.Stream.synchronize", lambda: torch.cuda.Stream.synchronize),
+        ("time.perf_counter", lambda: time_module.perf_counter),
+        ("time.perf_counter_ns", lambda: time_module.perf_counter_ns),
+        ("time.monotonic", lambda: time_module.monotonic),
+        ("time.time", lambda: time_module.time),
+        ("torch.profiler.profile", lambda: torch.profiler.profile),
+        ("torch.Tensor.copy_", lambda: torch.Tensor.copy_),
+        ("torch.nn.Module.__call__", lambda: torch.nn.Module.__call__),
+        ("torch.cuda module", lambda: sys.modules.get("torch.cuda")),
+        ("time module", lambda: sys.modules.get("time")),
+        ("runner synchronize", lambda: globals().get("_synchronize")),
+        ("runner profiler", lambda: globals().get("_profile")),
+    ]
+    try:
+        import triton.testing
+
+        watched.append(("triton.testing.do_bench", lambda: triton.testing.do_bench))
+    except Exception:  # noqa: BLE001 - triton is optional (CPU runs)
+        pass
+    return watched
+
+
+class CandidateFailure(Exception):
+    def __init__(self, kind, message, trace=None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.trace = trace
+
+
+def _classify(error):
+    name = type(error).__name__
+    if isinstance(error, torch.cuda.OutOfMemoryError) or "out of memory" in str(error):
+        return "oom"
+    if "CompilationError" in name or "Error building extension" in str(error):
+        return "compile"
+    module = type(error).__module__ or ""
+    if module.startswith("triton") and "compil" in module:
+        return "compile"
+    return "runtime"
+
+
+def _trace_tail(limit=4000):
+    text = traceback.format_exc()
+    return text[-limit:]
+
+
+class CandidateRunner:
+    def __init__(self, channel, request):
+        self.channel = channel
+        self.request = request
+        self.device = request["device"]
+        self.model = None
+        self.inputs = []
+        self.receive = []
+        self.expected = []
+        self.last_output = None
+        self.tf32 = {}
+        self.flush_buffer = None
+        self.watched = []
+        self.watched_identity = {}
+        self.tamper_findings = []
+
+    # -- setup ---------------------------------------------------------------------------
+    def enter_sandbox(self):
+        scratch = self.request["scratch_directory"]
+        cache = self.request["cache_directory"]
+        directories = {
+            "TRITON_CACHE_DIR": os.path.join(cache, "triton"),
+            "TORCH_EXTENSIONS_DIR": os.path.join(cache, "torch_extensions"),
+            "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
+            "XDG_CACHE_HOME": os.path.join(scratch, "cache"),
+            "CUDA_CACHE_PATH": os.path.join(scratch, "nv"),
+        }
+        for variable, path in directories.items():
+            os.makedirs(path, exist_ok=True)
+            os.environ[variable] = path
+        os.environ["TMPDIR"] = scratch
+        os.environ["HOME"] = scratch
+        limits = self.request.get("limits", {})
+        policy = {
+            "scratch_directory": scratch,
+            "writable_paths": [cache],
+            "cpu_seconds": float(limits.get("cpu_seconds", 600)),
+            "max_processes": int(limits.get("max_processes", 256)),
+            "max_file_bytes": int(limits.get("max_file_bytes", 0)),
+            "max_address_space_bytes": 0,
+            "allow_gpu_devices": 1 if self.device == "cuda" else 0,
+            "new_network_namespace": 1,
+        }
+        library = ctypes.CDLL(self.request["sandbox_library"])
+        library.kagent_sandbox_enter_json.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
+                                                      ctypes.c_size_t]
+        library.kagent_sandbox_enter_json.restype = ctypes.c_int
+        error = ctypes.create_string_buffer(2048)
+        result = library.kagent_sandbox_enter_json(json.dumps(policy).encode(), error,
+                                                   ctypes.sizeof(error))
+        if result != 0:
+            raise CandidateFailure("sandbox", "could not enter the sandbox: "
+                                   + error.value.decode(errors="replace"))
+        os.chdir(scratch)
+
+    def start_device(self):
+        if self.device == "cuda":
+            torch.cuda.set_device(int(self.request.get("gpu_index", 0)))
+            properties = torch.cuda.get_device_properties(torch.cuda.current_device())
+            l2_bytes = int(getattr(properties, "L2_cache_size", 50 << 20) or (50 << 20))
+            self.flush_buffer = torch.empty(2 * l2_bytes, dtype=torch.int8, device="cuda")
+
+    def synchronize(self):
+        if self.device == "cuda":
+            _synchronize()
+
+    def load(self, setup):
+        self.watched = _watched_objects()
+        self.watched_identity = {name: id(get()) for name, get in self.watched}
+        self.tf32 = setup.get("tf32", {})
+        path = self.request["candidate_path"]
+        try:
+            module = problem.load_module(path, "kagent_candidate")
+        except SyntaxError as error:
+            raise CandidateFailure("compile", f"candidate is not valid Python: {error.msg} "
+                                   f"(line {error.lineno})", _trace_tail())
+        except BaseException as error:  # noqa: B902 - the candidate's failure is the verdict
+            raise CandidateFailure(_classify(error) if _classify(error) != "runtime" else "compile",
+                                   f"candidate does not import: {type(error).__name__}: {error}",
+                                   _trace_tail())
+        model_class = getattr(module, "ModelNew", None)
+        if not isinstance(model_class, type):
+            raise CandidateFailure("structure", "candidate defines no class ModelNew")
+        problem.seed_everything(setup["seed"])
+        try:
+            with torch.device(self.device):
+                model = model_class(*setup["init_inputs"])
+            if isinstance(model, torch.nn.Module):
+                model = model.to(self.device)
+        except BaseException as error:  # noqa: B902
+            raise CandidateFailure(_classify(error) if _classify(error) == "oom" else "structure",
+                                   f"ModelNew(*get_init_inputs()) failed: "
+                                   f"{type(error).__name__}: {error}", _trace_tail())
+        copied = 0
+        if isinstance(model, torch.nn.Module):
+            own = model.state_dict()
+            with _no_grad():
+                for name, value in setup["state"].items():
+                    target = own.get(name)
+                    if (isinstance(target, torch.Tensor) and target.shape == value.shape
+                            and target.dtype == value.dtype):
+                        target.copy_(value)
+                        copied += 1
+        self.model = model
+        return copied
+
+    # -- running -------------------------------------------------------------------------
+    def forward(self):
+        torch.backends.cuda.matmul.allow_tf32 = bool(self.tf32.get("matmul", False))
+        torch.backends.cudnn.allow_tf32 = bool(self.tf32.get("cudnn", True))
+        try:
+            with _no_grad():
+                output = self.model(*self.inputs)
+            self.synchronize()
+        except BaseException as error:  # noqa: B902
+            raise CandidateFailure(_classify(error), f"forward failed: {type(error).__name__}: "
+                                   f"{error}", _trace_tail())
+        self.last_output = output
+
+    def poison(self):
+        """Fills freed allocator blocks of the outputs' sizes with NaN (or a sentinel), so an
+        output the candidate never writes cannot hold a stale, correct-looking value."""
+        with _no_grad():
+            for spec in self.expected:
+                if spec["kind"] != "tensor":
+                    continue
+                dtype = tensors.dtype_from_name(spec["dtype"])
+                block = torch.empty(spec["shape"], dtype=dtype, device=self.device)
+                if dtype.is_floating_point or dtype.is_complex:
+                    block.fill_(float("nan"))
+                elif dtype == torch.bool:
+                    block.fill_(True)
+                else:
+                    block.fill_(-7 if dtype.is_signed else 7)
+                del block
+
+    def deliver(self):
+        leaves = compare.flatten(self.last_output)
+        described = [compare.describe(path, value) for path, value in leaves]
+        for index, ((path, value), info) in enumerate(zip(leaves, described)):
+            if info.get("subclass"):
+                finding = f"{path} is a tensor subclass ({type(value).__name__})"
+                if finding not in self.tamper_findings:
+                    self.tamper_findings.append(finding)
+                continue
+            if index >= len(self.expected) or index >= len(self.receive):
+                continue
+            spec = self.expected[index]
+            slot = self.receive[index]
+            if (info["kind"] == "tensor" and spec["kind"] == "tensor" and slot is not None
+                    and info["dtype"] == spec["dtype"] and info["shape"] == spec["shape"]):
+                with _no_grad():
+                    torch.Tensor.copy_(slot, value.detach())
+        self.synchronize()
+        return described
+
+    def flush_l2(self):
+        if self.flush_buffer is not None:
+            self.flush_buffer.zero_()
+
+    def profile(self):
+        if self.device != "cuda":
+            return None
+        activities = [torch.profiler.ProfilerActivity.CUDA]
+        with _profile(activities=activities) as recorder:
+            self.forward()
+        kernels = {}
+        for event in recorder.events():
+            if getattr(event, "device_type", None) != torch.autograd.DeviceType.CUDA:
+                continue
+            duration = getattr(event, "device_time", None)
+            if duration is None:
+                duration = getattr(event, "cuda_time", 0.0)
+            entry = kernels.setdefault(event.name, {"name": event.name, "count": 0, "ms": 0.0})
+            entry["count"] += 1
+            entry["ms"] += float(duration) / 1000.0
+        return sorted(kernels.values(), key=lambda entry: -entry["ms"])
+
+    def tamper_check(self):
+        findings = list(self.tamper_findings)
+        for name, get in self.watched:
+            try:
+                current = id(get())
+            except Exception:  # noqa: BLE001 - a deleted attribute is tampering too
+                current = None
+            if current != self.watched_identity.get(name):
+                findings.append(f"{name} was replaced")
+        return findings
+
+    # -- the message loop ----------------------------------------------------------------
+    def serve(self):
+        setup = self.channel.receive()
+        copied = self.load(setup)
+        self.channel.send_json({"op": "ready", "copied_parameters": copied})
+        while True:
+            message = self.channel.receive()
+            operation = message.get("op") if isinstance(message, dict) else None
+            if operation == "inputs":
+                shared = tensors.open_shared(message["shared"])
+                self.inputs = [shared[item["shared"]] if isinstance(item, dict)
+                               and "shared" in item else item for item in message["inputs"]]
+                self.receive = tensors.open_shared(message["receive"])
+                self.expected = message["expected"]
+                self.channel.send_json({"op": "ok"})
+            elif operation == "run":
+                self.poison()
+                self.forward()
+                self.channel.send_json({"op": "result", "outputs": self.deliver()})
+            elif operation == "prepare":
+                self.poison()
+                self.flush_l2()
+                self.synchronize()
+                self.channel.send_json({"op": "ready"})
+            elif operation == "go":
+                self.forward()
+                self.channel.send_json({"op": "done"})
+            elif operation == "null":
+                self.synchronize()
+                self.channel.send_json({"op": "done"})
+            elif operation == "deliver":
+                self.channel.send_json({"op": "result", "outputs": self.deliver()})
+            elif operation == "profile":
+                self.channel.send_json({"op": "profile", "kernels": self.profile()})
+            elif operation == "tamper":
+                self.channel.send_json({"op": "tamper", "findings": self.tamper_check()})
+            elif operation == "exit":
+                return
+            else:
+                raise CandidateFailure("protocol", f"unknown operation {operation!r}")
+
+
+def main(sock, request):
+    """Entry point in the forked child; never returns."""
+    channel = Channel(sock, accept_pickles=True)
+    runner = CandidateRunner(channel, request)
+    code = 0
+    try:
+        runner.enter_sandbox()
+        runner.start_device()
+        runner.serve()
+    except ChannelClosed:
+        code = 3
+    except CandidateFailure as failure:
+        code = 4
+        try:
+            channel.send_json({"op": "error", "kind": failure.kind, "message": failure.message,
+                               "traceback": failure.trace})
+        except ChannelClosed:
+            pass
+    except BaseException as error:  # noqa: B902 - report anything, then leave
+        code = 5
+        try:
+            channel.send_json({"op": "error", "kind": _classify(error),
+                               "message": f"{type(error).__name__}: {error}",
+                               "traceback": _trace_tail()})
+        except ChannelClosed:
+            pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    time.sleep(0)
+    os._exit(code)

@@ -1,0 +1,116 @@
+"""Loading problem and candidate files, and building inputs from seeds.
+
+A problem is a KernelBench-format file taken as-is: class Model, get_inputs(),
+get_init_inputs() and module constants. Inputs are built directly on the evaluation device
+(under `with torch.device(...)`), so a 6 GB input costs milliseconds, not a host copy.
+"""
+import importlib.machinery
+import importlib.util
+import random
+import sys
+
+import torch
+
+
+class ProblemError(Exception):
+    """The problem file cannot be used; the message says why, for a person."""
+
+
+def load_module(path, name):
+    """Executes the file at `path` as a fresh module named `name`. Exceptions propagate."""
+    sys.dont_write_bytecode = True
+    loader = importlib.machinery.SourceFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    # Registered so that inspect (Triton's @jit reads its source) and dataclasses find it.
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module
+
+
+def load_problem(path):
+    try:
+        module = load_module(path, "kagent_problem")
+    except SyntaxError as error:
+        raise ProblemError(f"problem file is not valid Python: {error.msg} (line {error.lineno})")
+    except BaseException as error:  # noqa: B902 - any failure of the user's file is reported
+        raise ProblemError(f"problem file does not import: {type(error).__name__}: {error}")
+    if not isinstance(getattr(module, "Model", None), type):
+        raise ProblemError("problem file defines no class Model")
+    if not callable(getattr(module, "get_inputs", None)):
+        raise ProblemError("problem file defines no function get_inputs()")
+    return module
+
+
+def seed_everything(seed):
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed % (2**32))
+    except ImportError:
+        pass
+
+
+def _to_device(value, device):
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_device(item, device) for item in value)
+    return value
+
+
+def call_input_function(module, name, seed, device):
+    function = getattr(module, name, None)
+    if function is None:
+        if name == "get_init_inputs":
+            return []
+        raise ProblemError(f"problem file defines no function {name}()")
+    seed_everything(seed)
+    try:
+        with torch.device(device):
+            values = function()
+    except BaseException as error:  # noqa: B902
+        raise ProblemError(f"{name}() failed: {type(error).__name__}: {error}")
+    if values is None:
+        raise ProblemError(f"{name}() returned nothing")
+    if not isinstance(values, (list, tuple)):
+        values = [values]
+    return [_to_device(value, device) for value in values]
+
+
+def make_inputs(module, seed, distribution, device):
+    """The problem's inputs for `seed`. The "signed" distribution keeps shapes and dtypes but
+    draws floating tensors from a standard normal, so that problems whose own [0, 1) inputs
+    hide mistakes (ReLU of non-negative numbers, softmax of near-constant rows) are probed."""
+    values = call_input_function(module, "get_inputs", seed, device)
+    if distribution == "signed":
+        generator = torch.Generator(device=device)
+        generator.manual_seed(seed)
+        values = [
+            torch.randn(value.shape, dtype=value.dtype, device=value.device, generator=generator)
+            if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+            for value in values
+        ]
+    return values
+
+
+def own_kernel_names(source):
+    """Names of the kernels a candidate defines: @triton.jit functions and CUDA __global__
+    functions (also inside load_inline source strings)."""
+    import re
+
+    names = set()
+    decorated = re.compile(
+        r"((?:^[ \t]*@[^\n]*\n)+)[ \t]*def[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+    for match in decorated.finditer(source):
+        if "triton" in match.group(1) or "jit" in match.group(1):
+            names.add(match.group(2))
+    global_function = re.compile(
+        r"__global__\s+(?:[\w:<>,\s\*&]+?\s+)?(?:__launch_bounds__\s*\([^)]*\)\s*)?"
+        r"([A-Za-z_]\w*)\s*\(")
+    for match in global_function.finditer(source):
+        names.add(match.group(1))
+    names.discard("void")
+    return sorted(names)

@@ -1,0 +1,284 @@
+"""The warm evaluation worker (see docs/worker-protocol.md).
+
+It imports torch (and triton) once and never touches CUDA, so that it can fork: for each
+evaluation it forks a trusted judge and a sandboxed candidate child, supervises both with
+time limits, keeps a capped tail of what the candidate prints, and answers with one JSON line.
+The worker must stay single-threaded for fork to be safe.
+"""
+import argparse
+import json
+import os
+import platform
+import select
+import signal
+import socket
+import sys
+import time
+
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+
+import torch  # noqa: E402
+
+from . import PROTOCOL_VERSION  # noqa: E402
+
+MAX_LINE = 64 << 20
+
+
+def hello():
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except Exception:  # noqa: BLE001 - triton is optional on the CPU
+        triton_version = None
+    return {"type": "hello", "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
+            "python": platform.python_version(), "torch": torch.__version__,
+            "triton": triton_version, "cuda_runtime": torch.version.cuda}
+
+
+class CappedTail:
+    """Keeps the last `limit` bytes of a stream and counts all of them."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.data = bytearray()
+        self.total = 0
+
+    def add(self, chunk):
+        self.total += len(chunk)
+        self.data += chunk
+        if len(self.data) > self.limit:
+            del self.data[: len(self.data) - self.limit]
+
+    def text(self):
+        return self.data.decode("utf-8", errors="replace")
+
+
+def _status(status):
+    if status is None:
+        return {"exit_code": None, "signal": None}
+    if os.WIFSIGNALED(status):
+        return {"exit_code": None, "signal": os.WTERMSIG(status)}
+    return {"exit_code": os.WEXITSTATUS(status), "signal": None}
+
+
+def _kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _kill_sandbox_user():
+    """The sandboxed child runs as uid 65534 when the worker is root; anything it left behind
+    (a fork bomb that escaped its process group) is ended by a helper of that uid."""
+    if os.getuid() != 0:
+        return
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _fork_child(setup):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            setup()
+        except BaseException:  # noqa: B902 - a child never returns into the worker's loop
+            import traceback
+
+            traceback.print_exc()
+        os._exit(70)
+    return pid
+
+
+def evaluate(request):
+    started = time.monotonic()
+    limits = request.get("limits", {})
+    wall = float(limits.get("wall_seconds", 300))
+    output_cap = int(limits.get("output_bytes", 65536))
+    judge_socket, candidate_socket = socket.socketpair()
+    candidate_out_read, candidate_out_write = os.pipe()
+    candidate_err_read, candidate_err_write = os.pipe()
+    judge_err_read, judge_err_write = os.pipe()
+    result_read, result_write = os.pipe()
+    own_ends = [candidate_out_write, candidate_err_write, judge_err_write, result_write]
+
+    def candidate_setup():
+        from . import candidate
+
+        judge_socket.close()
+        os.dup2(candidate_out_write, 1)
+        os.dup2(candidate_err_write, 2)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        # nothing of the worker's (its protocol stream, other pipes) stays open in the sandbox
+        os.closerange(3, candidate_socket.fileno())
+        os.closerange(candidate_socket.fileno() + 1, 1 << 16)
+        candidate.main(candidate_socket, request)
+
+    candidate_pid = _fork_child(candidate_setup)
+
+    def judge_setup():
+        from . import judge
+
+        candidate_socket.close()
+        os.close(candidate_out_write)
+        os.close(candidate_err_write)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        # the judge's and the problem's prints must never reach the protocol stream
+        os.dup2(judge_err_write, 1)
+        os.dup2(judge_err_write, 2)
+        judge.main(judge_socket, result_write, request, candidate_pid)
+
+    judge_pid = _fork_child(judge_setup)
+    for fd in own_ends:
+        os.close(fd)
+    judge_socket.close()
+    candidate_socket.close()
+
+    tails = {"stdout": CappedTail(output_cap), "stderr": CappedTail(output_cap),
+             "judge": CappedTail(output_cap), "result": CappedTail(MAX_LINE)}
+    open_fds = {candidate_out_read: "stdout", candidate_err_read: "stderr",
+                judge_err_read: "judge", result_read: "result"}
+    statuses = {candidate_pid: None, judge_pid: None}
+    killed_for_timeout = False
+    deadline = started + wall + 30
+    while open_fds or any(status is None for status in statuses.values()):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            if killed_for_timeout:
+                break  # ten seconds after SIGKILL: stop waiting for the pipes
+            killed_for_timeout = True
+            _kill_group(candidate_pid)
+            _kill_group(judge_pid)
+            deadline = time.monotonic() + 10
+            continue
+        if open_fds:
+            readable, _, _ = select.select(list(open_fds), [], [], min(remaining, 0.2))
+        else:
+            readable = []
+            time.sleep(0.02)
+        for fd in readable:
+            chunk = os.read(fd, 1 << 16)
+            if chunk:
+                tails[open_fds[fd]].add(chunk)
+            else:
+                os.close(fd)
+                del open_fds[fd]
+        for pid in statuses:
+            if statuses[pid] is None:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    statuses[pid] = status
+                    if pid == judge_pid:
+                        # the judge has spoken (or died): the candidate has nothing left to do
+                        _kill_group(candidate_pid)
+    for fd in open_fds:
+        os.close(fd)
+    for pid in statuses:
+        if statuses[pid] is None:
+            _kill_group(pid)
+            statuses[pid] = os.waitpid(pid, 0)[1]
+    _kill_group(candidate_pid)
+    _kill_sandbox_user()
+
+    judge_result = None
+    raw = bytes(tails["result"].data).strip()
+    if raw:
+        try:
+            judge_result = json.loads(raw)
+        except ValueError:
+            judge_result = None
+    candidate_status = _status(statuses[candidate_pid])
+    if judge_result and (judge_result.get("candidate_error") or {}).get("kind") == "timeout":
+        killed_for_timeout = True
+    return {
+        "type": "result", "id": request.get("id"), "wall_seconds": time.monotonic() - started,
+        "judge": judge_result,
+        "judge_process": dict(_status(statuses[judge_pid]), stderr=tails["judge"].text()),
+        "candidate_process": dict(candidate_status, killed_for_timeout=killed_for_timeout,
+                                  stdout=tails["stdout"].text(), stderr=tails["stderr"].text(),
+                                  stdout_bytes=tails["stdout"].total,
+                                  stderr_bytes=tails["stderr"].total),
+    }
+
+
+def handle(line):
+    try:
+        request = json.loads(line)
+    except ValueError as error:
+        return {"type": "error", "message": f"request is not JSON: {error}"}
+    if not isinstance(request, dict):
+        return {"type": "error", "message": "request is not a JSON object"}
+    if request.get("type") != "evaluate":
+        return {"type": "error", "id": request.get("id"),
+                "message": f"unknown request type {request.get('type')!r}"}
+    missing = [key for key in ("problem_path", "candidate_path", "device", "scratch_directory",
+                               "cache_directory", "sandbox_library") if key not in request]
+    if missing:
+        return {"type": "error", "id": request.get("id"),
+                "message": "request lacks " + ", ".join(missing)}
+    return evaluate(request)
+
+
+def serve(reader, writer):
+    writer.write(json.dumps(hello()).encode() + b"\n")
+    writer.flush()
+    while True:
+        line = reader.readline(MAX_LINE + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE:
+            # drain the rest of the oversized line
+            while line and not line.endswith(b"\n"):
+                line = reader.readline(MAX_LINE)
+            response = {"type": "error", "message": f"request line exceeds {MAX_LINE} bytes"}
+        elif not line.strip():
+            continue
+        else:
+            response = handle(line)
+        writer.write(json.dumps(response).encode() + b"\n")
+        writer.flush()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="kagent_runner.worker")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--stdio", action="store_true")
+    mode.add_argument("--socket")
+    arguments = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    if arguments.stdio:
+        serve(sys.stdin.buffer, sys.stdout.buffer)
+        return 0
+    path = arguments.socket
+    if os.path.exists(path):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    listener.listen(16)
+    print(f"kagent worker listening on {path}", file=sys.stderr, flush=True)
+    while True:
+        connection, _ = listener.accept()
+        with connection:
+            reader = connection.makefile("rb")
+            writer = connection.makefile("wb")
+            try:
+                serve(reader, writer)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
