@@ -453,6 +453,11 @@ body_scratch_is_writable(const char *scratch)
 
 	write_and_check(scratch);
 	write_and_check(extra_directory);
+	/* A file the trusted side left there was handed over too. */
+	fd = openat(open(extra_directory, O_RDONLY | O_DIRECTORY), "cached", O_WRONLY | O_APPEND);
+	CHECK(fd >= 0);
+	CHECK(write(fd, "new", 3) == 3);
+	close(fd);
 	/* The rest of the system stays readable. */
 	fd = open("/etc/passwd", O_RDONLY);
 	CHECK(fd >= 0);
