@@ -1,5 +1,7 @@
 /* The unit-test runner behind tests/unit/test.h: fork per test, time limit, TAP output. */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* also given by the build; here for a standalone compile */
+#endif
 #include "test.h"
 
 #include <signal.h>
