@@ -341,9 +341,8 @@ out:
  * Takes ownership of fd.
  */
 static int
-sandbox_give_tree(int fd, int depth, const char *top, char *error, size_t error_size)
+sandbox_give_tree(int fd, int depth, const char *top, uid_t id, char *error, size_t error_size)
 {
-	const uid_t id = KAGENT_SANDBOX_UNPRIVILEGED_ID;
 	struct dirent *entry;
 	struct stat status;
 	DIR *directory = NULL;
@@ -394,7 +393,7 @@ sandbox_give_tree(int fd, int depth, const char *top, char *error, size_t error_
 				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (child < 0)
 				continue;
-			result = sandbox_give_tree(child, depth + 1, top, error, error_size);
+			result = sandbox_give_tree(child, depth + 1, top, id, error, error_size);
 			if (result < 0)
 				goto out;
 			continue;
@@ -414,14 +413,14 @@ out:
 }
 
 static int
-sandbox_give_folder(const char *path, char *error, size_t error_size)
+sandbox_give_folder(const char *path, uid_t id, char *error, size_t error_size)
 {
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0)
 		return sandbox_fail(error, error_size, -errno, "open \"%s\": %s", path,
 				    strerror(errno));
-	return sandbox_give_tree(fd, 0, path, error, error_size);
+	return sandbox_give_tree(fd, 0, path, id, error, error_size);
 }
 
 /*
@@ -434,17 +433,18 @@ sandbox_give_folder(const char *path, char *error, size_t error_size)
 static int
 sandbox_drop_root(const struct kagent_sandbox_policy *policy, char *error, size_t error_size)
 {
-	const uid_t id = KAGENT_SANDBOX_UNPRIVILEGED_ID;
+	const uid_t id = policy->unprivileged_id != 0 ? (uid_t)policy->unprivileged_id
+						      : KAGENT_SANDBOX_UNPRIVILEGED_ID;
 	const char *const *path;
 	uid_t real_uid, effective_uid, saved_uid;
 	gid_t real_gid, effective_gid, saved_gid;
 	int result;
 
-	result = sandbox_give_folder(policy->scratch_directory, error, error_size);
+	result = sandbox_give_folder(policy->scratch_directory, id, error, error_size);
 	if (result < 0)
 		goto out;
 	for (path = policy->writable_paths; path != NULL && *path != NULL; path++) {
-		result = sandbox_give_folder(*path, error, error_size);
+		result = sandbox_give_folder(*path, id, error, error_size);
 		if (result < 0)
 			goto out;
 	}
@@ -946,6 +946,12 @@ kagent_sandbox_enter_json(const char *policy_json, char *error, size_t error_siz
 			result = sandbox_json_flag(value, &policy.allow_gpu_devices);
 			if (result < 0)
 				break;
+		} else if (strcmp(key, "unprivileged_id") == 0) {
+			/* uids above 2^31 - 1 are refused: some tools treat them as negative */
+			result = sandbox_json_count(value, 0x7fffffffLL, &count);
+			if (result < 0)
+				break;
+			policy.unprivileged_id = (long)count;
 		} else if (strcmp(key, "new_network_namespace") == 0) {
 			result = sandbox_json_flag(value, &policy.new_network_namespace);
 			if (result < 0)

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-/* The uid and gid a root caller drops to: "nobody" on Debian. */
+/* The uid and gid a root caller drops to when the policy names none: "nobody". */
 #define KAGENT_SANDBOX_UNPRIVILEGED_ID 65534
 
 struct kagent_sandbox_policy {
@@ -22,6 +22,10 @@ struct kagent_sandbox_policy {
 	long long max_address_space_bytes; /* RLIMIT_AS, 0 = unlimited (must stay 0 for CUDA) */
 	int allow_gpu_devices;		   /* /dev read+write+ioctl for the NVIDIA device nodes */
 	int new_network_namespace;	   /* a new, empty network namespace where possible */
+	/* The uid and gid a root caller drops to (0: KAGENT_SANDBOX_UNPRIVILEGED_ID). Give each
+	 * GPU's candidates their own, unused id: the process limit counts the whole uid, and
+	 * the worker ends every process of that uid after an evaluation. */
+	long unprivileged_id;
 };
 
 /*

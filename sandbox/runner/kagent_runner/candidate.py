@@ -114,6 +114,8 @@ class CandidateRunner:
             os.environ[variable] = path
         os.environ["TMPDIR"] = scratch
         os.environ["HOME"] = scratch
+        # the sandbox uid has no passwd entry; getpass.getuser() must not need one
+        os.environ["USER"] = os.environ["LOGNAME"] = "kagent-sandbox"
         limits = self.request.get("limits", {})
         policy = {
             "scratch_directory": scratch,
@@ -124,6 +126,7 @@ class CandidateRunner:
             "max_address_space_bytes": 0,
             "allow_gpu_devices": 1 if self.device == "cuda" else 0,
             "new_network_namespace": 1,
+            "unprivileged_id": int(self.request.get("sandbox_uid", 65534)),
         }
         library = ctypes.CDLL(self.request["sandbox_library"])
         library.kagent_sandbox_enter_json.argtypes = [ctypes.c_char_p, ctypes.c_char_p,

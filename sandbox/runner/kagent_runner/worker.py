@@ -69,16 +69,17 @@ def _kill_group(pid):
         pass
 
 
-def _kill_sandbox_user():
-    """The sandboxed child runs as uid 65534 when the worker is root; anything it left behind
-    (a fork bomb that escaped its process group) is ended by a helper of that uid."""
-    if os.getuid() != 0:
+def _kill_sandbox_user(uid):
+    """When the worker is root, the sandboxed child runs as a uid of its own (one per GPU);
+    anything it left behind (a fork bomb that escaped its process group) is ended by a
+    helper of that uid. Never use a uid that other programs run as."""
+    if os.getuid() != 0 or uid in (0, 65534):
         return
     pid = os.fork()
     if pid == 0:
         try:
-            os.setgid(65534)
-            os.setuid(65534)
+            os.setgid(uid)
+            os.setuid(uid)
             os.kill(-1, signal.SIGKILL)
         except OSError:
             pass
@@ -190,7 +191,7 @@ def evaluate(request):
             _kill_group(pid)
             statuses[pid] = os.waitpid(pid, 0)[1]
     _kill_group(candidate_pid)
-    _kill_sandbox_user()
+    _kill_sandbox_user(int(request.get("sandbox_uid", 65534)))
 
     judge_result = None
     raw = bytes(tails["result"].data).strip()
