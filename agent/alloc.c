@@ -65,6 +65,12 @@ kagent_vasprintf(const char *format, va_list arguments)
 	int length;
 	char *string;
 
+	/*
+	 * gcc 12 with -fsanitize=undefined sees a path where format is NULL and warns
+	 * (-Wformat-truncation) on vsnprintf(NULL, 0, ...); ruling it out keeps werror builds.
+	 */
+	if (format == NULL)
+		format = "";
 	va_copy(copy, arguments);
 	length = vsnprintf(NULL, 0, format, copy);
 	va_end(copy);

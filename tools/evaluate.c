@@ -208,9 +208,6 @@ evaluate__request(struct evaluate__state *state)
 	    "wall_seconds", EVALUATE_WALL_SECONDS, "call_seconds", 20, "cpu_seconds", 600,
 	    "max_processes", 256, "output_bytes", 65536, "scratch_directory", state->scratch_dir,
 	    "cache_directory", candidate_cache, "sandbox_library", sandbox_library);
-	if (json_is_null(json_object_get(request, "baselines")) ||
-	    json_object_get(request, "baselines") == NULL)
-		json_object_set_new(request, "baselines", json_null());
 	free(id);
 	free(candidate_cache);
 	free(sandbox_library);
@@ -481,21 +478,12 @@ kagent_evaluate_start(uv_loop_t *loop, const struct kagent_evaluate_options *opt
 	    options->worker_socket ? kagent_strdup(options->worker_socket) : NULL;
 	state->options.device = state->device;
 	state->options.worker_socket = state->worker_socket;
-	/* The caller's path strings need not outlive this call. */
-	state->options.problem_path = NULL;
-	state->options.candidate_path = NULL;
 	uv_timer_init(loop, &state->defer);
 	state->defer.data = state;
-	{
-		struct kagent_evaluate_options paths = state->options;
-
-		paths.problem_path = options->problem_path;
-		paths.candidate_path = options->candidate_path;
-		state->options = paths;
-		error = evaluate__prepare(state, &kind, &cause);
-		state->options.problem_path = NULL;
-		state->options.candidate_path = NULL;
-	}
+	error = evaluate__prepare(state, &kind, &cause);
+	/* The caller's path strings need not outlive this call: only the resolved copies stay. */
+	state->options.problem_path = NULL;
+	state->options.candidate_path = NULL;
 	if (error != 0) {
 		evaluate__fail_early(state, error, kind, cause);
 		free(cause);
