@@ -5,6 +5,9 @@
 #include <string.h>
 
 const struct kagent_command *const kagent_command_table[] = {
+    &kagent_command_eval,
+    &kagent_command_gpu,
+    &kagent_command_worker,
     NULL,
 };
 

@@ -14,6 +14,9 @@ struct kagent_command {
 	int (*handler)(int argc, char **argv);
 };
 
+extern const struct kagent_command kagent_command_eval;
+extern const struct kagent_command kagent_command_gpu;
+extern const struct kagent_command kagent_command_worker;
 
 /* NULL-terminated. */
 extern const struct kagent_command *const kagent_command_table[];

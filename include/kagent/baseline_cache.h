@@ -1,0 +1,42 @@
+/*
+ * The cache of baseline timings (eager PyTorch and torch.compile). Measuring
+ * them costs more than judging most candidates, and they depend only on the
+ * problem, the GPU and the software, so they are kept per key in
+ * <cache>/baselines/<sha256 of key>.json as {"key": ..., "baselines": {...}}.
+ */
+#ifndef KAGENT_BASELINE_CACHE_H
+#define KAGENT_BASELINE_CACHE_H
+
+#include <jansson.h>
+
+/* Everything the baselines depend on. NULL strings count as "none". */
+struct kagent_baseline_key {
+	const char *problem_sha256;
+	const char *device;
+	const char *gpu_name;
+	const char *driver;
+	const char *torch;
+	const char *triton;
+	const char *cuda_runtime;
+	const json_t *timing; /* the request's timing options */
+	int measure_compile;
+};
+
+/* A cache file larger than this is not a cache file kagent wrote. */
+#define KAGENT_BASELINE_CACHE_FILE_CAP (1024 * 1024)
+
+/* The key as a canonical string (compact JSON with sorted keys); the caller frees it. */
+char *kagent_baseline_cache_key(const struct kagent_baseline_key *key);
+/* The file for a key: <cache_dir>/baselines/<hex>.json; the caller frees it. */
+char *kagent_baseline_cache_path(const char *cache_dir, const char *key);
+/*
+ * Returns 0 and in *baselines_out a new reference to the cached "baselines" object, or NULL
+ * when nothing usable is cached (absent, unreadable, corrupt or another key's file: a cache
+ * is never a reason to fail).
+ */
+int kagent_baseline_cache_lookup(const char *cache_dir, const char *key, json_t **baselines_out);
+/* Writes the entry atomically (temporary file and rename). 0 or a negative errno with *cause. */
+int kagent_baseline_cache_store(const char *cache_dir, const char *key, const json_t *baselines,
+				char **cause);
+
+#endif

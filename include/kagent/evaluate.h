@@ -1,0 +1,43 @@
+/*
+ * One evaluation of a candidate against a problem, end to end: files, hashes,
+ * GPU probe, a worker (running or spawned), the request, cached baselines, the
+ * verdict. The CLI, the agent loop and the daemon all call this.
+ */
+#ifndef KAGENT_EVALUATE_H
+#define KAGENT_EVALUATE_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct kagent_evaluate_options {
+	const char *problem_path;
+	const char *candidate_path;
+	const char *device; /* "cuda" (NULL means cuda) or "cpu" */
+	int gpu_index;
+	uint64_t seed;		   /* 0: a random base; else seeds are seed, seed+1, ... */
+	int trials;		   /* 0: 3 on the problem's own inputs */
+	int signed_trials;	   /* 0: 2 on signed inputs; -1: none */
+	const char *worker_socket; /* a running worker; NULL: the default socket or a new one */
+	int cold;		   /* never use a running worker: spawn one */
+	int no_cache;		   /* neither read nor write cached baselines */
+	int measure_compile;	   /* time torch.compile as a baseline */
+	uint64_t worker_hello_timeout_ms; /* 0: the worker module's default */
+};
+
+/*
+ * status 0: object is a verdict (docs/verdict.md); otherwise a negative errno and object is an
+ * error object {"schema", "error", "message"}. object is borrowed: json_incref to keep it.
+ */
+typedef void (*kagent_evaluate_callback)(int status, const json_t *object, void *data);
+
+/* Starts an evaluation; callback runs exactly once, from the loop, never from this call. */
+void kagent_evaluate_start(uv_loop_t *loop, const struct kagent_evaluate_options *options,
+			   kagent_evaluate_callback callback, void *data);
+/* Runs an evaluation on a loop of its own. Returns 0 with a verdict in *object_out, or a
+ * negative errno with an error object; the caller releases *object_out. */
+int kagent_evaluate_run_sync(const struct kagent_evaluate_options *options, json_t **object_out);
+/* "triton", "cuda" or "unknown" from a candidate's source text. */
+const char *kagent_evaluate_detect_backend(const char *source);
+
+#endif

@@ -1,0 +1,35 @@
+/*
+ * Where kagent finds what it needs at run time: the Python interpreter that runs
+ * the worker, the runner package, the sandbox library, its cache and the default
+ * worker socket. Each is an environment variable first, then a path relative to
+ * the running executable (a build folder inside the source tree), then the
+ * default compiled in by meson.
+ */
+#ifndef KAGENT_PATHS_H
+#define KAGENT_PATHS_H
+
+#include <sys/types.h>
+
+/* Each returns 0 and a newly allocated path in *out (the caller frees it), or a negative errno. */
+
+/* KAGENT_PYTHON, else <exe_dir>/../.venv/bin/python3 when executable, else KAGENT_DEFAULT_PYTHON.
+ */
+int kagent_paths_python(char **out, char **cause);
+/* KAGENT_RUNNER_DIR, else <exe_dir>/../sandbox/runner when it exists, else the default. */
+int kagent_paths_runner_dir(char **out, char **cause);
+/* KAGENT_SANDBOX_LIBRARY, else <exe_dir>/sandbox/libkagent-sandbox.so when it exists, else the
+ * default. */
+int kagent_paths_sandbox_library(char **out, char **cause);
+/* KAGENT_CACHE_DIR, else $XDG_CACHE_HOME/kagent, else $HOME/.cache/kagent; created (0700). */
+int kagent_paths_cache_dir(char **out, char **cause);
+/* KAGENT_WORKER_SOCKET, else $XDG_RUNTIME_DIR/kagent/worker.sock, else
+ * /tmp/kagent-<uid>/worker.sock. The folder is not created here. */
+int kagent_paths_worker_socket(char **out, char **cause);
+/* The folder holding the running executable (from /proc/self/exe). */
+int kagent_paths_executable_dir(char **out, char **cause);
+/* mkdir -p: creates path and its missing parents with mode; an existing folder is fine. */
+int kagent_paths_make_directories(const char *path, mode_t mode, char **cause);
+/* rm -r: removes path and everything under it (symbolic links are removed, not followed). */
+int kagent_paths_remove_tree(const char *path, char **cause);
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * The verdict: what `kagent eval` concludes from a worker's `result`
+ * (docs/worker-protocol.md), in the shape of docs/verdict.md. Building it is a
+ * pure function of the result and its context, so every status and named check
+ * is tested without torch or a GPU.
+ */
+#ifndef KAGENT_VERDICT_H
+#define KAGENT_VERDICT_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+struct kagent_gpu_info;
+
+#define KAGENT_VERDICT_SCHEMA "kagent.verdict/1"
+#define KAGENT_ERROR_SCHEMA "kagent.error/1"
+
+/* In the order docs/verdict.md decides them (correct last). */
+enum kagent_verdict_status {
+	KAGENT_VERDICT_TIMEOUT,
+	KAGENT_VERDICT_COMPILE_ERROR,
+	KAGENT_VERDICT_REJECTED,
+	KAGENT_VERDICT_CRASHED,
+	KAGENT_VERDICT_RUNTIME_ERROR,
+	KAGENT_VERDICT_INCORRECT,
+	KAGENT_VERDICT_CORRECT,
+	KAGENT_VERDICT_STATUS_COUNT,
+};
+
+/* Indexed by enum kagent_verdict_status: "timeout", "compile_error", ... */
+extern const char *const kagent_verdict_status_names[KAGENT_VERDICT_STATUS_COUNT];
+
+struct kagent_verdict_input {
+	const json_t *result; /* the worker's {"type": "result", ...} object */
+	const json_t
+	    *hello; /* the worker's hello (versions when the judge gave none); may be NULL */
+	const char *problem_path;
+	const char *problem_sha256;
+	const char *candidate_path;
+	const char *candidate_sha256;
+	const char *backend;		   /* "triton", "cuda", "unknown" */
+	const char *device;		   /* "cuda" or "cpu" */
+	const struct kagent_gpu_info *gpu; /* NULL on the CPU */
+	double wall_seconds;		   /* the whole evaluation as the caller saw it */
+	int baselines_cached;		   /* the request carried cached baselines */
+};
+
+/* Returns the status's name, or "unknown" for a value out of range. */
+const char *kagent_verdict_status_name(enum kagent_verdict_status status);
+/* Returns the status for a name, or -EINVAL. */
+int kagent_verdict_status_from_name(const char *name);
+/*
+ * Builds the verdict object. Returns 0 and a new reference in *verdict_out, or with
+ * *cause: -EINVAL when the problem itself cannot be used (the judge's problem_error),
+ * -EPROTO when the worker answered with an error or a malformed result, or the judge died.
+ */
+int kagent_verdict_build(const struct kagent_verdict_input *in, json_t **verdict_out, char **cause);
+/* 0 only for a correct verdict, else 1. */
+int kagent_verdict_exit_status(const json_t *verdict);
+/* {"schema": "kagent.error/1", "error": kind, "message": message}; a new reference. */
+json_t *kagent_verdict_error_json(const char *kind, const char *message);
+/* A short summary for a person: status, reason, timings, kernels, violations, warnings. */
+void kagent_verdict_render_text(const json_t *verdict, FILE *stream);
+
+#endif

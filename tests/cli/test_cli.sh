@@ -1,0 +1,71 @@
+#!/bin/sh
+# Black-box tests of the kagent binary: usage errors, the no-GPU path, and `kagent eval
+# --device cpu` end to end against the fake worker (tests/fixtures/fake_runner). TAP output.
+set -u
+KAGENT=${KAGENT:?path to the kagent binary}
+SOURCE=${KAGENT_SOURCE_DIR:?source folder}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/kagent-cli-XXXXXX")
+trap 'kill $WORKER_PID 2>/dev/null; rm -rf "$WORK"' EXIT
+WORKER_PID=
+export KAGENT_CACHE_DIR="$WORK/cache" KAGENT_RUNNER_DIR="$SOURCE/tests/fixtures/fake_runner"
+export KAGENT_PYTHON=python3 KAGENT_LIBCUDA="$WORK/no-libcuda.so.1" TMPDIR="$WORK"
+export KAGENT_WORKER_SOCKET="$WORK/none.sock"
+unset FAKE_WORKER_MODE FAKE_WORKER_RESULT
+printf 'import torch\nclass Model: pass\n' > "$WORK/p.py"
+printf 'import triton\n@triton.jit\ndef k(): pass\nclass ModelNew: pass\n' > "$WORK/c.py"
+
+count=0
+failed=0
+ok() { count=$((count + 1)); echo "ok $count - $1"; }
+not_ok() { count=$((count + 1)); failed=$((failed + 1)); echo "not ok $count - $1"; shift; for line in "$@"; do echo "# $line"; done; }
+# check NAME EXPECTED_STATUS STDOUT_PATTERN STDERR_PATTERN -- kagent arguments
+check() {
+	name=$1 expected=$2 out_pattern=$3 err_pattern=$4
+	shift 5
+	"$KAGENT" "$@" > "$WORK/out" 2> "$WORK/err"
+	status=$?
+	if [ "$status" -ne "$expected" ]; then
+		not_ok "$name" "exit $status, expected $expected" "$(cat "$WORK/out" "$WORK/err")"
+	elif [ -n "$out_pattern" ] && ! grep -q -- "$out_pattern" "$WORK/out"; then
+		not_ok "$name" "stdout lacks $out_pattern" "$(cat "$WORK/out")"
+	elif [ -n "$err_pattern" ] && ! grep -q -- "$err_pattern" "$WORK/err"; then
+		not_ok "$name" "stderr lacks $err_pattern" "$(cat "$WORK/err")"
+	else
+		ok "$name"
+	fi
+}
+# json_field FILE EXPRESSION: prints a field of the JSON object in FILE.
+json_field() { python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print($2)" "$1"; }
+one_object() { python3 -c "import json,sys; t=open(sys.argv[1]).read(); json.loads(t)" "$1"; }
+
+echo "1..14"
+check "missing problem" 2 "" "cannot read the problem $WORK/missing.py" -- eval "$WORK/missing.py" "$WORK/c.py"
+check "missing candidate json" 2 '"error":"io"' "cannot read the candidate" -- eval "$WORK/p.py" "$WORK/nope.py" --json
+check "no gpu json" 2 '"error":"no_gpu"' "no NVIDIA driver found" -- eval "$WORK/p.py" "$WORK/c.py" --json
+if one_object "$WORK/out" && [ "$(wc -l < "$WORK/out")" -eq 1 ]; then ok "no gpu: exactly one JSON object"; else not_ok "no gpu: exactly one JSON object" "$(cat "$WORK/out")"; fi
+check "gpu command" 2 "" "this machine has no usable GPU" -- gpu
+check "bad flag" 2 "" "usage: kagent eval" -- eval --bogus "$WORK/p.py" "$WORK/c.py"
+check "bad device" 2 '"error":"usage"' "--device must be cuda or cpu" -- eval "$WORK/p.py" "$WORK/c.py" --device tpu --json
+check "one file only" 2 "" "give exactly a problem file and a candidate file" -- eval "$WORK/p.py"
+
+export FAKE_WORKER_RESULT="$SOURCE/tests/fixtures/verdict/correct_cpu.json"
+check "cpu correct" 0 '"status": "correct"' "" -- eval "$WORK/p.py" "$WORK/c.py" --device cpu --json --seed 7
+if [ "$(json_field "$WORK/out" 'v["candidate"]["backend"], v["timing"]["speedup_vs_eager"], v["timing"]["baselines_cached"]')" = "triton 2.0 False" ]; then
+	ok "cpu correct: backend, speedup, fresh baselines"
+else
+	not_ok "cpu correct: fields" "$(cat "$WORK/out")"
+fi
+check "cpu correct again: baselines from the cache" 0 '"baselines_cached": true' "" -- eval "$WORK/p.py" "$WORK/c.py" --device cpu --json
+export FAKE_WORKER_RESULT="$SOURCE/tests/fixtures/verdict/incorrect_cpu.json"
+check "cpu incorrect" 1 '"check": "output_mismatch"' "" -- eval "$WORK/p.py" "$WORK/c.py" --device cpu --json --no-cache
+check "cpu incorrect text" 1 "incorrect: output\[0\] mismatches in trial 2" "" -- eval "$WORK/p.py" "$WORK/c.py" --device cpu --no-cache
+
+# A warm worker on a socket, through `kagent worker`.
+export FAKE_WORKER_RESULT="$SOURCE/tests/fixtures/verdict/correct_cpu.json"
+"$KAGENT" worker --socket "$WORK/run/w.sock" 2> "$WORK/worker.err" &
+WORKER_PID=$!
+tries=0
+while [ ! -S "$WORK/run/w.sock" ] && [ $tries -lt 100 ]; do sleep 0.05; tries=$((tries + 1)); done
+check "eval through kagent worker" 0 '"status": "correct"' "" -- eval "$WORK/p.py" "$WORK/c.py" --device cpu --json --worker "$WORK/run/w.sock"
+kill $WORKER_PID
+[ "$failed" -eq 0 ]

@@ -1,0 +1,204 @@
+/* Unit tests for tools/evaluate.c: backend detection, early errors, and the request it sends. */
+#include "kagent/alloc.h"
+#include "kagent/evaluate.h"
+#include "kagent/paths.h"
+#include "test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <unistd.h>
+
+static void
+test_detect_backend(void)
+{
+	CHECK_STRING(kagent_evaluate_detect_backend("import triton\n"), "triton");
+	CHECK_STRING(kagent_evaluate_detect_backend("@triton.jit\ndef k(): pass"), "triton");
+	CHECK_STRING(kagent_evaluate_detect_backend("from torch.utils.cpp_extension import "
+						    "load_inline"),
+		     "cuda");
+	CHECK_STRING(kagent_evaluate_detect_backend("import torch\n"), "unknown");
+	CHECK_STRING(kagent_evaluate_detect_backend(NULL), "unknown");
+}
+
+/* A private environment: a fresh TMPDIR, cache, fake runner and no driver. */
+static char *
+setup(void)
+{
+	char *directory = kagent_test_make_directory(), *value;
+
+	value = kagent_asprintf("%s/tests/fixtures/fake_runner", getenv("KAGENT_SOURCE_DIR"));
+	setenv("KAGENT_RUNNER_DIR", value, 1);
+	free(value);
+	value = kagent_asprintf("%s/cache", directory);
+	setenv("KAGENT_CACHE_DIR", value, 1);
+	free(value);
+	value = kagent_asprintf("%s/none.sock", directory);
+	setenv("KAGENT_WORKER_SOCKET", value, 1);
+	free(value);
+	setenv("KAGENT_PYTHON", "python3", 1);
+	setenv("KAGENT_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+	setenv("TMPDIR", directory, 1);
+	unsetenv("FAKE_WORKER_RESULT");
+	setenv("FAKE_WORKER_MODE", "normal", 1);
+	free(kagent_test_write_file(directory, "p.py", "class Model: pass\n"));
+	free(kagent_test_write_file(directory, "c.py", "import triton\nclass ModelNew: pass\n"));
+	return directory;
+}
+
+static void
+test_missing_file(void)
+{
+	char *directory = setup(), *problem = kagent_asprintf("%s/p.py", directory);
+	struct kagent_evaluate_options options = {.problem_path = "/nonexistent/p.py",
+						  .candidate_path = problem};
+	json_t *object = NULL;
+
+	CHECK_INT(kagent_evaluate_run_sync(&options, &object), -ENOENT);
+	CHECK_STRING(json_string_value(json_object_get(object, "error")), "io");
+	CHECK_CONTAINS(json_string_value(json_object_get(object, "message")),
+		       "cannot read the problem /nonexistent/p.py");
+	json_decref(object);
+	kagent_paths_remove_tree(directory, NULL);
+	free(problem);
+	free(directory);
+}
+
+static void
+test_no_gpu(void)
+{
+	char *directory = setup(), *problem = kagent_asprintf("%s/p.py", directory);
+	char *candidate = kagent_asprintf("%s/c.py", directory);
+	struct kagent_evaluate_options options = {.problem_path = problem,
+						  .candidate_path = candidate};
+	json_t *object = NULL;
+
+	/* FAKE_WORKER_MODE=exit would fail differently: no Python may start before the probe. */
+	setenv("FAKE_WORKER_MODE", "exit", 1);
+	CHECK_INT(kagent_evaluate_run_sync(&options, &object), -ENODEV);
+	CHECK_STRING(json_string_value(json_object_get(object, "error")), "no_gpu");
+	CHECK_CONTAINS(json_string_value(json_object_get(object, "message")), "no usable GPU");
+	json_decref(object);
+	options.device = "tpu";
+	CHECK_INT(kagent_evaluate_run_sync(&options, &object), -EINVAL);
+	CHECK_STRING(json_string_value(json_object_get(object, "error")), "usage");
+	json_decref(object);
+	kagent_paths_remove_tree(directory, NULL);
+	free(problem);
+	free(candidate);
+	free(directory);
+}
+
+/* Counts entries of a folder whose name starts with prefix. */
+static int
+count_entries(const char *directory, const char *prefix)
+{
+	DIR *folder = opendir(directory);
+	struct dirent *entry;
+	int count = 0;
+
+	CHECK(folder != NULL);
+	while ((entry = readdir(folder)) != NULL) {
+		if (strncmp(entry->d_name, prefix, strlen(prefix)) == 0)
+			count++;
+	}
+	closedir(folder);
+	return count;
+}
+
+static void
+test_request_and_worker_errors(void)
+{
+	char *directory = setup(), *problem = kagent_asprintf("%s/p.py", directory);
+	char *candidate = kagent_asprintf("%s/c.py", directory);
+	char *log = kagent_asprintf("%s/requests.jsonl", directory);
+	struct kagent_evaluate_options options = {.problem_path = problem,
+						  .candidate_path = candidate,
+						  .device = "cpu",
+						  .seed = 500,
+						  .measure_compile = 1};
+	json_t *object = NULL, *request;
+	json_error_t error;
+	FILE *file;
+
+	/* The echo fake answers with something that is not a result: a worker error. */
+	setenv("FAKE_WORKER_LOG", log, 1);
+	CHECK_INT(kagent_evaluate_run_sync(&options, &object), -EPROTO);
+	CHECK_STRING(json_string_value(json_object_get(object, "error")), "worker");
+	json_decref(object);
+	file = fopen(log, "r");
+	CHECK(file != NULL);
+	request = json_loadf(file, JSON_DISABLE_EOF_CHECK, &error);
+	fclose(file);
+	CHECK(request != NULL);
+	CHECK_STRING(json_string_value(json_object_get(request, "type")), "evaluate");
+	CHECK_STRING(json_string_value(json_object_get(request, "device")), "cpu");
+	CHECK_STRING(json_string_value(json_object_get(request, "problem_path")), problem);
+	CHECK_INT(json_integer_value(json_array_get(json_object_get(request, "seeds"), 2)), 502);
+	CHECK_INT(json_array_size(json_object_get(request, "signed_seeds")), 2);
+	CHECK(json_is_null(json_object_get(request, "baselines")));
+	CHECK(json_is_object(json_object_get(json_object_get(request, "tolerances"), "float32")));
+	CHECK_INT(
+	    json_integer_value(json_object_get(json_object_get(request, "limits"), "output_bytes")),
+	    65536);
+	CHECK_INT(
+	    json_integer_value(json_object_get(json_object_get(request, "timing"), "max_calls")),
+	    100);
+	CHECK_CONTAINS(json_string_value(json_object_get(request, "cache_directory")),
+		       "/cache/candidates/");
+	CHECK_CONTAINS(json_string_value(json_object_get(request, "scratch_directory")),
+		       "kagent-scratch-");
+	json_decref(request);
+	/* The scratch folder is gone afterwards. */
+	CHECK_INT(count_entries(directory, "kagent-scratch-"), 0);
+
+	/* A worker that dies mid-request: its stderr explains. */
+	setenv("FAKE_WORKER_MODE", "exit", 1);
+	CHECK_INT(kagent_evaluate_run_sync(&options, &object), -EPIPE);
+	CHECK_STRING(json_string_value(json_object_get(object, "error")), "worker");
+	CHECK_CONTAINS(json_string_value(json_object_get(object, "message")),
+		       "No module named 'torch'");
+	json_decref(object);
+	CHECK_INT(count_entries(directory, "kagent-scratch-"), 0);
+	unsetenv("FAKE_WORKER_LOG");
+	kagent_paths_remove_tree(directory, NULL);
+	free(log);
+	free(problem);
+	free(candidate);
+	free(directory);
+}
+
+static void
+test_problem_error(void)
+{
+	char *directory = setup(), *problem = kagent_asprintf("%s/p.py", directory);
+	char *candidate = kagent_asprintf("%s/c.py", directory);
+	char *result = kagent_test_write_file(
+	    directory, "r.json",
+	    "{\"type\": \"result\", \"judge\": {\"problem_error\": \"p.py defines no class "
+	    "Model\"}}");
+	struct kagent_evaluate_options options = {
+	    .problem_path = problem, .candidate_path = candidate, .device = "cpu"};
+	json_t *object = NULL;
+
+	setenv("FAKE_WORKER_RESULT", result, 1);
+	CHECK_INT(kagent_evaluate_run_sync(&options, &object), -EINVAL);
+	CHECK_STRING(json_string_value(json_object_get(object, "error")), "problem");
+	CHECK_CONTAINS(json_string_value(json_object_get(object, "message")), "no class Model");
+	json_decref(object);
+	kagent_paths_remove_tree(directory, NULL);
+	free(result);
+	free(problem);
+	free(candidate);
+	free(directory);
+}
+
+static const struct kagent_test tests[] = {
+    {"detect_backend", test_detect_backend},
+    {"missing_file", test_missing_file},
+    {"no_gpu", test_no_gpu},
+    {"request_and_worker_errors", test_request_and_worker_errors},
+    {"problem_error", test_problem_error},
+    {NULL, NULL},
+};
+
+KAGENT_TEST_MAIN(tests, 60)

@@ -1,0 +1,678 @@
+/* Unit tests for tools/verdict.c: every status, every named check, and garbage results. */
+#include "kagent/cuda_driver.h"
+#include "kagent/verdict.h"
+#include "test.h"
+
+#include <errno.h>
+
+/* A correct CUDA result, which each test bends into the case it checks. */
+static const char base_result[] =
+    "{\"type\": \"result\", \"id\": \"t\", \"wall_seconds\": 2.4,"
+    " \"judge_process\": {\"exit_code\": 0, \"signal\": null, \"stderr\": \"\"},"
+    " \"candidate_process\": {\"exit_code\": 0, \"signal\": null, \"killed_for_timeout\": false,"
+    "   \"stdout\": \"hi\\n\", \"stderr\": \"\", \"stdout_bytes\": 3, \"stderr_bytes\": 0},"
+    " \"judge\": {\"problem_error\": null, \"phase\": \"done\", \"candidate_error\": null,"
+    "   \"environment\": {\"device\": \"cuda\", \"gpu\": \"NVIDIA H100 80GB HBM3\","
+    "     \"compute_capability\": \"9.0\", \"torch\": \"2.11.0\", \"triton\": \"3.6.0\","
+    "     \"cuda_runtime\": \"13.0\", \"python\": \"3.12.3\"},"
+    "   \"trials\": ["
+    "     {\"seed\": 101, \"distribution\": \"problem\", \"passed\": true,"
+    "      \"inputs_unchanged\": true, \"reason\": null, \"outputs\": ["
+    "       {\"path\": \"output[0]\", \"kind\": \"tensor\", \"dtype\": \"float32\","
+    "        \"shape\": [16, 16], \"candidate_dtype\": \"float32\", \"candidate_shape\": [16, 16],"
+    "        \"max_abs\": 0.0, \"max_rel\": 0.0, \"norm_rel\": 0.0, \"mismatch_fraction\": 0.0,"
+    "        \"first_mismatch\": null, \"nonfinite\": 0, \"passed\": true, \"reason\": null}]},"
+    "     {\"seed\": 102, \"distribution\": \"problem\", \"passed\": true,"
+    "      \"inputs_unchanged\": true, \"reason\": null, \"outputs\": ["
+    "       {\"path\": \"output[0]\", \"kind\": \"tensor\", \"dtype\": \"float32\","
+    "        \"shape\": [16, 16], \"candidate_dtype\": \"float32\", \"candidate_shape\": [16, 16],"
+    "        \"max_abs\": 0.0, \"max_rel\": 0.0, \"norm_rel\": 0.0, \"mismatch_fraction\": 0.0,"
+    "        \"first_mismatch\": null, \"nonfinite\": 0, \"passed\": true, \"reason\": null}]},"
+    "     {\"seed\": 201, \"distribution\": \"signed\", \"passed\": true,"
+    "      \"inputs_unchanged\": true, \"reason\": null, \"outputs\": []}],"
+    "   \"signed_skipped\": null,"
+    "   \"degenerate\": {\"constant_output\": false, \"zeros_pass\": false, \"identity_pass\": "
+    "false},"
+    "   \"timing\": {\"method\": \"judge wall clock\", \"null_overhead_ms\": 0.012,"
+    "     \"candidate\": {\"calls\": 40, \"median_ms\": 2.0, \"min_ms\": 1.9, \"max_ms\": 2.2,"
+    "       \"p10_ms\": 1.9, \"p90_ms\": 2.1, \"mean_ms\": 2.0, \"stdev_ms\": 0.05},"
+    "     \"verified_calls\": 5, \"verification_failures\": 0},"
+    "   \"baselines\": {\"eager\": {\"calls\": 40, \"median_ms\": 3.0},"
+    "     \"compile\": {\"calls\": 40, \"median_ms\": 4.0}, \"compile_error\": null,"
+    "     \"bandwidth_bytes_per_second\": 3.2e12, \"measured\": true},"
+    "   \"kernels\": {\"own_ms\": 1.9, \"total_ms\": 2.0, \"own_share\": 0.95,"
+    "     \"own_names\": [\"relu_kernel\"], \"launches\": [{\"name\": \"relu_kernel\","
+    "     \"count\": 1, \"ms\": 1.9, \"own\": true}]},"
+    "   \"tamper\": [],"
+    "   \"roofline\": {\"bytes\": 2048, \"floor_ms\": 1.0}}}";
+
+static json_t *
+load(const char *text)
+{
+	json_error_t error;
+	json_t *value = json_loads(text, 0, &error);
+
+	if (value == NULL)
+		fprintf(stderr, "fixture: %s at %d\n", error.text, error.position);
+	CHECK(value != NULL);
+	return value;
+}
+
+static json_t *
+judge_of(json_t *result)
+{
+	return json_object_get(result, "judge");
+}
+
+static json_t *
+output_of(json_t *result, size_t trial)
+{
+	json_t *trials = json_object_get(judge_of(result), "trials");
+
+	return json_array_get(json_object_get(json_array_get(trials, trial), "outputs"), 0);
+}
+
+static void
+fail_trial(json_t *result, size_t trial)
+{
+	json_t *trials = json_object_get(judge_of(result), "trials");
+
+	json_object_set_new(json_array_get(trials, trial), "passed", json_false());
+}
+
+/* Builds a verdict; expects success. */
+static json_t *
+build(json_t *result)
+{
+	struct kagent_gpu_info gpu = {.index = 0, .device_count = 1};
+	struct kagent_verdict_input in = {
+	    .result = result,
+	    .problem_path = "/p.py",
+	    .problem_sha256 = "aa",
+	    .candidate_path = "/c.py",
+	    .candidate_sha256 = "bb",
+	    .backend = "triton",
+	    .device = "cuda",
+	    .gpu = &gpu,
+	    .wall_seconds = 3.5,
+	};
+	json_t *verdict = NULL;
+	char *cause = NULL;
+	int error;
+
+	snprintf(gpu.driver, sizeof gpu.driver, "13.0");
+	error = kagent_verdict_build(&in, &verdict, &cause);
+	if (error != 0)
+		fprintf(stderr, "build failed: %s\n", cause);
+	CHECK_INT(error, 0);
+	CHECK(verdict != NULL);
+	return verdict;
+}
+
+/* Builds a verdict; expects failure with a cause containing the text. */
+static void
+build_fails(const json_t *result, int expected, const char *text)
+{
+	struct kagent_verdict_input in = {.result = result, .device = "cpu"};
+	json_t *verdict = NULL;
+	char *cause = NULL;
+
+	CHECK_INT(kagent_verdict_build(&in, &verdict, &cause), expected);
+	CHECK(verdict == NULL);
+	CHECK_CONTAINS(cause, text);
+	free(cause);
+}
+
+static const char *
+status_of(const json_t *verdict)
+{
+	return json_string_value(json_object_get(verdict, "status"));
+}
+
+static const char *
+reason_of(const json_t *verdict)
+{
+	return json_string_value(json_object_get(verdict, "reason"));
+}
+
+/* The detail of a named violation, or NULL when the check did not fail. */
+static const char *
+violation(const json_t *verdict, const char *check)
+{
+	const json_t *item;
+	size_t index;
+
+	json_array_foreach(json_object_get(verdict, "violations"), index, item)
+	{
+		if (strcmp(json_string_value(json_object_get(item, "check")), check) == 0)
+			return json_string_value(json_object_get(item, "detail"));
+	}
+	return NULL;
+}
+
+static void
+test_status_names(void)
+{
+	CHECK_STRING(kagent_verdict_status_name(KAGENT_VERDICT_CORRECT), "correct");
+	CHECK_STRING(kagent_verdict_status_name(KAGENT_VERDICT_COMPILE_ERROR), "compile_error");
+	CHECK_STRING(kagent_verdict_status_name(KAGENT_VERDICT_STATUS_COUNT), "unknown");
+	CHECK_INT(kagent_verdict_status_from_name("runtime_error"), KAGENT_VERDICT_RUNTIME_ERROR);
+	CHECK_INT(kagent_verdict_status_from_name("nope"), -EINVAL);
+	CHECK_INT(kagent_verdict_status_from_name(NULL), -EINVAL);
+}
+
+static void
+test_correct(void)
+{
+	json_t *result = load(base_result), *verdict = build(result);
+	json_t *timing = json_object_get(verdict, "timing");
+
+	CHECK_STRING(status_of(verdict), "correct");
+	CHECK_CONTAINS(reason_of(verdict), "all 3 trials passed");
+	CHECK_CONTAINS(reason_of(verdict), "1.50x");
+	CHECK_STRING(json_string_value(json_object_get(verdict, "schema")), "kagent.verdict/1");
+	CHECK(json_real_value(json_object_get(timing, "speedup_vs_eager")) == 1.5);
+	CHECK(json_real_value(json_object_get(timing, "speedup_vs_compile")) == 2.0);
+	CHECK(json_is_false(json_object_get(timing, "baselines_cached")));
+	CHECK_INT(json_array_size(json_object_get(verdict, "violations")), 0);
+	CHECK_INT(json_array_size(json_object_get(verdict, "warnings")), 0);
+	CHECK_INT(json_array_size(json_object_get(verdict, "trials")), 3);
+	CHECK_STRING(
+	    json_string_value(json_object_get(json_object_get(verdict, "environment"), "driver")),
+	    "13.0");
+	CHECK_STRING(
+	    json_string_value(json_object_get(json_object_get(verdict, "candidate"), "backend")),
+	    "triton");
+	CHECK_STRING(json_string_value(
+			 json_object_get(json_object_get(verdict, "candidate_output"), "stdout")),
+		     "hi\n");
+	CHECK_INT(kagent_verdict_exit_status(verdict), 0);
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_speedup_null_without_compile(void)
+{
+	json_t *result = load(base_result), *verdict;
+
+	json_object_set_new(json_object_get(judge_of(result), "baselines"), "compile", json_null());
+	json_object_set_new(json_object_get(judge_of(result), "baselines"), "measured",
+			    json_false());
+	verdict = build(result);
+	CHECK(json_is_null(
+	    json_object_get(json_object_get(verdict, "timing"), "speedup_vs_compile")));
+	CHECK(
+	    json_is_true(json_object_get(json_object_get(verdict, "timing"), "baselines_cached")));
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_output_mismatch(void)
+{
+	json_t *result = load(base_result), *verdict, *output = output_of(result, 1);
+
+	fail_trial(result, 1);
+	json_object_set_new(output, "passed", json_false());
+	json_object_set_new(output, "mismatch_fraction", json_real(0.375));
+	json_object_set_new(output, "norm_rel", json_real(1.0));
+	json_object_set_new(output, "first_mismatch", json_pack("[i, i]", 0, 3));
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "incorrect");
+	CHECK_STRING(reason_of(verdict),
+		     "output[0] mismatches in trial 2 (seed 102): 37.5% of elements outside "
+		     "tolerance, norm-relative error 1.0 > 0.002; first mismatch at [0, 3]");
+	CHECK(violation(verdict, "output_mismatch") != NULL);
+	CHECK_INT(kagent_verdict_exit_status(verdict), 1);
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_nonfinite(void)
+{
+	json_t *result = load(base_result), *verdict, *output = output_of(result, 0);
+
+	fail_trial(result, 0);
+	json_object_set_new(output, "passed", json_false());
+	json_object_set_new(output, "nonfinite", json_integer(12));
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "incorrect");
+	CHECK_CONTAINS(violation(verdict, "nonfinite_output"), "12 NaN or Inf");
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_dtype_and_shape(void)
+{
+	json_t *result = load(base_result), *verdict;
+
+	fail_trial(result, 0);
+	json_object_set_new(output_of(result, 0), "passed", json_false());
+	json_object_set_new(output_of(result, 0), "candidate_dtype", json_string("float16"));
+	fail_trial(result, 1);
+	json_object_set_new(output_of(result, 1), "passed", json_false());
+	json_object_set_new(output_of(result, 1), "candidate_shape", json_pack("[i]", 256));
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "incorrect");
+	CHECK_STRING(violation(verdict, "dtype_mismatch"),
+		     "output[0] has dtype float16 in trial 1 (seed 101), the reference float32");
+	CHECK_STRING(violation(verdict, "shape_mismatch"),
+		     "output[0] has shape [256] in trial 2 (seed 102), the reference [16, 16]");
+	CHECK_CONTAINS(reason_of(verdict), "dtype float16");
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_structure(void)
+{
+	json_t *result = load(base_result), *verdict;
+	json_t *trial = json_array_get(json_object_get(judge_of(result), "trials"), 2);
+
+	/* A failed trial with no failing output: the output count is wrong. */
+	json_object_set_new(trial, "passed", json_false());
+	json_object_set_new(trial, "reason",
+			    json_string("candidate returned 2 outputs, the reference 1"));
+	fail_trial(result, 0);
+	json_object_set_new(output_of(result, 0), "passed", json_false());
+	json_object_set_new(output_of(result, 0), "reason",
+			    json_string("output[0] is missing: expected a tensor"));
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "incorrect");
+	CHECK_CONTAINS(reason_of(verdict), "output[0] in trial 1 (seed 101): output[0] is missing");
+	CHECK(violation(verdict, "output_structure") != NULL);
+	json_decref(verdict);
+	/* The signed trial alone. */
+	json_object_set_new(json_array_get(json_object_get(judge_of(result), "trials"), 0),
+			    "passed", json_true());
+	verdict = build(result);
+	CHECK_CONTAINS(reason_of(verdict), "trial 3 (seed 201, signed inputs) failed: candidate "
+					   "returned 2 outputs");
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_input_mutation(void)
+{
+	json_t *result = load(base_result), *verdict;
+	json_t *trial = json_array_get(json_object_get(judge_of(result), "trials"), 0);
+
+	json_object_set_new(trial, "passed", json_false());
+	json_object_set_new(trial, "inputs_unchanged", json_false());
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "incorrect");
+	CHECK_STRING(reason_of(verdict), "the candidate changed its inputs in trial 1 (seed 101)");
+	CHECK(violation(verdict, "input_mutation") != NULL);
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_timed_output_mismatch(void)
+{
+	json_t *result = load(base_result), *verdict;
+
+	json_object_set_new(json_object_get(judge_of(result), "timing"), "verification_failures",
+			    json_integer(2));
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "rejected");
+	CHECK_CONTAINS(reason_of(verdict), "2 of 5 verified calls");
+	CHECK(violation(verdict, "timed_output_mismatch") != NULL);
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_timer_tampering(void)
+{
+	json_t *result = load(base_result), *verdict, *output = output_of(result, 0);
+
+	/* Tampering outranks a failed trial and a crash (step 3). */
+	fail_trial(result, 0);
+	json_object_set_new(output, "passed", json_false());
+	json_object_set_new(json_object_get(result, "candidate_process"), "signal",
+			    json_integer(11));
+	json_object_set_new(judge_of(result), "tamper",
+			    json_pack("[s]", "torch.cuda.synchronize was replaced"));
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "rejected");
+	CHECK_CONTAINS(reason_of(verdict), "torch.cuda.synchronize was replaced");
+	CHECK(violation(verdict, "timer_tampering") != NULL);
+	CHECK(violation(verdict, "output_mismatch") != NULL);
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_no_own_kernel(void)
+{
+	json_t *result = load(base_result), *verdict;
+
+	json_object_set_new(judge_of(result), "kernels",
+			    load("{\"own_ms\": 0, \"total_ms\": 3.1, \"own_share\": 0,"
+				 " \"own_names\": [], \"launches\": [{\"name\": "
+				 "\"at::native::vectorized_elementwise_kernel\", \"count\": 1,"
+				 " \"ms\": 3.1, \"own\": false}]}"));
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "rejected");
+	CHECK_STRING(reason_of(verdict),
+		     "forward launched no kernel of its own: all 3.1 ms of GPU time was in torch "
+		     "kernels (at::native::vectorized_elementwise_kernel)");
+	CHECK(violation(verdict, "no_own_kernel") != NULL);
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_below_roofline(void)
+{
+	json_t *result = load(base_result), *verdict;
+
+	json_object_set_new(json_object_get(judge_of(result), "roofline"), "floor_ms",
+			    json_real(4.02));
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "rejected");
+	CHECK_CONTAINS(reason_of(verdict), "below the roofline floor of 4.02 ms");
+	CHECK(violation(verdict, "below_roofline") != NULL);
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_cpu_skips_gpu_checks(void)
+{
+	json_t *result = load(base_result), *verdict;
+
+	json_object_set_new(json_object_get(judge_of(result), "environment"), "device",
+			    json_string("cpu"));
+	json_object_set_new(judge_of(result), "kernels", json_null());
+	json_object_set_new(judge_of(result), "roofline", json_null());
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "correct");
+	CHECK(json_is_null(json_object_get(verdict, "kernels")));
+	CHECK_INT(json_array_size(json_object_get(verdict, "warnings")), 0);
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+set_error(json_t *result, const char *kind, const char *phase, const char *message)
+{
+	json_object_set_new(judge_of(result), "candidate_error",
+			    json_pack("{s:s, s:s, s:s, s:s}", "kind", kind, "phase", phase,
+				      "message", message, "traceback", "Traceback ..."));
+	json_object_set_new(judge_of(result), "phase", json_string(phase));
+}
+
+static void
+test_timeout(void)
+{
+	json_t *result = load(base_result), *verdict;
+
+	set_error(result, "timeout", "timing", "a call did not finish within 20 s");
+	/* Timeout outranks a compile error and tampering. */
+	json_object_set_new(judge_of(result), "tamper", json_pack("[s]", "x"));
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "timeout");
+	CHECK_CONTAINS(reason_of(verdict), "during timing: a call did not finish within 20 s");
+	json_decref(verdict);
+	json_decref(result);
+
+	result = load(base_result);
+	json_object_set_new(json_object_get(result, "candidate_process"), "killed_for_timeout",
+			    json_true());
+	json_object_set_new(judge_of(result), "phase", json_string("trials"));
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "timeout");
+	CHECK_CONTAINS(reason_of(verdict), "exceeding its time limit during trials");
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_compile_error(void)
+{
+	json_t *result = load(base_result), *verdict;
+
+	set_error(result, "compile", "load",
+		  "SyntaxError: invalid syntax (candidate.py, line 3)\n  x");
+	json_object_set_new(json_object_get(result, "candidate_process"), "exit_code",
+			    json_integer(1));
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "compile_error");
+	CHECK_STRING(reason_of(verdict), "candidate failed to compile or import: SyntaxError: "
+					 "invalid syntax (candidate.py, line 3)");
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_crashed(void)
+{
+	json_t *result = load(base_result), *verdict;
+
+	set_error(result, "crash", "timing", "");
+	json_object_set_new(json_object_get(result, "candidate_process"), "signal",
+			    json_integer(9));
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "crashed");
+	CHECK_STRING(reason_of(verdict),
+		     "candidate process was killed by signal 9 (SIGKILL) during timing");
+	json_decref(verdict);
+	json_decref(result);
+
+	/* A signal without any candidate_error still means it died. */
+	result = load(base_result);
+	json_object_set_new(judge_of(result), "phase", json_string("trials"));
+	json_object_set_new(json_object_get(result, "candidate_process"), "signal",
+			    json_integer(11));
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "crashed");
+	CHECK_CONTAINS(reason_of(verdict), "signal 11 (SIGSEGV) during trials");
+	json_decref(verdict);
+	json_decref(result);
+
+	result = load(base_result);
+	set_error(result, "protocol", "trials", "sent a line that is not JSON");
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "crashed");
+	CHECK_CONTAINS(reason_of(verdict), "broke the protocol");
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_runtime_error(void)
+{
+	json_t *result = load(base_result), *verdict;
+
+	set_error(result, "runtime", "trials", "RuntimeError: CUDA error: illegal memory access");
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "runtime_error");
+	CHECK_STRING(reason_of(verdict), "candidate's forward raised during trials: RuntimeError: "
+					 "CUDA error: illegal memory access");
+	json_decref(verdict);
+	json_decref(result);
+
+	result = load(base_result);
+	set_error(result, "oom", "trials", "CUDA out of memory");
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "runtime_error");
+	CHECK_CONTAINS(reason_of(verdict), "ran out of device memory");
+	json_decref(verdict);
+	json_decref(result);
+
+	result = load(base_result);
+	set_error(result, "structure", "load", "candidate.py defines no class ModelNew");
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "runtime_error");
+	CHECK_CONTAINS(reason_of(verdict), "no class ModelNew");
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_warnings(void)
+{
+	json_t *result = load(base_result), *verdict, *warnings;
+
+	json_object_set_new(judge_of(result), "degenerate",
+			    json_pack("{s:b, s:b, s:b}", "constant_output", 1, "zeros_pass", 1,
+				      "identity_pass", 0));
+	json_object_set_new(judge_of(result), "signed_skipped",
+			    json_string("the problem has integer inputs only"));
+	verdict = build(result);
+	warnings = json_object_get(verdict, "warnings");
+	CHECK_INT(json_array_size(warnings), 3);
+	CHECK_STRING(json_string_value(json_array_get(warnings, 1)),
+		     "this problem is degenerate: returning zeros would pass its checks");
+	CHECK_CONTAINS(json_string_value(json_array_get(warnings, 2)), "integer inputs only");
+	CHECK(json_is_true(json_object_get(json_object_get(verdict, "degenerate"), "zeros_pass")));
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_garbage(void)
+{
+	json_t *result = load(base_result), *value;
+
+	build_fails(NULL, -EPROTO, "not a JSON object");
+	value = load("[1, 2]");
+	build_fails(value, -EPROTO, "not a JSON object");
+	json_decref(value);
+	value = load("{\"type\": \"error\", \"message\": \"line is not JSON\"}");
+	build_fails(value, -EPROTO, "the worker reported an error: line is not JSON");
+	json_decref(value);
+	value = load("{\"type\": 7}");
+	build_fails(value, -EPROTO, "type (none)");
+	json_decref(value);
+	value = load("{\"type\": \"result\"}");
+	build_fails(value, -EPROTO, "no judge object");
+	json_decref(value);
+	value = load("{\"type\": \"result\", \"judge\": null, \"judge_process\": {\"exit_code\": 1,"
+		     " \"signal\": null, \"stderr\": \"Traceback\\nImportError: no torch\\n\"}}");
+	build_fails(value, -EPROTO,
+		    "the judge process exited with status 1: ImportError: no torch");
+	json_decref(value);
+	value = load("{\"type\": \"result\", \"judge\": \"oops\"}");
+	build_fails(value, -EPROTO, "no judge object");
+	json_decref(value);
+	value = load("{\"type\": \"result\", \"judge\": {}}");
+	build_fails(value, -EPROTO, "stopped in phase (unknown)");
+	json_decref(value);
+	value = load("{\"type\": \"result\", \"judge\": {\"phase\": \"done\", \"trials\": 5}}");
+	build_fails(value, -EPROTO, "no correctness trial");
+	json_decref(value);
+	/* Wrong types everywhere inside: a verdict, never a crash. */
+	json_object_set_new(judge_of(result), "timing", json_string("fast"));
+	json_object_set_new(judge_of(result), "kernels", json_integer(3));
+	json_object_set_new(judge_of(result), "tamper", json_string("no"));
+	json_object_set_new(judge_of(result), "environment", json_array());
+	json_object_set_new(result, "candidate_process", json_true());
+	json_object_set_new(output_of(result, 0), "passed", json_false());
+	json_object_set_new(output_of(result, 0), "path", json_integer(1));
+	json_object_set_new(output_of(result, 0), "first_mismatch", json_string("x"));
+	json_object_set_new(output_of(result, 0), "shape", json_string("x"));
+	json_object_set_new(output_of(result, 0), "nonfinite", json_string("x"));
+	fail_trial(result, 0);
+	value = build(result);
+	CHECK_STRING(status_of(value), "incorrect");
+	CHECK_CONTAINS(reason_of(value), "an output mismatches in trial 1 (seed 101)");
+	CHECK(json_is_null(json_object_get(value, "timing")) == 0);
+	json_decref(value);
+	/* A candidate_error of the wrong type is a runtime error with no message. */
+	json_object_set_new(judge_of(result), "candidate_error", json_pack("{s:i}", "kind", 3));
+	value = build(result);
+	CHECK_STRING(status_of(value), "runtime_error");
+	json_decref(value);
+	json_decref(result);
+}
+
+static void
+test_problem_error(void)
+{
+	json_t *result = load(base_result);
+
+	json_object_set_new(judge_of(result), "problem_error",
+			    json_string("problem.py defines no class Model"));
+	build_fails(result, -EINVAL,
+		    "the problem cannot be used: problem.py defines no class Model");
+	json_decref(result);
+}
+
+static void
+test_error_json(void)
+{
+	json_t *error = kagent_verdict_error_json("no_gpu", "no GPU here");
+
+	CHECK_STRING(json_string_value(json_object_get(error, "schema")), "kagent.error/1");
+	CHECK_STRING(json_string_value(json_object_get(error, "error")), "no_gpu");
+	CHECK_STRING(json_string_value(json_object_get(error, "message")), "no GPU here");
+	json_decref(error);
+}
+
+static void
+test_render_text(void)
+{
+	json_t *result = load(base_result), *verdict;
+	char *text = NULL;
+	size_t size = 0;
+	FILE *stream = open_memstream(&text, &size);
+
+	json_object_set_new(json_object_get(judge_of(result), "roofline"), "floor_ms",
+			    json_real(4.02));
+	json_object_set_new(judge_of(result), "degenerate", json_pack("{s:b}", "zeros_pass", 1));
+	verdict = build(result);
+	kagent_verdict_render_text(verdict, stream);
+	fclose(stream);
+	CHECK_CONTAINS(text, "rejected: measured 2.0 ms");
+	CHECK_CONTAINS(text, "eager");
+	CHECK_CONTAINS(text, "speedup 1.50x");
+	CHECK_CONTAINS(text, "95% of GPU time in own kernels");
+	CHECK_CONTAINS(text, "violation  below_roofline");
+	CHECK_CONTAINS(text, "warning    this problem is degenerate");
+	free(text);
+	json_decref(verdict);
+	json_decref(result);
+	/* Rendering garbage prints something and does not crash. */
+	stream = open_memstream(&text, &size);
+	verdict = load("{\"status\": 1, \"timing\": {\"candidate\": 2}, \"violations\": [1]}");
+	kagent_verdict_render_text(verdict, stream);
+	fclose(stream);
+	CHECK_CONTAINS(text, "unknown");
+	free(text);
+	json_decref(verdict);
+}
+
+static const struct kagent_test tests[] = {
+    {"status_names", test_status_names},
+    {"correct", test_correct},
+    {"speedup_null_without_compile", test_speedup_null_without_compile},
+    {"output_mismatch", test_output_mismatch},
+    {"nonfinite", test_nonfinite},
+    {"dtype_and_shape", test_dtype_and_shape},
+    {"structure", test_structure},
+    {"input_mutation", test_input_mutation},
+    {"timed_output_mismatch", test_timed_output_mismatch},
+    {"timer_tampering", test_timer_tampering},
+    {"no_own_kernel", test_no_own_kernel},
+    {"below_roofline", test_below_roofline},
+    {"cpu_skips_gpu_checks", test_cpu_skips_gpu_checks},
+    {"timeout", test_timeout},
+    {"compile_error", test_compile_error},
+    {"crashed", test_crashed},
+    {"runtime_error", test_runtime_error},
+    {"warnings", test_warnings},
+    {"garbage", test_garbage},
+    {"problem_error", test_problem_error},
+    {"error_json", test_error_json},
+    {"render_text", test_render_text},
+    {NULL, NULL},
+};
+
+KAGENT_TEST_MAIN(tests, 30)
