@@ -5,6 +5,9 @@
 #include <string.h>
 
 const struct kagent_command *const kagent_command_table[] = {
+#ifdef KAGENT_HAVE_NVRTC
+    &kagent_command_compile,
+#endif
     NULL,
 };
 

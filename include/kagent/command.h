@@ -14,6 +14,8 @@ struct kagent_command {
 	int (*handler)(int argc, char **argv);
 };
 
+/* Built only where NVRTC was found (KAGENT_HAVE_NVRTC). */
+extern const struct kagent_command kagent_command_compile;
 
 /* NULL-terminated. */
 extern const struct kagent_command *const kagent_command_table[];

@@ -1,5 +1,7 @@
 /* The unit-test runner behind tests/unit/test.h: fork per test, time limit, TAP output. */
+#ifndef _GNU_SOURCE /* the build passes -D_GNU_SOURCE */
 #define _GNU_SOURCE
+#endif
 #include "test.h"
 
 #include <signal.h>
