@@ -65,6 +65,13 @@ kagent_vasprintf(const char *format, va_list arguments)
 	int length;
 	char *string;
 
+	/*
+	 * Never true for callers (format attributes check them), but without it
+	 * gcc 12 with -fsanitize=undefined warns of a null format and -Werror
+	 * stops the sanitizer build.
+	 */
+	if (format == NULL)
+		format = "";
 	va_copy(copy, arguments);
 	length = vsnprintf(NULL, 0, format, copy);
 	va_end(copy);
