@@ -155,7 +155,11 @@ print_text(const struct kagent_compile_result *result, const char *output)
 		for (index = 0; index < result->kernel_count; index++) {
 			const struct kagent_compile_kernel *kernel = &result->kernels[index];
 
-			printf("%-40s", kernel->demangled_name);
+			/* A long signature gets its own line so the columns stay aligned. */
+			if (strlen(kernel->demangled_name) > 40)
+				printf("%s\n%-40s", kernel->demangled_name, "");
+			else
+				printf("%-40s", kernel->demangled_name);
 			print_number(kernel->registers, 5);
 			print_number(kernel->spill_store_bytes, 9);
 			print_number(kernel->spill_load_bytes, 9);
