@@ -6,6 +6,9 @@
 
 const struct kagent_command *const kagent_command_table[] = {
     &kagent_command_eval,
+#ifdef KAGENT_HAVE_NVRTC
+    &kagent_command_compile,
+#endif
     &kagent_command_gpu,
     &kagent_command_worker,
     NULL,

@@ -1,6 +1,6 @@
 /* The unit-test runner behind tests/unit/test.h: fork per test, time limit, TAP output. */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* also given by the build; here for a standalone compile */
+#define _GNU_SOURCE
 #endif
 #include "test.h"
 
@@ -8,6 +8,10 @@
 #include <stdarg.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
 
 #define KAGENT_TEST_SKIP_STATUS 77
 
@@ -66,6 +70,10 @@ run_one(const struct kagent_test *test, int timeout_seconds)
 		alarm((unsigned)timeout_seconds);
 		test->function();
 		fflush(stdout);
+#ifdef __SANITIZE_ADDRESS__
+		/* _exit skips LeakSanitizer's exit hook: check this test's leaks here. */
+		__lsan_do_leak_check();
+#endif
 		_exit(0);
 	}
 	if (waitpid(child, &status, 0) < 0)
