@@ -18,6 +18,7 @@ enum {
 	EVAL_OPTION_NO_COMPILE,
 	EVAL_OPTION_TRIALS,
 	EVAL_OPTION_SIGNED_TRIALS,
+	EVAL_OPTION_CALL_TIMEOUT,
 };
 
 /* A usage error: the message on stderr, and the error object too when --json was asked. */
@@ -59,6 +60,7 @@ eval__handler(int argc, char **argv)
 	    {"no-compile-baseline", no_argument, NULL, EVAL_OPTION_NO_COMPILE},
 	    {"trials", required_argument, NULL, EVAL_OPTION_TRIALS},
 	    {"signed-trials", required_argument, NULL, EVAL_OPTION_SIGNED_TRIALS},
+	    {"call-timeout", required_argument, NULL, EVAL_OPTION_CALL_TIMEOUT},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -113,6 +115,12 @@ eval__handler(int argc, char **argv)
 				return eval__usage_error(json, "--signed-trials needs a number");
 			options.signed_trials = number == 0 ? -1 : (int)number;
 			break;
+		case EVAL_OPTION_CALL_TIMEOUT:
+			if (!eval__parse_number(optarg, 1, &number) || number > 3600)
+				return eval__usage_error(json,
+							 "--call-timeout needs seconds, 1 to 3600");
+			options.call_timeout_seconds = (int)number;
+			break;
 		case 'h':
 			kagent_command_print_usage(&kagent_command_eval);
 			return 0;
@@ -159,7 +167,8 @@ eval__handler(int argc, char **argv)
 const struct kagent_command kagent_command_eval = {
     .name = "eval",
     .usage = "PROBLEM.py CANDIDATE.py [--json] [--device cuda|cpu] [--gpu N] [--seed N] "
-	     "[--worker SOCKET] [--cold] [--no-cache] [--no-compile-baseline]",
+	     "[--worker SOCKET] [--cold] [--no-cache] [--no-compile-baseline] [--trials N] "
+	     "[--signed-trials N] [--call-timeout SECONDS]",
     .help = "judge a candidate kernel against a problem; exit 0 only when correct",
     .handler = eval__handler,
 };

@@ -162,6 +162,26 @@ out:
 }
 
 int
+kagent_paths_sandbox_cache_dir(char **out, char **cause)
+{
+	const char *value = paths__getenv("KAGENT_SANDBOX_CACHE_DIR");
+	char *path;
+	int error;
+
+	*out = NULL;
+	/* Not under $HOME: a root user's home is closed to the sandbox uid. */
+	path = value != NULL ? kagent_strdup(value)
+			     : kagent_asprintf("/var/tmp/kagent-%u", (unsigned)geteuid());
+	error = kagent_paths_make_directories(path, 0711, cause);
+	if (error != 0) {
+		free(path);
+		return error;
+	}
+	*out = path;
+	return 0;
+}
+
+int
 kagent_paths_cache_dir(char **out, char **cause)
 {
 	const char *value;

@@ -5,6 +5,7 @@
  * rather than after torch has imported.
  */
 #include "kagent/evaluate.h"
+#include "kagent/fileio.h"
 #include "kagent/alloc.h"
 #include "kagent/baseline_cache.h"
 #include "kagent/cuda_driver.h"
@@ -43,7 +44,11 @@ struct evaluate__state {
 	struct kagent_gpu_info gpu;
 	int have_gpu;
 	char *cache_dir;
-	char *scratch_dir;
+	char *sandbox_cache_dir;
+	/* The job folder (0711): copies of the problem and the candidate that the
+	 * sandbox uid can read but not change, scratch/ (the candidate's only writable
+	 * folder) and judge/ (the judge's home). */
+	char *job_dir;
 	char *cache_key;
 	json_t *cached_baselines;
 	kagent_worker_t *worker;
@@ -70,9 +75,10 @@ kagent_evaluate_detect_backend(const char *source)
 static void
 evaluate__free(struct evaluate__state *state)
 {
-	if (state->scratch_dir != NULL)
-		kagent_paths_remove_tree(state->scratch_dir, NULL);
-	free(state->scratch_dir);
+	if (state->job_dir != NULL)
+		kagent_paths_remove_tree(state->job_dir, NULL);
+	free(state->job_dir);
+	free(state->sandbox_cache_dir);
 	free(state->problem_path);
 	free(state->candidate_path);
 	free(state->device);
@@ -152,6 +158,15 @@ evaluate__fail_early(struct evaluate__state *state, int status, const char *kind
 	uv_timer_start(&state->defer, evaluate__deferred_failure, 0, 0);
 }
 
+/*
+ * When the worker runs as root, the judge and the candidate child of GPU N run as uid
+ * EVALUATE_SANDBOX_UID_BASE + N: a uid nothing else uses, shared by the two because CUDA IPC
+ * works only between processes of one uid (the candidate's Landlock domain still keeps it
+ * from tracing or signalling the judge), and its own per GPU because the worker ends every
+ * process of that uid after each evaluation.
+ */
+#define EVALUATE_SANDBOX_UID_BASE 2147400000
+
 static json_t *
 evaluate__seeds(uint64_t base, int count)
 {
@@ -179,7 +194,8 @@ evaluate__request(struct evaluate__state *state)
 	int signed_trials = options->signed_trials == 0	 ? 2
 			    : options->signed_trials < 0 ? 0
 							 : options->signed_trials;
-	char *sandbox_library = NULL, *cause = NULL, *candidate_cache = NULL, *id;
+	char *sandbox_library = NULL, *cause = NULL, *candidate_cache = NULL, *judge_cache = NULL,
+	     *id, *problem_copy, *candidate_copy, *scratch, *judge_home;
 	json_t *request;
 
 	if (base == 0) {
@@ -192,23 +208,39 @@ evaluate__request(struct evaluate__state *state)
 	}
 	kagent_paths_sandbox_library(&sandbox_library, &cause);
 	free(cause);
-	if (state->cache_dir != NULL)
-		candidate_cache =
-		    kagent_asprintf("%s/candidates/%s", state->cache_dir, state->candidate_sha256);
+	if (state->sandbox_cache_dir != NULL) {
+		candidate_cache = kagent_asprintf("%s/candidates/%s", state->sandbox_cache_dir,
+						  state->candidate_sha256);
+		judge_cache = kagent_asprintf("%s/judge", state->sandbox_cache_dir);
+	}
+	problem_copy = kagent_asprintf("%s/problem.py", state->job_dir);
+	candidate_copy = kagent_asprintf("%s/candidate.py", state->job_dir);
+	scratch = kagent_asprintf("%s/scratch", state->job_dir);
+	judge_home = kagent_asprintf("%s/judge", state->job_dir);
 	id = kagent_asprintf("%.16s-%llu", state->candidate_sha256, (unsigned long long)base);
 	request = json_pack(
 	    "{s:s, s:s, s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:o, s:O?, s:b, "
-	    "s:{s:i, s:i, s:i, s:i, s:i}, s:s, s:s?, s:s?}",
-	    "type", "evaluate", "id", id, "problem_path", state->problem_path, "candidate_path",
-	    state->candidate_path, "device", state->device, "gpu_index", options->gpu_index,
-	    "seeds", evaluate__seeds(base, trials), "signed_seeds",
+	    "s:{s:i, s:i, s:i, s:i, s:i, s:i}, s:s, s:s?, s:s?, s:s?, s:I}",
+	    "type", "evaluate", "id", id, "problem_path", problem_copy, "candidate_path",
+	    candidate_copy, "device", state->device, "gpu_index", options->gpu_index, "seeds",
+	    evaluate__seeds(base, trials), "signed_seeds",
 	    evaluate__seeds(base + 100000, signed_trials), "tolerances",
 	    kagent_tolerance_table_to_json(), "timing", evaluate__timing_options(), "baselines",
 	    state->cached_baselines, "measure_compile", options->measure_compile, "limits",
-	    "wall_seconds", EVALUATE_WALL_SECONDS, "call_seconds", 20, "cpu_seconds", 600,
-	    "max_processes", 256, "output_bytes", 65536, "scratch_directory", state->scratch_dir,
-	    "cache_directory", candidate_cache, "sandbox_library", sandbox_library);
+	    "wall_seconds", EVALUATE_WALL_SECONDS, "first_call_seconds",
+	    options->call_timeout_seconds > 0 ? options->call_timeout_seconds : 120, "call_seconds",
+	    options->call_timeout_seconds > 0 ? options->call_timeout_seconds : 20, "cpu_seconds",
+	    600, "max_processes", 256, "output_bytes", 65536, "scratch_directory", scratch,
+	    "cache_directory", candidate_cache, "judge_cache_directory", judge_cache,
+	    "sandbox_library", sandbox_library, "sandbox_uid",
+	    (json_int_t)(EVALUATE_SANDBOX_UID_BASE + options->gpu_index));
+	json_object_set_new(request, "judge_directory", json_string(judge_home));
+	free(problem_copy);
+	free(candidate_copy);
+	free(scratch);
+	free(judge_home);
 	free(id);
+	free(judge_cache);
 	free(candidate_cache);
 	free(sandbox_library);
 	return request;
@@ -375,6 +407,63 @@ out:
 	return error;
 }
 
+/* Copies a file into the job folder, readable by the sandbox uid (mode 0644). */
+static int
+evaluate__copy_into_job(const char *from, const char *job_dir, const char *name, char **cause)
+{
+	char *data = NULL, *to = kagent_asprintf("%s/%s", job_dir, name);
+	size_t size = 0;
+	int error;
+
+	error = kagent_fileio_read(from, EVALUATE_SOURCE_CAP, &data, &size, cause);
+	if (error == 0)
+		error = kagent_fileio_write_atomic(to, data, size, cause);
+	if (error == 0 && chmod(to, 0644) != 0) {
+		error = -errno;
+		*cause = kagent_asprintf("cannot make %s readable: %s", to, strerror(errno));
+	}
+	free(data);
+	free(to);
+	return error;
+}
+
+/* The job folder: see struct evaluate__state. */
+static int
+evaluate__make_job(struct evaluate__state *state, const char *tmp, char **cause)
+{
+	static const char *const folders[] = {"scratch", "judge"};
+	char *path;
+	size_t index;
+	int error = 0;
+
+	state->job_dir = kagent_asprintf("%s/kagent-job-XXXXXX", tmp);
+	if (mkdtemp(state->job_dir) == NULL || chmod(state->job_dir, 0711) != 0) {
+		error = -errno;
+		*cause = kagent_asprintf("cannot create a job folder %s: %s", state->job_dir,
+					 strerror(errno));
+		free(state->job_dir);
+		state->job_dir = NULL;
+		goto out;
+	}
+	for (index = 0; index < sizeof folders / sizeof folders[0]; index++) {
+		path = kagent_asprintf("%s/%s", state->job_dir, folders[index]);
+		if (mkdir(path, 0700) != 0) {
+			error = -errno;
+			*cause = kagent_asprintf("cannot create %s: %s", path, strerror(errno));
+		}
+		free(path);
+		if (error != 0)
+			goto out;
+	}
+	if ((error = evaluate__copy_into_job(state->problem_path, state->job_dir, "problem.py",
+					     cause)) != 0)
+		goto out;
+	error =
+	    evaluate__copy_into_job(state->candidate_path, state->job_dir, "candidate.py", cause);
+out:
+	return error;
+}
+
 static int
 evaluate__prepare(struct evaluate__state *state, const char **kind, char **cause)
 {
@@ -424,16 +513,14 @@ evaluate__prepare(struct evaluate__state *state, const char **kind, char **cause
 		free(*cause);
 		*cause = NULL;
 	}
-	state->scratch_dir = kagent_asprintf("%s/kagent-scratch-XXXXXX",
-					     tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
-	if (mkdtemp(state->scratch_dir) == NULL) {
-		error = -errno;
-		*cause = kagent_asprintf("cannot create a scratch folder %s: %s",
-					 state->scratch_dir, strerror(errno));
-		free(state->scratch_dir);
-		state->scratch_dir = NULL;
-		goto out;
+	if (kagent_paths_sandbox_cache_dir(&state->sandbox_cache_dir, cause) != 0) {
+		kagent_log(KAGENT_LOG_WARNING, "no cache for the sandbox: %s", *cause);
+		free(*cause);
+		*cause = NULL;
 	}
+	if ((error = evaluate__make_job(state, tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp",
+					cause)) != 0)
+		goto out;
 	*kind = "worker";
 	state->started_ns = uv_hrtime();
 	if (state->worker_socket != NULL) {

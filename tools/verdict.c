@@ -466,7 +466,7 @@ verdict__process_end(const json_t *process)
 		return kagent_asprintf("was killed by signal %d (SIG%s)", number,
 				       name ? name : "?");
 	}
-	if (json_is_integer(exit_code) && json_integer_value(exit_code) != 0)
+	if (json_is_integer(exit_code))
 		return kagent_asprintf("exited with status %lld",
 				       (long long)json_integer_value(exit_code));
 	return NULL;
@@ -512,17 +512,16 @@ verdict__classify_error(const json_t *result, const json_t *judge, char **reason
 		goto out;
 	}
 	end = verdict__process_end(process);
-	if ((kind != NULL && (strcmp(kind, "crash") == 0 || strcmp(kind, "protocol") == 0)) ||
-	    (!json_is_object(error) && end != NULL &&
-	     json_is_integer(json_object_get(process, "signal")))) {
+	/* Only the judge's word counts: after the judge is done, the worker kills the child. */
+	if (kind != NULL && (strcmp(kind, "crash") == 0 || strcmp(kind, "protocol") == 0)) {
 		status = KAGENT_VERDICT_CRASHED;
-		if (end != NULL)
-			*reason = kagent_asprintf("candidate process %s during %s%s%s", end, phase,
-						  message[0] ? ": " : "", message);
-		else if (strcmp(kind, "protocol") == 0)
+		if (strcmp(kind, "protocol") == 0)
 			*reason = kagent_asprintf("candidate process broke the protocol during "
 						  "%s%s%s",
 						  phase, message[0] ? ": " : "", message);
+		else if (end != NULL)
+			*reason = kagent_asprintf("candidate process %s during %s%s%s", end, phase,
+						  message[0] ? ": " : "", message);
 		else
 			*reason = kagent_asprintf("candidate process stopped answering during "
 						  "%s%s%s",
@@ -732,6 +731,27 @@ kagent_verdict_build(const struct kagent_verdict_input *in, json_t **verdict_out
 
 		error = -EINVAL;
 		*cause = kagent_asprintf("the problem cannot be used: %s", message);
+		free(message);
+		goto out;
+	}
+	if (verdict__string(judge, "internal_error") != NULL) {
+		char *message = verdict__first_line(verdict__string(judge, "internal_error"));
+
+		error = -EPROTO;
+		*cause = kagent_asprintf("the judge failed: %s", message);
+		free(message);
+		goto out;
+	}
+	/* A sandbox that could not be entered says nothing about the candidate. */
+	if (verdict__string(json_object_get(judge, "candidate_error"), "kind") != NULL &&
+	    strcmp(verdict__string(json_object_get(judge, "candidate_error"), "kind"), "sandbox") ==
+		0) {
+		char *message = verdict__first_line(
+		    verdict__string(json_object_get(judge, "candidate_error"), "message"));
+
+		error = -EPROTO;
+		*cause =
+		    kagent_asprintf("the candidate's sandbox could not be set up: %s", message);
 		free(message);
 		goto out;
 	}

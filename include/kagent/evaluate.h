@@ -22,6 +22,9 @@ struct kagent_evaluate_options {
 	int cold;		   /* never use a running worker: spawn one */
 	int no_cache;		   /* neither read nor write cached baselines */
 	int measure_compile;	   /* time torch.compile as a baseline */
+	/* 0: 120 s for the first call (it may build the kernels), 20 s for later ones; else
+	 * the limit for every call, after which the candidate counts as hung */
+	int call_timeout_seconds;
 	uint64_t worker_hello_timeout_ms; /* 0: the worker module's default */
 };
 

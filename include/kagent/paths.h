@@ -21,6 +21,12 @@ int kagent_paths_runner_dir(char **out, char **cause);
  * default. */
 int kagent_paths_sandbox_library(char **out, char **cause);
 /* KAGENT_CACHE_DIR, else $XDG_CACHE_HOME/kagent, else $HOME/.cache/kagent; created (0700). */
+/*
+ * The folder for caches the sandboxed side writes (a candidate's Triton and build
+ * caches, the judge's torch.compile cache): KAGENT_SANDBOX_CACHE_DIR, else
+ * /var/tmp/kagent-<euid>, created 0711 because the sandbox uid must reach it.
+ */
+int kagent_paths_sandbox_cache_dir(char **out, char **cause);
 int kagent_paths_cache_dir(char **out, char **cause);
 /* KAGENT_WORKER_SOCKET, else $XDG_RUNTIME_DIR/kagent/worker.sock, else
  * /tmp/kagent-<uid>/worker.sock. The folder is not created here. */

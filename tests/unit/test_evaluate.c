@@ -32,6 +32,9 @@ setup(void)
 	value = kagent_asprintf("%s/cache", directory);
 	setenv("KAGENT_CACHE_DIR", value, 1);
 	free(value);
+	value = kagent_asprintf("%s/sandbox-cache", directory);
+	setenv("KAGENT_SANDBOX_CACHE_DIR", value, 1);
+	free(value);
 	value = kagent_asprintf("%s/none.sock", directory);
 	setenv("KAGENT_WORKER_SOCKET", value, 1);
 	free(value);
@@ -132,7 +135,14 @@ test_request_and_worker_errors(void)
 	CHECK(request != NULL);
 	CHECK_STRING(json_string_value(json_object_get(request, "type")), "evaluate");
 	CHECK_STRING(json_string_value(json_object_get(request, "device")), "cpu");
-	CHECK_STRING(json_string_value(json_object_get(request, "problem_path")), problem);
+	/* The worker reads copies in a job folder that the sandbox uid can reach. */
+	CHECK_CONTAINS(json_string_value(json_object_get(request, "problem_path")),
+		       "/kagent-job-");
+	CHECK_CONTAINS(json_string_value(json_object_get(request, "problem_path")), "/problem.py");
+	CHECK_CONTAINS(json_string_value(json_object_get(request, "candidate_path")),
+		       "/candidate.py");
+	CHECK_CONTAINS(json_string_value(json_object_get(request, "judge_directory")), "/judge");
+	CHECK_INT(json_integer_value(json_object_get(request, "sandbox_uid")), 2147400000);
 	CHECK_INT(json_integer_value(json_array_get(json_object_get(request, "seeds"), 2)), 502);
 	CHECK_INT(json_array_size(json_object_get(request, "signed_seeds")), 2);
 	CHECK(json_is_null(json_object_get(request, "baselines")));
@@ -144,12 +154,12 @@ test_request_and_worker_errors(void)
 	    json_integer_value(json_object_get(json_object_get(request, "timing"), "max_calls")),
 	    100);
 	CHECK_CONTAINS(json_string_value(json_object_get(request, "cache_directory")),
-		       "/cache/candidates/");
+		       "/sandbox-cache/candidates/");
 	CHECK_CONTAINS(json_string_value(json_object_get(request, "scratch_directory")),
-		       "kagent-scratch-");
+		       "/scratch");
 	json_decref(request);
-	/* The scratch folder is gone afterwards. */
-	CHECK_INT(count_entries(directory, "kagent-scratch-"), 0);
+	/* The job folder is gone afterwards. */
+	CHECK_INT(count_entries(directory, "kagent-job-"), 0);
 
 	/* A worker that dies mid-request: its stderr explains. */
 	setenv("FAKE_WORKER_MODE", "exit", 1);
@@ -158,7 +168,7 @@ test_request_and_worker_errors(void)
 	CHECK_CONTAINS(json_string_value(json_object_get(object, "message")),
 		       "No module named 'torch'");
 	json_decref(object);
-	CHECK_INT(count_entries(directory, "kagent-scratch-"), 0);
+	CHECK_INT(count_entries(directory, "kagent-job-"), 0);
 	unsetenv("FAKE_WORKER_LOG");
 	kagent_paths_remove_tree(directory, NULL);
 	free(log);

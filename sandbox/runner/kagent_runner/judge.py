@@ -98,10 +98,14 @@ class Judge:
     # -- talking to the candidate --------------------------------------------------------
     def ask(self, message, timeout, pickled=False):
         try:
-            if pickled:
-                self.channel.send_pickle(message, self.pickler)
-            else:
-                self.channel.send_json(message)
+            try:
+                if pickled:
+                    self.channel.send_pickle(message, self.pickler)
+                else:
+                    self.channel.send_json(message)
+            except ChannelClosed:
+                # the candidate may have said why it left before the judge spoke
+                timeout = 1.0
             reply = self.channel.receive(timeout)
         except ChannelTimeout:
             self.kill_candidate()
@@ -154,6 +158,9 @@ class Judge:
             l2_bytes = int(getattr(properties, "L2_cache_size", 50 << 20) or (50 << 20))
             self.flush_buffer = torch.empty(2 * l2_bytes, dtype=torch.int8, device="cuda")
         self.result["environment"] = self.environment()
+        # read before the candidate runs: it may be able to change files it can reach
+        with open(self.request["candidate_path"], encoding="utf-8", errors="replace") as handle:
+            self.own_names = problem.own_kernel_names(handle.read())
         self.module = problem.load_problem(self.request["problem_path"])
         seed = int(self.request["seeds"][0]) if self.request.get("seeds") else 0
         init_inputs = problem.call_input_function(self.module, "get_init_inputs", seed,
@@ -518,8 +525,7 @@ class Judge:
         records = reply.get("kernels")
         if not isinstance(records, list):
             return None
-        with open(self.request["candidate_path"], encoding="utf-8", errors="replace") as handle:
-            own_names = problem.own_kernel_names(handle.read())
+        own_names = self.own_names
         launches, own_ms, total_ms = [], 0.0, 0.0
         for record in records[:200]:
             if not isinstance(record, dict):

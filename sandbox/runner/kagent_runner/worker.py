@@ -87,6 +87,58 @@ def _kill_sandbox_user(uid):
     os.waitpid(pid, 0)
 
 
+def _give_tree(path, uid):
+    for directory, folders, files in os.walk(path):
+        os.chown(directory, uid, uid)
+        for name in files:
+            os.chown(os.path.join(directory, name), uid, uid, follow_symlinks=False)
+
+
+def _drop_judge_privileges(request):
+    """Runs the judge as the candidate's uid when the worker is root: CUDA IPC works only
+    between processes of one uid. The candidate's Landlock domain and seccomp filter still
+    keep it from tracing, reading or signalling the judge (checked on an H100)."""
+    # outside the candidate's scratch folder, which the candidate (same uid) can write
+    judge_home = request.get("judge_directory") or os.path.join(
+        os.path.dirname(request["scratch_directory"].rstrip("/")), "judge")
+    caches = request.get("judge_cache_directory") or os.path.join(judge_home, "cache")
+    for path in (judge_home, caches):
+        os.makedirs(path, exist_ok=True)
+    os.environ["HOME"] = judge_home
+    os.environ["TMPDIR"] = judge_home
+    os.environ["USER"] = os.environ["LOGNAME"] = "kagent-judge"
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(caches, "inductor")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(caches, "triton")
+    # compile workers would count against the candidate's process limit (one uid)
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+    uid = int(request.get("sandbox_uid", 65534))
+    if os.getuid() != 0 or uid == 0:
+        return
+    _give_tree(judge_home, uid)
+    _give_tree(caches, uid)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    # changing uid clears the dumpable flag, which leaves /proc/self unwritable for CUDA
+    import ctypes
+
+    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+
+
+def _reap_orphans(seconds=5.0):
+    """The worker is a child subreaper: processes a candidate forked and abandoned are
+    re-parented here once killed, and must be reaped, or their zombies would count against
+    the next candidate's process limit."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.01)
+
+
 def _fork_child(setup):
     pid = os.fork()
     if pid == 0:
@@ -139,6 +191,7 @@ def evaluate(request):
         # the judge's and the problem's prints must never reach the protocol stream
         os.dup2(judge_err_write, 1)
         os.dup2(judge_err_write, 2)
+        _drop_judge_privileges(request)
         judge.main(judge_socket, result_write, request, candidate_pid)
 
     judge_pid = _fork_child(judge_setup)
@@ -192,6 +245,7 @@ def evaluate(request):
             statuses[pid] = os.waitpid(pid, 0)[1]
     _kill_group(candidate_pid)
     _kill_sandbox_user(int(request.get("sandbox_uid", 65534)))
+    _reap_orphans()
 
     judge_result = None
     raw = bytes(tails["result"].data).strip()
@@ -259,6 +313,9 @@ def main(argv=None):
     mode.add_argument("--socket")
     arguments = parser.parse_args(argv)
     torch.set_num_threads(1)
+    import ctypes
+
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: see _reap_orphans
     if arguments.stdio:
         serve(sys.stdin.buffer, sys.stdout.buffer)
         return 0
