@@ -182,7 +182,7 @@ static json_t *
 evaluate__timing_options(void)
 {
 	return json_pack("{s:i, s:i, s:i, s:f, s:i}", "warmup_calls", 3, "min_calls", 10,
-			 "max_calls", 100, "target_seconds", 0.2, "verify_calls", 5);
+			 "max_calls", 100, "target_seconds", 0.1, "verify_calls", 5);
 }
 
 static json_t *

@@ -838,6 +838,10 @@ kagent_verdict_build(const struct kagent_verdict_input *in, json_t **verdict_out
 	json_object_set_new(verdict, "violations", json_incref(state.violations));
 	json_object_set_new(verdict, "warnings", json_incref(state.warnings));
 	json_object_set_new(verdict, "degenerate", verdict__degenerate(judge));
+	json_object_set_new(verdict, "phase_seconds",
+			    json_is_object(json_object_get(judge, "phase_seconds"))
+				? json_deep_copy(json_object_get(judge, "phase_seconds"))
+				: json_object());
 	json_object_set_new(verdict, "candidate_output", verdict__candidate_output(result));
 	json_object_set_new(verdict, "wall_seconds", json_real(in->wall_seconds));
 	*verdict_out = verdict;

@@ -57,6 +57,8 @@ def summarize(samples_ms):
 def _bitwise_equal(first, second):
     if first.shape != second.shape or first.dtype != second.dtype:
         return False
+    if torch.equal(first, second):
+        return True  # equal values; only NaN (never equal to itself) needs the bitwise look
     try:
         return torch.equal(first.contiguous().view(torch.uint8), second.contiguous().view(torch.uint8))
     except RuntimeError:
@@ -93,7 +95,8 @@ class Judge:
         self.result = {"problem_error": None, "phase": "load", "candidate_error": None,
                        "environment": None, "trials": [], "signed_skipped": None,
                        "degenerate": None, "timing": None, "baselines": None, "kernels": None,
-                       "tamper": [], "roofline": None}
+                       "tamper": [], "roofline": None, "phase_seconds": {}}
+        self.phase_started = time.monotonic()
 
     # -- talking to the candidate --------------------------------------------------------
     def ask(self, message, timeout, pickled=False):
@@ -508,7 +511,7 @@ class Judge:
                       "minus the null round trip; fresh inputs and an L2 flush before every call",
             "null_overhead_ms": null, "candidate": candidate, "verified_calls": verified,
             "verification_failures": failures}
-        self.phase = "timing"
+        self.enter("baselines")
         self.result["baselines"] = self.baselines(warmup, calls)
 
     def roofline(self, inputs, leaves):
@@ -542,10 +545,17 @@ class Judge:
                 "own_names": own_names, "launches": launches}
 
     # -- the whole evaluation --------------------------------------------------------------
+    def enter(self, phase):
+        """Starts a phase; the time spent in the previous one goes into phase_seconds."""
+        now = time.monotonic()
+        self.result["phase_seconds"][self.phase] = round(now - self.phase_started, 4)
+        self.phase_started = now
+        self.phase = self.result["phase"] = phase
+
     def run(self):
         try:
             self.start()
-            self.phase = self.result["phase"] = "trials"
+            self.enter("trials")
             cached = self.request.get("baselines") or {}
             probe = not isinstance(cached.get("degenerate"), dict)
             passed = self.trials(probe)
@@ -556,15 +566,15 @@ class Judge:
                 return
             self.result_inputs = problem.make_inputs(self.module, 0, "problem", self.device)
             leaves = compare.flatten(self.reference(self.result_inputs))
-            self.phase = self.result["phase"] = "profile"
+            self.enter("profile")
             if self.device == "cuda":
                 self.load_inputs(self.result_inputs)
                 self.result["kernels"] = self.kernels()
-            self.phase = self.result["phase"] = "timing"
+            self.enter("timing")
             self.timing()
             self.result["roofline"] = self.roofline(self.result_inputs, leaves)
             self.result["tamper"] = self.ask({"op": "tamper"}, 20).get("findings", [])
-            self.result["phase"] = "done"
+            self.enter("done")
             try:
                 self.channel.send_json({"op": "exit"})
             except ChannelClosed:
@@ -576,7 +586,9 @@ class Judge:
                                               "message": failure.message,
                                               "traceback": failure.trace}
         finally:
-            self.result["phase"] = self.phase if self.result["phase"] != "done" else "done"
+            if self.phase != "done":
+                self.result["phase_seconds"][self.phase] = round(
+                    time.monotonic() - self.phase_started, 4)
 
 
 def is_own_kernel(name, own_names):

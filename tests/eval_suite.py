@@ -1,0 +1,125 @@
+"""The driver shared by the end-to-end suites (tests/cpu/eval_cases.py on any machine,
+tests/gpu/eval_cases.py on a GPU machine): it starts `kagent worker` on a private socket,
+runs `kagent eval --json` on each case, checks status, violations and extra conditions,
+and prints TAP ending with a line `N passed, N failed`."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SANDBOX_UID = 2147400000
+
+
+class Case:
+    def __init__(self, problem, candidate, status, violation=None, needle=None, check=None,
+                 arguments=()):
+        self.problem, self.candidate, self.status = problem, candidate, status
+        self.violation, self.needle, self.check = violation, needle, check
+        self.arguments = tuple(arguments)
+
+
+def sandbox_processes():
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                count += os.stat(f"/proc/{entry}").st_uid == SANDBOX_UID
+            except OSError:
+                pass
+    return count
+
+
+class Suite:
+    def __init__(self, device, fixtures, call_timeout):
+        self.kagent = os.environ["KAGENT"]
+        self.device = device
+        self.problems = os.path.join(fixtures, "problems")
+        self.candidates = os.path.join(fixtures, "candidates")
+        self.call_timeout = call_timeout
+        self.number = 0
+        self.failures = 0
+        self.socket_path = None
+        self.worker = None
+
+    def report(self, ok, name, detail=""):
+        self.number += 1
+        self.failures += 0 if ok else 1
+        print(f"{'ok' if ok else 'not ok'} {self.number} - {name}")
+        if not ok and detail:
+            for line in str(detail).splitlines()[:30]:
+                print(f"# {line}")
+        sys.stdout.flush()
+
+    def evaluate(self, problem, candidate, arguments=(), worker=True):
+        command = [self.kagent, "eval", "--device", self.device, "--json",
+                   "--call-timeout", str(self.call_timeout), *arguments]
+        if worker:
+            command += ["--worker", self.socket_path]
+        command += [os.path.join(self.problems, problem + ".py"),
+                    os.path.join(self.candidates, candidate + ".py")]
+        started = time.monotonic()
+        result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+        seconds = time.monotonic() - started
+        try:
+            return result.returncode, json.loads(result.stdout), result.stderr, seconds
+        except ValueError:
+            return result.returncode, None, result.stdout + result.stderr, seconds
+
+    def start_worker(self):
+        folder = tempfile.mkdtemp(prefix=f"kagent-{self.device}-suite-")
+        self.socket_path = os.path.join(folder, "worker.sock")
+        self.worker = subprocess.Popen([self.kagent, "worker", "--socket", self.socket_path],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(1200):
+            if os.path.exists(self.socket_path):
+                return
+            time.sleep(0.1)
+
+    def stop_worker(self):
+        self.worker.terminate()
+        self.worker.wait(timeout=30)
+
+    def run_case(self, case):
+        code, verdict, log, seconds = self.evaluate(case.problem, case.candidate, case.arguments)
+        problems = []
+        if verdict is None:
+            problems.append(f"no verdict (exit {code}): {log[-800:]}")
+        else:
+            if verdict.get("status") != case.status:
+                problems.append(f"status {verdict.get('status')}, expected {case.status}: "
+                                f"{verdict.get('reason')}")
+            if (code == 0) != (case.status == "correct"):
+                problems.append(f"exit status {code}")
+            checks = [v.get("check") for v in verdict.get("violations", [])]
+            if case.violation and case.violation not in checks:
+                problems.append(f"violations {checks} lack {case.violation}")
+            if case.needle and case.needle not in json.dumps(verdict):
+                problems.append(f"the verdict does not mention {case.needle!r}")
+            if case.status == "correct" and not verdict["timing"]["candidate"]["median_ms"] > 0:
+                problems.append("a correct verdict without timings")
+            if case.check is not None and not problems:
+                problems.extend(case.check(verdict))
+        summary = ""
+        if verdict is not None and verdict.get("timing"):
+            timing = verdict["timing"]
+            summary = (f" [{seconds:.1f} s; candidate {timing['candidate']['median_ms']:.4f} ms,"
+                       f" {timing.get('speedup_vs_eager') or 0:.2f}x eager]")
+        elif verdict is not None:
+            summary = f" [{seconds:.1f} s: {verdict.get('reason', '')[:100]}]"
+        self.report(not problems, f"{case.problem} / {case.candidate} -> {case.status}{summary}",
+                    "\n".join(problems))
+        return verdict
+
+    def run_bad_problem(self, problem, needle, candidate):
+        code, verdict, log, _ = self.evaluate(problem, candidate)
+        ok = (code == 2 and verdict is not None and verdict.get("error") == "problem"
+              and needle in verdict.get("message", ""))
+        self.report(ok, f"bad problem {problem} -> error", json.dumps(verdict) + log[-400:])
+
+    def finish(self):
+        self.report(sandbox_processes() == 0, "no process of the sandbox uid is left")
+        print(f"{self.number - self.failures} passed, {self.failures} failed")
+        return 1 if self.failures else 0

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""The GPU suite: `kagent eval` on a real GPU against Triton and CUDA candidates written for
+these tests, including one for every known trick (zeros within an absolute tolerance, output
+caching by pointer, an unjoined side stream, a rigged tensor subclass, copying non-negative
+inputs, torch-only or fallback forwards, timer patching, stale memory, input mutation) and
+every fault (illegal address, a kernel that never ends, out of memory, os._exit, a fork bomb).
+Run on the GPU machine: KAGENT=build/kagent KAGENT_SOURCE_DIR=. python3 tests/gpu/eval_cases.py
+Prints TAP and a closing `N passed, N failed` line."""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from eval_suite import Case, Suite  # noqa: E402
+
+
+def honest_relu(verdict):
+    problems = []
+    speedup = verdict["timing"]["speedup_vs_eager"]
+    if not 0.5 <= speedup <= 2.0:
+        problems.append(f"a memory-bound ReLU cannot be {speedup:.2f}x eager")
+    if verdict["kernels"]["own_share"] < 0.9:
+        problems.append(f"own kernel share {verdict['kernels']['own_share']:.2f}")
+    return problems
+
+
+def side_stream_timed(verdict):
+    # four launches on a side stream: an honest clock sees them all
+    speedup = verdict["timing"]["speedup_vs_eager"]
+    return [] if speedup < 0.8 else [f"side-stream work was not timed: {speedup:.2f}x eager"]
+
+
+def mixed_share(verdict):
+    share = verdict["kernels"]["own_share"]
+    return [] if 0.0 < share < 0.9 else [f"own share {share:.2f} should be partial"]
+
+
+CASES = [
+    Case("relu", "triton_relu", "correct", check=honest_relu),
+    Case("relu", "torch_only_relu", "rejected", "no_own_kernel"),
+    Case("relu", "triton_fallback_relu", "rejected", "no_own_kernel"),
+    Case("relu", "inherits_reference", "rejected", "no_own_kernel"),
+    Case("relu", "triton_relu_plus_torch", "correct", check=mixed_share),
+    Case("relu", "triton_relu_side_stream", "correct", check=side_stream_timed),
+    Case("relu", "triton_relu_pointer_cache", "incorrect", "output_mismatch"),
+    Case("relu", "triton_relu_identity", "incorrect", "output_mismatch", "signed"),
+    Case("relu", "triton_relu_in_place", "incorrect", "input_mutation"),
+    Case("relu", "triton_stale_memory", "incorrect"),
+    Case("relu", "triton_relu_subclass", "incorrect", needle="subclass"),
+    Case("relu", "triton_relu_timer_patch", "rejected", "timer_tampering"),
+    Case("softmax_wide", "triton_softmax_zeros", "incorrect", "output_mismatch", "norm-relative"),
+    Case("matmul", "triton_matmul_fp16", "incorrect", "output_mismatch"),
+    Case("relu", "triton_illegal_address", "runtime_error", needle="illegal"),
+    Case("relu", "triton_relu", "correct"),
+    Case("relu", "triton_endless", "timeout"),
+    Case("relu", "triton_relu", "correct"),
+    Case("relu", "triton_out_of_memory", "runtime_error", needle="memory"),
+    Case("relu", "triton_relu", "correct"),
+    Case("relu", "triton_exit_zero", "crashed"),
+    Case("relu", "triton_fork_bomb", "runtime_error"),
+    Case("relu", "triton_relu", "correct"),
+    Case("relu", "cuda_relu_load_inline", "correct", check=honest_relu),
+]
+
+
+def main():
+    source = os.environ["KAGENT_SOURCE_DIR"]
+    suite = Suite("cuda", os.path.join(source, "tests", "gpu"), call_timeout=30)
+    print(f"1..{2 + len(CASES)}")
+    code, verdict, log, seconds = suite.evaluate("relu", "triton_relu", ("--cold", "--no-cache"),
+                                                 worker=False)
+    suite.report(code == 0 and verdict["status"] == "correct"
+                 and verdict["timing"]["compile"] is not None,
+                 f"cold evaluation with the torch.compile baseline [{seconds:.1f} s]",
+                 json.dumps(verdict)[:1500] + log[-1500:])
+    suite.start_worker()
+    for case in CASES:
+        verdict = suite.run_case(case)
+        if verdict is not None and os.environ.get("KAGENT_SUITE_VERBOSE"):
+            print("# " + json.dumps({k: verdict.get(k) for k in
+                                     ("status", "reason", "violations", "warnings")}))
+    suite.stop_worker()
+    return suite.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
