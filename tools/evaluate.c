@@ -185,6 +185,26 @@ evaluate__timing_options(void)
 			 "max_calls", 100, "target_seconds", 0.1, "verify_calls", 5);
 }
 
+/* libkagent-trace.so beside the sandbox library, when it was built (CUPTI found). */
+static json_t *
+evaluate__trace_library(const char *sandbox_library)
+{
+	const char *slash = sandbox_library != NULL ? strrchr(sandbox_library, '/') : NULL;
+	json_t *value = json_null();
+	char *path;
+
+	if (slash == NULL)
+		return value;
+	path = kagent_asprintf("%.*s/libkagent-trace.so", (int)(slash - sandbox_library),
+			       sandbox_library);
+	if (access(path, R_OK) == 0) {
+		json_decref(value);
+		value = json_string(path);
+	}
+	free(path);
+	return value;
+}
+
 static json_t *
 evaluate__request(struct evaluate__state *state)
 {
@@ -235,6 +255,7 @@ evaluate__request(struct evaluate__state *state)
 	    "sandbox_library", sandbox_library, "sandbox_uid",
 	    (json_int_t)(EVALUATE_SANDBOX_UID_BASE + options->gpu_index));
 	json_object_set_new(request, "judge_directory", json_string(judge_home));
+	json_object_set_new(request, "trace_library", evaluate__trace_library(sandbox_library));
 	free(problem_copy);
 	free(candidate_copy);
 	free(scratch);
