@@ -6,6 +6,7 @@ times the candidate with its own clock (wall time around a go/done exchange, aft
 synchronisation in the candidate, minus the measured null round trip). The reference outputs
 and the clock never enter the candidate's address space.
 """
+import importlib
 import json
 import math
 import os
@@ -76,7 +77,7 @@ def _poison(tensor):
 
 
 class Judge:
-    def __init__(self, channel, request, candidate_pid):
+    def __init__(self, channel, request, candidate_pid, compiler_fd=None):
         self.channel = channel
         self.request = request
         self.candidate_pid = candidate_pid
@@ -92,6 +93,7 @@ class Judge:
         self.expected = []
         self.flush_buffer = None
         self.compile_thread = None
+        self.compiler_fd = compiler_fd
         self.pickler = tensors.pickler_for(self.device)
         self.secret = random.Random(int.from_bytes(os.urandom(8), "little"))
         self.result = {"problem_error": None, "phase": "load", "candidate_error": None,
@@ -167,18 +169,7 @@ class Judge:
         with open(self.request["candidate_path"], encoding="utf-8", errors="replace") as handle:
             self.own_names = problem.own_kernel_names(handle.read())
         self.module = problem.load_problem(self.request["problem_path"])
-        seed = int(self.request["seeds"][0]) if self.request.get("seeds") else 0
-        init_inputs = problem.call_input_function(self.module, "get_init_inputs", seed,
-                                                  self.device)
-        problem.seed_everything(seed)
-        try:
-            with torch.device(self.device):
-                model = self.module.Model(*init_inputs)
-            if isinstance(model, torch.nn.Module):
-                model = model.to(self.device)
-        except BaseException as error:  # noqa: B902
-            raise problem.ProblemError(f"Model(*get_init_inputs()) failed: "
-                                       f"{type(error).__name__}: {error}")
+        model, init_inputs, seed = build_reference(self.module, self.request, self.device)
         self.model = model
         state = {}
         if isinstance(model, torch.nn.Module):
@@ -509,6 +500,12 @@ class Judge:
 
         def compile_model():
             try:
+                if self.compiler_fd is not None:
+                    # import torch.compile's machinery (seconds) while the compile child
+                    # fills the caches; reading the pipe ends when that child exits
+                    importlib.import_module("torch._inductor.compile_fx")
+                    while os.read(self.compiler_fd, 4096):
+                        pass
                 compiled = torch.compile(self.model)
                 with torch.no_grad():
                     compiled(*inputs)
@@ -631,6 +628,45 @@ class Judge:
                     time.monotonic() - self.phase_started, 4)
 
 
+def build_reference(module, request, device):
+    """The problem's Model, built as ModelNew will be: same seed, same init inputs."""
+    seed = int(request["seeds"][0]) if request.get("seeds") else 0
+    init_inputs = problem.call_input_function(module, "get_init_inputs", seed, device)
+    problem.seed_everything(seed)
+    try:
+        with torch.device(device):
+            model = module.Model(*init_inputs)
+        if isinstance(model, torch.nn.Module):
+            model = model.to(device)
+    except BaseException as error:  # noqa: B902
+        raise problem.ProblemError(f"Model(*get_init_inputs()) failed: "
+                                   f"{type(error).__name__}: {error}")
+    return model, init_inputs, seed
+
+
+def precompile(request):
+    """Entry point of the compile child, forked beside the judge when the torch.compile
+    baseline is not cached: it compiles the reference on other CPU cores, filling the
+    on-disk compile caches, so that the judge's own torch.compile finds them warm. Never
+    returns; its failures are the judge's to find and report."""
+    code = 1
+    try:
+        device = request["device"]
+        if device == "cuda":
+            torch.cuda.set_device(int(request.get("gpu_index", 0)))
+        module = problem.load_problem(request["problem_path"])
+        model, _, _ = build_reference(module, request, device)
+        inputs = problem.make_inputs(module, 0, "problem", device)
+        compiled = torch.compile(model)
+        with torch.no_grad():
+            compiled(*inputs)
+        code = 0
+    except BaseException:  # noqa: B902
+        traceback.print_exc()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def is_own_kernel(name, own_names):
     """A kernel is the candidate's own when its name is one the candidate defines: a Triton
     kernel by its function name, a CUDA kernel by its unqualified function name outside
@@ -656,9 +692,9 @@ def is_own_kernel(name, own_names):
     return unqualified in own_names
 
 
-def main(sock, result_fd, request, candidate_pid):
+def main(sock, result_fd, request, candidate_pid, compiler_fd=None):
     """Entry point in the forked judge child; never returns."""
-    judge = Judge(Channel(sock, accept_pickles=False), request, candidate_pid)
+    judge = Judge(Channel(sock, accept_pickles=False), request, candidate_pid, compiler_fd)
     try:
         judge.run()
     except BaseException as error:  # noqa: B902 - an internal failure is still reported

@@ -163,7 +163,11 @@ def evaluate(request):
     candidate_err_read, candidate_err_write = os.pipe()
     judge_err_read, judge_err_write = os.pipe()
     result_read, result_write = os.pipe()
-    own_ends = [candidate_out_write, candidate_err_write, judge_err_write, result_write]
+    # closed by the compile child's exit: the judge compiles only after it
+    compiler_done_read, compiler_done_write = os.pipe()
+    own_ends = [candidate_out_write, candidate_err_write, judge_err_write, result_write,
+                compiler_done_write]
+    precompiling = (request.get("measure_compile", True) and not request.get("baselines"))
 
     def candidate_setup():
         from . import candidate
@@ -186,16 +190,34 @@ def evaluate(request):
         candidate_socket.close()
         os.close(candidate_out_write)
         os.close(candidate_err_write)
+        os.close(compiler_done_write)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         # the judge's and the problem's prints must never reach the protocol stream
         os.dup2(judge_err_write, 1)
         os.dup2(judge_err_write, 2)
         _drop_judge_privileges(request)
-        judge.main(judge_socket, result_write, request, candidate_pid)
+        judge.main(judge_socket, result_write, request, candidate_pid,
+                   compiler_done_read if precompiling else None)
 
     judge_pid = _fork_child(judge_setup)
-    for fd in own_ends:
+
+    def compiler_setup():
+        from . import judge
+
+        for fd in (candidate_out_write, candidate_err_write, result_write, compiler_done_read):
+            os.close(fd)
+        judge_socket.close()
+        candidate_socket.close()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(judge_err_write, 1)
+        os.dup2(judge_err_write, 2)
+        _drop_judge_privileges(request)
+        judge.precompile(request)
+
+    compiler_pid = _fork_child(compiler_setup) if precompiling else None
+    for fd in own_ends + [compiler_done_read]:
         os.close(fd)
     judge_socket.close()
     candidate_socket.close()
@@ -205,6 +227,8 @@ def evaluate(request):
     open_fds = {candidate_out_read: "stdout", candidate_err_read: "stderr",
                 judge_err_read: "judge", result_read: "result"}
     statuses = {candidate_pid: None, judge_pid: None}
+    if compiler_pid is not None:
+        statuses[compiler_pid] = None
     killed_for_timeout = False
     deadline = started + wall + 30
     while open_fds or any(status is None for status in statuses.values()):
@@ -213,8 +237,8 @@ def evaluate(request):
             if killed_for_timeout:
                 break  # ten seconds after SIGKILL: stop waiting for the pipes
             killed_for_timeout = True
-            _kill_group(candidate_pid)
-            _kill_group(judge_pid)
+            for pid in statuses:
+                _kill_group(pid)
             deadline = time.monotonic() + 10
             continue
         if open_fds:
@@ -235,8 +259,10 @@ def evaluate(request):
                 if done:
                     statuses[pid] = status
                     if pid == judge_pid:
-                        # the judge has spoken (or died): the candidate has nothing left to do
+                        # the judge has spoken (or died): the others have nothing left to do
                         _kill_group(candidate_pid)
+                        if compiler_pid is not None:
+                            _kill_group(compiler_pid)
     for fd in open_fds:
         os.close(fd)
     for pid in statuses:
