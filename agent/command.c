@@ -9,9 +9,7 @@ const struct kagent_command *const kagent_command_table[] = {
 #ifdef KAGENT_HAVE_NVRTC
     &kagent_command_compile,
 #endif
-    &kagent_command_gpu,
-    &kagent_command_worker,
-    NULL,
+    &kagent_command_gpu,     &kagent_command_worker, NULL,
 };
 
 const struct kagent_command *

@@ -5,6 +5,7 @@
  */
 #include "kagent/alloc.h"
 #include "kagent/command.h"
+#include "kagent/fileio.h"
 #include "kagent/paths.h"
 
 #include <errno.h>
@@ -66,7 +67,7 @@ worker__handler(int argc, char **argv)
 	if (slash != NULL && slash != folder) {
 		*slash = '\0';
 		/* The socket lets anyone who can reach it run code: keep its folder private. */
-		if (kagent_paths_make_directories(folder, 0700, &cause) != 0) {
+		if (kagent_fileio_make_directories(folder, 0700, &cause) != 0) {
 			fprintf(stderr, "kagent worker: %s\n", cause);
 			goto out;
 		}

@@ -118,33 +118,44 @@ out:
 }
 
 int
-kagent_fileio_make_directories(const char *path, char **cause)
+kagent_fileio_make_directories(const char *path, mode_t mode, char **cause)
 {
 	char *copy = kagent_strdup(path);
-	char *slash;
-	int result = 0;
+	char *cursor;
+	struct stat info;
+	int error = 0;
 
 	if (copy[0] == '\0') {
-		result = -EINVAL;
-		*cause = kagent_strdup("empty directory path");
+		error = -EINVAL;
+		if (cause != NULL)
+			*cause = kagent_strdup("empty folder path");
 		goto out;
 	}
-	for (slash = copy + 1;; slash++) {
-		char saved = *slash;
+	/* Create each parent in turn; EEXIST is fine as long as it is a folder in the end. */
+	for (cursor = copy + 1;; cursor++) {
+		char saved = *cursor;
 
 		if (saved != '/' && saved != '\0')
 			continue;
-		*slash = '\0';
-		if (mkdir(copy, 0700) < 0 && errno != EEXIST) {
-			result = -errno;
-			*cause = kagent_asprintf("cannot create %s: %s", copy, strerror(errno));
+		*cursor = '\0';
+		if (copy[0] != '\0' && mkdir(copy, mode) != 0 && errno != EEXIST) {
+			error = -errno;
+			if (cause != NULL)
+				*cause = kagent_asprintf("cannot create folder %s: %s", copy,
+							 strerror(errno));
 			goto out;
 		}
-		*slash = saved;
+		*cursor = saved;
 		if (saved == '\0')
 			break;
 	}
+	if (stat(path, &info) != 0 || !S_ISDIR(info.st_mode)) {
+		error = -ENOTDIR;
+		if (cause != NULL)
+			*cause = kagent_asprintf("%s exists and is not a folder", path);
+		goto out;
+	}
 out:
 	free(copy);
-	return result;
+	return error;
 }

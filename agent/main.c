@@ -14,7 +14,8 @@ print_help(FILE *stream)
 {
 	const struct kagent_command *const *entry;
 
-	fprintf(stream, "kagent %s: an autonomous coding agent for GPU kernels\n\n", KAGENT_VERSION);
+	fprintf(stream, "kagent %s: an autonomous coding agent for GPU kernels\n\n",
+		KAGENT_VERSION);
 	fprintf(stream, "usage: kagent [-v] COMMAND [ARGUMENTS]\n\ncommands:\n");
 	for (entry = kagent_command_table; *entry != NULL; entry++)
 		fprintf(stream, "  %-8s %s\n           %s\n", (*entry)->name, (*entry)->usage,

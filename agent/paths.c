@@ -4,6 +4,7 @@
  * compiled default) lets a build folder inside the source tree work without any
  * setup, while tests and installs override each path on its own.
  */
+#include "kagent/fileio.h"
 #include "kagent/paths.h"
 #include "kagent/alloc.h"
 
@@ -125,43 +126,6 @@ kagent_paths_sandbox_library(char **out, char **cause)
 }
 
 int
-kagent_paths_make_directories(const char *path, mode_t mode, char **cause)
-{
-	char *copy = kagent_strdup(path);
-	char *cursor;
-	struct stat info;
-	int error = 0;
-
-	/* Create each parent in turn; EEXIST is fine as long as it is a folder in the end. */
-	for (cursor = copy + 1;; cursor++) {
-		char saved = *cursor;
-
-		if (saved != '/' && saved != '\0')
-			continue;
-		*cursor = '\0';
-		if (copy[0] != '\0' && mkdir(copy, mode) != 0 && errno != EEXIST) {
-			error = -errno;
-			if (cause != NULL)
-				*cause = kagent_asprintf("cannot create folder %s: %s", copy,
-							 strerror(errno));
-			goto out;
-		}
-		*cursor = saved;
-		if (saved == '\0')
-			break;
-	}
-	if (stat(path, &info) != 0 || !S_ISDIR(info.st_mode)) {
-		error = -ENOTDIR;
-		if (cause != NULL)
-			*cause = kagent_asprintf("%s exists and is not a folder", path);
-		goto out;
-	}
-out:
-	free(copy);
-	return error;
-}
-
-int
 kagent_paths_sandbox_cache_dir(char **out, char **cause)
 {
 	const char *value = paths__getenv("KAGENT_SANDBOX_CACHE_DIR");
@@ -172,7 +136,7 @@ kagent_paths_sandbox_cache_dir(char **out, char **cause)
 	/* Not under $HOME: a root user's home is closed to the sandbox uid. */
 	path = value != NULL ? kagent_strdup(value)
 			     : kagent_asprintf("/var/tmp/kagent-%u", (unsigned)geteuid());
-	error = kagent_paths_make_directories(path, 0711, cause);
+	error = kagent_fileio_make_directories(path, 0711, cause);
 	if (error != 0) {
 		free(path);
 		return error;
@@ -202,7 +166,7 @@ kagent_paths_cache_dir(char **out, char **cause)
 			    "no cache folder: set KAGENT_CACHE_DIR, XDG_CACHE_HOME or HOME");
 		goto out;
 	}
-	error = kagent_paths_make_directories(path, 0700, cause);
+	error = kagent_fileio_make_directories(path, 0700, cause);
 	if (error != 0) {
 		free(path);
 		goto out;

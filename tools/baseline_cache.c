@@ -7,6 +7,7 @@
 #include "kagent/baseline_cache.h"
 #include "kagent/alloc.h"
 #include "kagent/log.h"
+#include "kagent/fileio.h"
 #include "kagent/paths.h"
 #include "kagent/sha256.h"
 
@@ -97,7 +98,7 @@ kagent_baseline_cache_store(const char *cache_dir, const char *key, const json_t
 		*cause = kagent_strdup("baselines to cache are not an object");
 		goto out;
 	}
-	error = kagent_paths_make_directories(directory, 0700, cause);
+	error = kagent_fileio_make_directories(directory, 0700, cause);
 	if (error != 0)
 		goto out;
 	/* "measured" describes one result, not the cached data: the worker sets it on echo. */

@@ -220,7 +220,7 @@ kagent_compile_cache_store(const char *directory, const struct kagent_compile_re
 		goto out;
 	}
 	folder = kagent_asprintf("%s/cubins", directory);
-	status = kagent_fileio_make_directories(folder, cause);
+	status = kagent_fileio_make_directories(folder, 0700, cause);
 	if (status < 0)
 		goto out;
 	json_path = kagent_asprintf("%s/%s.json", folder, result->key);

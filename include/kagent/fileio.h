@@ -6,6 +6,7 @@
 #define KAGENT_FILEIO_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /*
  * Reads path into a new NUL-terminated buffer (the NUL is not counted in
@@ -16,7 +17,7 @@ int kagent_fileio_read(const char *path, size_t cap, char **data_out, size_t *si
 		       char **cause);
 /* Replaces path atomically: readers see the old file or the whole new one. */
 int kagent_fileio_write_atomic(const char *path, const void *data, size_t size, char **cause);
-/* mkdir -p with mode 0700 for folders it creates. */
-int kagent_fileio_make_directories(const char *path, char **cause);
+/* mkdir -p: creates path and its missing parents with mode; an existing folder is fine. */
+int kagent_fileio_make_directories(const char *path, mode_t mode, char **cause);
 
 #endif

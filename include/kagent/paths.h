@@ -33,8 +33,6 @@ int kagent_paths_cache_dir(char **out, char **cause);
 int kagent_paths_worker_socket(char **out, char **cause);
 /* The folder holding the running executable (from /proc/self/exe). */
 int kagent_paths_executable_dir(char **out, char **cause);
-/* mkdir -p: creates path and its missing parents with mode; an existing folder is fine. */
-int kagent_paths_make_directories(const char *path, mode_t mode, char **cause);
 /* rm -r: removes path and everything under it (symbolic links are removed, not followed). */
 int kagent_paths_remove_tree(const char *path, char **cause);
 

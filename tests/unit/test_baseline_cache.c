@@ -1,6 +1,7 @@
 /* Unit tests for tools/baseline_cache.c. */
 #include "kagent/alloc.h"
 #include "kagent/baseline_cache.h"
+#include "kagent/fileio.h"
 #include "kagent/paths.h"
 #include "test.h"
 
@@ -90,7 +91,7 @@ test_corrupt(void)
 	json_t *baselines = json_pack("{s:{s:f}}", "eager", "median_ms", 1.0), *found = NULL;
 	FILE *file;
 
-	CHECK_INT(kagent_paths_make_directories(folder, 0700, &cause), 0);
+	CHECK_INT(kagent_fileio_make_directories(folder, 0700, &cause), 0);
 	file = fopen(path, "w");
 	fputs("{\"key\": \"{\\\"problem", file);
 	fclose(file);

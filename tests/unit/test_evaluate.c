@@ -136,8 +136,7 @@ test_request_and_worker_errors(void)
 	CHECK_STRING(json_string_value(json_object_get(request, "type")), "evaluate");
 	CHECK_STRING(json_string_value(json_object_get(request, "device")), "cpu");
 	/* The worker reads copies in a job folder that the sandbox uid can reach. */
-	CHECK_CONTAINS(json_string_value(json_object_get(request, "problem_path")),
-		       "/kagent-job-");
+	CHECK_CONTAINS(json_string_value(json_object_get(request, "problem_path")), "/kagent-job-");
 	CHECK_CONTAINS(json_string_value(json_object_get(request, "problem_path")), "/problem.py");
 	CHECK_CONTAINS(json_string_value(json_object_get(request, "candidate_path")),
 		       "/candidate.py");

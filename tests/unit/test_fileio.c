@@ -54,7 +54,7 @@ test_errors(void)
 	CHECK(kagent_fileio_write_atomic("/nonexistent/x", "a", 1, &cause) < 0);
 	free(cause);
 	cause = NULL;
-	CHECK_INT(kagent_fileio_make_directories("", &cause), -EINVAL);
+	CHECK_INT(kagent_fileio_make_directories("", 0700, &cause), -EINVAL);
 	free(cause);
 }
 
@@ -67,8 +67,8 @@ test_make_directories(void)
 	path = malloc(strlen(directory) + 16);
 	CHECK(path != NULL);
 	sprintf(path, "%s/a/b/c", directory);
-	CHECK_INT(kagent_fileio_make_directories(path, &cause), 0);
-	CHECK_INT(kagent_fileio_make_directories(path, &cause), 0);
+	CHECK_INT(kagent_fileio_make_directories(path, 0700, &cause), 0);
+	CHECK_INT(kagent_fileio_make_directories(path, 0700, &cause), 0);
 	CHECK(stat(path, &info) == 0 && S_ISDIR(info.st_mode));
 	free(path);
 	free(directory);

@@ -15,6 +15,7 @@ import traceback
 import torch
 
 from . import compare, problem, tensors
+from .problem import CandidateFailure
 from .channel import Channel, ChannelClosed
 
 # Captured before the candidate's code exists, so a replaced function cannot fool the runner.
@@ -55,14 +56,6 @@ def _watched_objects():
     except Exception:  # noqa: BLE001 - triton is optional (CPU runs)
         pass
     return watched
-
-
-class CandidateFailure(Exception):
-    def __init__(self, kind, message, trace=None):
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.trace = trace
 
 
 def _classify(error):
@@ -162,7 +155,7 @@ class CandidateRunner:
             raise CandidateFailure("compile", f"candidate is not valid Python: {error.msg} "
                                    f"(line {error.lineno})", _trace_tail())
         except BaseException as error:  # noqa: B902 - the candidate's failure is the verdict
-            raise CandidateFailure(_classify(error) if _classify(error) != "runtime" else "compile",
+            raise CandidateFailure("oom" if _classify(error) == "oom" else "compile",
                                    f"candidate does not import: {type(error).__name__}: {error}",
                                    _trace_tail())
         model_class = getattr(module, "ModelNew", None)
@@ -175,7 +168,7 @@ class CandidateRunner:
             if isinstance(model, torch.nn.Module):
                 model = model.to(self.device)
         except BaseException as error:  # noqa: B902
-            raise CandidateFailure(_classify(error) if _classify(error) == "oom" else "structure",
+            raise CandidateFailure("oom" if _classify(error) == "oom" else "structure",
                                    f"ModelNew(*get_init_inputs()) failed: "
                                    f"{type(error).__name__}: {error}", _trace_tail())
         copied = 0

@@ -22,15 +22,8 @@ import traceback
 import torch
 
 from . import compare, problem, tensors
+from .problem import CandidateFailure
 from .channel import Channel, ChannelClosed, ChannelProtocolError, ChannelTimeout
-
-
-class CandidateFailure(Exception):
-    def __init__(self, kind, message, trace=None):
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.trace = trace
 
 
 def _finite_or_none(value):

@@ -16,6 +16,16 @@ class ProblemError(Exception):
     """The problem file cannot be used; the message says why, for a person."""
 
 
+class CandidateFailure(Exception):
+    """The candidate failed; `kind` is one of the protocol's candidate_error kinds."""
+
+    def __init__(self, kind, message, trace=None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.trace = trace
+
+
 def load_module(path, name):
     """Executes the file at `path` as a fresh module named `name`. Exceptions propagate."""
     sys.dont_write_bytecode = True

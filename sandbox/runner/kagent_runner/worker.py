@@ -6,6 +6,7 @@ time limits, keeps a capped tail of what the candidate prints, and answers with 
 The worker must stay single-threaded for fork to be safe.
 """
 import argparse
+import fcntl
 import json
 import os
 import platform
@@ -153,7 +154,31 @@ def _fork_child(setup):
     return pid
 
 
+def _lock_sandbox_uid(request):
+    """One evaluation at a time per sandbox uid, across workers: each ends every process of
+    that uid when it finishes, and the GPU's timing must be exclusive anyway. Returns the
+    open lock file (closing it releases the lock), or None without a cache folder."""
+    folder = request.get("judge_cache_directory")
+    if not folder:
+        return None
+    path = os.path.join(os.path.dirname(folder.rstrip("/")),
+                        f"uid-{int(request.get('sandbox_uid', 65534))}.lock")
+    handle = open(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600),
+                  "rb", buffering=0)
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    return handle
+
+
 def evaluate(request):
+    lock = _lock_sandbox_uid(request)
+    try:
+        return _evaluate_locked(request)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def _evaluate_locked(request):
     started = time.monotonic()
     limits = request.get("limits", {})
     wall = float(limits.get("wall_seconds", 300))
