@@ -121,5 +121,5 @@ class Suite:
 
     def finish(self):
         self.report(sandbox_processes() == 0, "no process of the sandbox uid is left")
-        print(f"{self.number - self.failures} passed, {self.failures} failed")
+        print(f"# {self.number - self.failures} passed, {self.failures} failed")
         return 1 if self.failures else 0
