@@ -6,7 +6,6 @@ times the candidate with its own clock (wall time around a go/done exchange, aft
 synchronisation in the candidate, minus the measured null round trip). The reference outputs
 and the clock never enter the candidate's address space.
 """
-import importlib
 import json
 import math
 import os
@@ -15,7 +14,6 @@ import random
 import signal
 import statistics
 import sys
-import threading
 import time
 import traceback
 
@@ -70,7 +68,7 @@ def _poison(tensor):
 
 
 class Judge:
-    def __init__(self, channel, request, candidate_pid, compiler_fd=None):
+    def __init__(self, channel, request, candidate_pid, compiler_socket=None):
         self.channel = channel
         self.request = request
         self.candidate_pid = candidate_pid
@@ -85,8 +83,10 @@ class Judge:
         self.input_slots = []
         self.expected = []
         self.flush_buffer = None
-        self.compile_thread = None
-        self.compiler_fd = compiler_fd
+        # the compile child (see compile_baseline_child), when the baseline is not cached
+        self.compiler = Channel(compiler_socket, accept_pickles=False) if compiler_socket else None
+        self.compiler_ready = False
+        self.compile_error = None
         self.pickler = tensors.pickler_for(self.device)
         self.secret = random.Random(int.from_bytes(os.urandom(8), "little"))
         self.result = {"problem_error": None, "phase": "load", "candidate_error": None,
@@ -232,10 +232,6 @@ class Judge:
                                      [v for v in inputs if isinstance(v, torch.Tensor)]):
                 shared.copy_(value)
 
-    def shared_inputs(self, inputs):
-        shared = iter(self.shared.tensors)
-        return [next(shared) if isinstance(value, torch.Tensor) else value for value in inputs]
-
     # -- correctness -----------------------------------------------------------------------
     def check_outputs(self, reference_leaves, described):
         """Per-output records; the candidate's description is checked before its data is read."""
@@ -379,34 +375,9 @@ class Judge:
             self.flush_buffer.zero_()
 
     def time_local(self, function, calls, warmup):
-        """Eager or torch.compile reference, timed in this process the same way."""
-        base = self.secret.randrange(1 << 30)
-        arguments = None
-        for index in range(warmup):
-            self.fresh_inputs(base + index)
-            arguments = self.shared_inputs(self.result_inputs)
-            with torch.no_grad():
-                function(*arguments)
-        self.synchronize()
-        nulls = []
-        for _ in range(max(5, warmup)):
-            self.synchronize()
-            start = time.perf_counter()
-            self.synchronize()
-            nulls.append((time.perf_counter() - start) * 1e3)
-        null = statistics.median(nulls)
-        samples = []
-        for index in range(calls):
-            self.fresh_inputs(base + warmup + index)
-            arguments = self.shared_inputs(self.result_inputs)
-            self.flush_l2()
-            self.synchronize()
-            start = time.perf_counter()
-            with torch.no_grad():
-                function(*arguments)
-            self.synchronize()
-            samples.append(max((time.perf_counter() - start) * 1e3 - null, 1e-6))
-        return summarize(samples)
+        """Eager PyTorch, timed in this process as the candidate is timed in its own."""
+        return time_in_process(function, self.module, self.device, self.flush_buffer, calls,
+                               warmup, self.secret.randrange(1 << 30))
 
     def time_candidate(self, warmup):
         timing = self.request.get("timing", {})
@@ -481,34 +452,31 @@ class Judge:
         cached = self.request.get("baselines")
         return not (isinstance(cached, dict) and cached.get("eager"))
 
-    def start_compiling(self):
-        """torch.compile's first call compiles for seconds, mostly on the CPU: it runs on a
-        thread while the trials keep the GPU busy, and the baseline is timed afterwards."""
-        self.compiled = None
-        self.compile_error = None
-        self.compile_thread = None
-        if not (self.needs_baselines() and self.request.get("measure_compile", True)):
+    def wait_for_compiler(self):
+        """The compile child compiles the reference with torch.compile beside the trials; the
+        judge waits for it before anything is timed, since both share the GPU."""
+        if self.compiler is None:
             return
-        inputs = problem.make_inputs(self.module, 0, "problem", self.device)
+        try:
+            message = self.compiler.receive(float(self.limits.get("wall_seconds", 300)))
+        except (ChannelClosed, ChannelTimeout, ChannelProtocolError) as error:
+            message = {"op": "error", "message": f"the compile process failed: {error}"}
+        if message.get("op") == "compiled":
+            self.compiler_ready = True
+        else:
+            self.compile_error = str(message.get("message", "torch.compile failed"))[:600]
 
-        def compile_model():
-            try:
-                if self.compiler_fd is not None:
-                    # import torch.compile's machinery (seconds) while the compile child
-                    # fills the caches; reading the pipe ends when that child exits
-                    importlib.import_module("torch._inductor.compile_fx")
-                    while os.read(self.compiler_fd, 4096):
-                        pass
-                compiled = torch.compile(self.model)
-                with torch.no_grad():
-                    compiled(*inputs)
-                self.compiled = compiled
-            except BaseException as error:  # noqa: B902 - a failing baseline is reported
-                self.compile_error = f"{type(error).__name__}: {str(error)[:500]}"
-
-        self.compile_thread = threading.Thread(target=compile_model, name="torch-compile",
-                                               daemon=True)
-        self.compile_thread.start()
+    def compile_baseline(self, calls, warmup):
+        """The torch.compile baseline, timed by the compile child the judge's way."""
+        try:
+            self.compiler.send_json({"op": "time", "calls": calls, "warmup": warmup,
+                                     "seed": self.secret.randrange(1 << 30)})
+            message = self.compiler.receive(float(self.limits.get("wall_seconds", 300)))
+        except (ChannelClosed, ChannelTimeout, ChannelProtocolError) as error:
+            return None, f"the compile process failed: {error}"
+        if message.get("op") == "timing" and isinstance(message.get("summary"), dict):
+            return message["summary"], None
+        return None, str(message.get("message", "torch.compile timing failed"))[:600]
 
     def baselines(self, warmup, calls):
         if not self.needs_baselines():
@@ -516,15 +484,11 @@ class Judge:
             result["measured"] = False
             return result
         result = {"eager": self.time_local(self.model, calls, warmup), "compile": None,
-                  "compile_error": None, "bandwidth_bytes_per_second": self.measure_bandwidth(),
+                  "compile_error": self.compile_error,
+                  "bandwidth_bytes_per_second": self.measure_bandwidth(),
                   "degenerate": self.result.get("degenerate"), "measured": True}
-        if self.compile_thread is not None:
-            result["compile_error"] = self.compile_error
-            if self.compiled is not None:
-                try:
-                    result["compile"] = self.time_local(self.compiled, calls, warmup)
-                except BaseException as error:  # noqa: B902
-                    result["compile_error"] = f"{type(error).__name__}: {str(error)[:500]}"
+        if self.compiler_ready:
+            result["compile"], result["compile_error"] = self.compile_baseline(calls, warmup)
         return result
 
     def timing(self):
@@ -581,7 +545,6 @@ class Judge:
         try:
             self.start()
             self.enter("trials")
-            self.start_compiling()
             cached = self.request.get("baselines") or {}
             probe = not isinstance(cached.get("degenerate"), dict)
             passed = self.trials(probe)
@@ -592,10 +555,7 @@ class Judge:
                 return
             self.result_inputs = problem.make_inputs(self.module, 0, "problem", self.device)
             leaves = compare.flatten(self.reference(self.result_inputs))
-            # the compile thread overlaps the trials only: it competes for the GIL and the
-            # GPU, so nothing measured may run beside it
-            if self.compile_thread is not None:
-                self.compile_thread.join()
+            self.wait_for_compiler()
             self.enter("profile")
             if self.device == "cuda":
                 self.load_inputs(self.result_inputs)
@@ -637,27 +597,80 @@ def build_reference(module, request, device):
     return model, init_inputs, seed
 
 
-def precompile(request):
+def time_in_process(function, module, device, flush_buffer, calls, warmup, base):
+    """Times `function` the way the judge times a candidate: fresh inputs from the problem's
+    get_inputs and an L2 flush before every call, wall clock around the call and a device
+    synchronisation, minus the null cost of that synchronisation."""
+
+    def synchronize():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    inputs = None
+    for index in range(warmup):
+        inputs = None  # free the previous set before making the next
+        inputs = problem.make_inputs(module, base + index, "problem", device)
+        with torch.no_grad():
+            function(*inputs)
+    synchronize()
+    nulls = []
+    for _ in range(max(5, warmup)):
+        start = time.perf_counter()
+        synchronize()
+        nulls.append((time.perf_counter() - start) * 1e3)
+    null = statistics.median(nulls)
+    samples = []
+    for index in range(calls):
+        inputs = None
+        inputs = problem.make_inputs(module, base + warmup + index, "problem", device)
+        if flush_buffer is not None:
+            flush_buffer.zero_()
+        synchronize()
+        start = time.perf_counter()
+        with torch.no_grad():
+            function(*inputs)
+        synchronize()
+        samples.append(max((time.perf_counter() - start) * 1e3 - null, 1e-6))
+    return summarize(samples)
+
+
+def compile_baseline_child(request, sock):
     """Entry point of the compile child, forked beside the judge when the torch.compile
-    baseline is not cached: it compiles the reference on other CPU cores, filling the
-    on-disk compile caches, so that the judge's own torch.compile finds them warm. Never
-    returns; its failures are the judge's to find and report."""
-    code = 1
+    baseline is not cached: it compiles the reference (seconds, on other CPU cores) while the
+    judge runs the trials, says so, and times the compiled model when the judge asks, while
+    the judge waits. Never returns."""
+    channel = Channel(sock, accept_pickles=False)
     try:
         device = request["device"]
+        flush_buffer = None
         if device == "cuda":
             torch.cuda.set_device(int(request.get("gpu_index", 0)))
+            properties = torch.cuda.get_device_properties(torch.cuda.current_device())
+            l2_bytes = int(getattr(properties, "L2_cache_size", 50 << 20) or (50 << 20))
+            flush_buffer = torch.empty(2 * l2_bytes, dtype=torch.int8, device="cuda")
         module = problem.load_problem(request["problem_path"])
         model, _, _ = build_reference(module, request, device)
-        inputs = problem.make_inputs(module, 0, "problem", device)
         compiled = torch.compile(model)
+        inputs = problem.make_inputs(module, 0, "problem", device)
         with torch.no_grad():
             compiled(*inputs)
-        code = 0
-    except BaseException:  # noqa: B902
-        traceback.print_exc()
+        del inputs
+        channel.send_json({"op": "compiled"})
+        order = channel.receive()
+        summary = time_in_process(compiled, module, device, flush_buffer, int(order["calls"]),
+                                  int(order["warmup"]), int(order["seed"]))
+        channel.send_json({"op": "timing", "summary": summary})
+    except ChannelClosed:
+        pass
+    except BaseException as error:  # noqa: B902 - reported to the judge as the baseline's error
+        try:
+            channel.send_json({"op": "error",
+                               "message": f"{type(error).__name__}: {str(error)[:500]}"})
+        except ChannelClosed:
+            pass
+    sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)
+    os._exit(0)
 
 
 def is_own_kernel(name, own_names):
@@ -685,9 +698,9 @@ def is_own_kernel(name, own_names):
     return unqualified in own_names
 
 
-def main(sock, result_fd, request, candidate_pid, compiler_fd=None):
+def main(sock, result_fd, request, candidate_pid, compiler_socket=None):
     """Entry point in the forked judge child; never returns."""
-    judge = Judge(Channel(sock, accept_pickles=False), request, candidate_pid, compiler_fd)
+    judge = Judge(Channel(sock, accept_pickles=False), request, candidate_pid, compiler_socket)
     try:
         judge.run()
     except BaseException as error:  # noqa: B902 - an internal failure is still reported

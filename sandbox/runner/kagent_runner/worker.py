@@ -188,11 +188,10 @@ def _evaluate_locked(request):
     candidate_err_read, candidate_err_write = os.pipe()
     judge_err_read, judge_err_write = os.pipe()
     result_read, result_write = os.pipe()
-    # closed by the compile child's exit: the judge compiles only after it
-    compiler_done_read, compiler_done_write = os.pipe()
-    own_ends = [candidate_out_write, candidate_err_write, judge_err_write, result_write,
-                compiler_done_write]
-    precompiling = (request.get("measure_compile", True) and not request.get("baselines"))
+    own_ends = [candidate_out_write, candidate_err_write, judge_err_write, result_write]
+    # the judge and the compile child (only when the torch.compile baseline is not cached)
+    compiling = bool(request.get("measure_compile", True) and not request.get("baselines"))
+    judge_compiler_socket, compiler_socket = socket.socketpair()
 
     def candidate_setup():
         from . import candidate
@@ -215,7 +214,7 @@ def _evaluate_locked(request):
         candidate_socket.close()
         os.close(candidate_out_write)
         os.close(candidate_err_write)
-        os.close(compiler_done_write)
+        compiler_socket.close()
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         # the judge's and the problem's prints must never reach the protocol stream
@@ -223,28 +222,29 @@ def _evaluate_locked(request):
         os.dup2(judge_err_write, 2)
         _drop_judge_privileges(request)
         judge.main(judge_socket, result_write, request, candidate_pid,
-                   compiler_done_read if precompiling else None)
+                   judge_compiler_socket if compiling else None)
 
     judge_pid = _fork_child(judge_setup)
 
     def compiler_setup():
         from . import judge
 
-        for fd in (candidate_out_write, candidate_err_write, result_write, compiler_done_read):
+        for fd in (candidate_out_write, candidate_err_write, result_write):
             os.close(fd)
-        judge_socket.close()
-        candidate_socket.close()
+        for unused in (judge_socket, candidate_socket, judge_compiler_socket):
+            unused.close()
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.dup2(judge_err_write, 1)
         os.dup2(judge_err_write, 2)
         _drop_judge_privileges(request)
-        judge.precompile(request)
+        judge.compile_baseline_child(request, compiler_socket)
 
-    compiler_pid = _fork_child(compiler_setup) if precompiling else None
-    for fd in own_ends + [compiler_done_read]:
+    compiler_pid = _fork_child(compiler_setup) if compiling else None
+    for fd in own_ends:
         os.close(fd)
-    judge_socket.close()
+    for ours in (judge_socket, judge_compiler_socket, compiler_socket):
+        ours.close()
     candidate_socket.close()
 
     tails = {"stdout": CappedTail(output_cap), "stderr": CappedTail(output_cap),
