@@ -320,6 +320,9 @@ evaluate__spawn(struct evaluate__state *state, char **cause)
 {
 	struct kagent_worker_spawn_options options = {
 	    .hello_timeout_ms = (unsigned)state->options.worker_hello_timeout_ms,
+	    /* A one-shot worker has nothing to finish once it answered: SIGTERM at once spares
+	     * the wait for Python's teardown of torch (the worker ends its children first). */
+	    .term_after_ms = 1,
 	    .echo_stderr = kagent_log_verbosity >= KAGENT_LOG_INFO,
 	};
 

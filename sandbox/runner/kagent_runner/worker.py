@@ -140,6 +140,16 @@ def _reap_orphans(seconds=5.0):
             time.sleep(0.01)
 
 
+# The process groups of the current evaluation's children, ended if the worker is told to go.
+_children = set()
+
+
+def _terminate(signal_number, frame):
+    for pid in list(_children):
+        _kill_group(pid)
+    os._exit(0)
+
+
 def _fork_child(setup):
     pid = os.fork()
     if pid == 0:
@@ -151,6 +161,7 @@ def _fork_child(setup):
 
             traceback.print_exc()
         os._exit(70)
+    _children.add(pid)
     return pid
 
 
@@ -297,6 +308,7 @@ def _evaluate_locked(request):
     _kill_group(candidate_pid)
     _kill_sandbox_user(int(request.get("sandbox_uid", 65534)))
     _reap_orphans()
+    _children.clear()
 
     judge_result = None
     raw = bytes(tails["result"].data).strip()
@@ -364,6 +376,7 @@ def main(argv=None):
     mode.add_argument("--socket")
     arguments = parser.parse_args(argv)
     torch.set_num_threads(1)
+    signal.signal(signal.SIGTERM, _terminate)
     import ctypes
 
     ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: see _reap_orphans
