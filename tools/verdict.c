@@ -406,6 +406,38 @@ verdict__check_rejections(struct verdict__state *state, const json_t *judge, con
 	}
 }
 
+/*
+ * CUPTI's kernel time for one forward against the judge's clock (issue: two independent
+ * measurements). The clock should see at least the kernels' time; much less means the two
+ * disagree, much more means the forward spends its time launching, not computing.
+ */
+static void
+verdict__cross_check_timing(struct verdict__state *state, const json_t *judge)
+{
+	const json_t *candidate = json_object_get(json_object_get(judge, "timing"), "candidate");
+	double median = 0, device_ms = 0;
+
+	if (!verdict__number(candidate, "median_ms", &median) || median <= 0 ||
+	    !verdict__number(json_object_get(judge, "kernels"), "total_ms", &device_ms) ||
+	    device_ms <= 0)
+		return;
+	if (device_ms > 1.5 * median + 0.02)
+		json_array_append_new(
+		    state->warnings,
+		    json_sprintf(
+			"the timings disagree: CUPTI saw %.4g ms of kernels in one forward, "
+			"the clock %.4g ms per call (kernels on concurrent streams can "
+			"overlap; otherwise distrust the timing)",
+			device_ms, median));
+	else if (device_ms < 0.5 * median)
+		json_array_append_new(
+		    state->warnings,
+		    json_sprintf(
+			"launch-bound: the kernels ran %.4g ms of the %.4g ms per call; the "
+			"rest is launching them (fewer, larger launches would help)",
+			device_ms, median));
+}
+
 static void
 verdict__collect_warnings(struct verdict__state *state, const json_t *judge, const char *device)
 {
@@ -414,6 +446,7 @@ verdict__collect_warnings(struct verdict__state *state, const json_t *judge, con
 	const char *compile_error =
 	    verdict__string(json_object_get(judge, "baselines"), "compile_error");
 
+	verdict__cross_check_timing(state, judge);
 	if (json_is_true(json_object_get(degenerate, "constant_output")))
 		json_array_append_new(
 		    state->warnings, json_string("this problem is degenerate: its reference output "

@@ -534,6 +534,30 @@ test_warnings(void)
 	json_decref(result);
 }
 
+/* CUPTI's kernel time against the clock: agreement is silent, both disagreements are named. */
+static void
+test_timing_cross_check(void)
+{
+	json_t *result = load(base_result), *verdict,
+	       *kernels = json_object_get(judge_of(result), "kernels");
+
+	verdict = build(result); /* kernels 2.0 ms, clock 2.0 ms per call */
+	CHECK_INT(json_array_size(json_object_get(verdict, "warnings")), 0);
+	json_decref(verdict);
+	json_object_set_new(kernels, "total_ms", json_real(0.5));
+	verdict = build(result);
+	CHECK_CONTAINS(json_string_value(json_array_get(json_object_get(verdict, "warnings"), 0)),
+		       "launch-bound");
+	json_decref(verdict);
+	json_object_set_new(kernels, "total_ms", json_real(6.0));
+	verdict = build(result);
+	CHECK_CONTAINS(json_string_value(json_array_get(json_object_get(verdict, "warnings"), 0)),
+		       "the timings disagree");
+	CHECK_STRING(json_string_value(json_object_get(verdict, "status")), "correct");
+	json_decref(verdict);
+	json_decref(result);
+}
+
 static void
 test_garbage(void)
 {
@@ -664,6 +688,7 @@ static const struct kagent_test tests[] = {
     {"timeout", test_timeout},
     {"compile_error", test_compile_error},
     {"crashed", test_crashed},
+    {"timing_cross_check", test_timing_cross_check},
     {"runtime_error", test_runtime_error},
     {"warnings", test_warnings},
     {"garbage", test_garbage},
