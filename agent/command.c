@@ -4,13 +4,19 @@
 #include <stdio.h>
 #include <string.h>
 
+/* One command per line. */
+/* clang-format off */
 const struct kagent_command *const kagent_command_table[] = {
-    &kagent_command_eval,
+	&kagent_command_eval,
+	&kagent_command_profile,
 #ifdef KAGENT_HAVE_NVRTC
-    &kagent_command_compile,
+	&kagent_command_compile,
 #endif
-    &kagent_command_gpu,     &kagent_command_worker, NULL,
+	&kagent_command_gpu,
+	&kagent_command_worker,
+	NULL,
 };
+/* clang-format on */
 
 const struct kagent_command *
 kagent_command_find(const char *name)

@@ -256,6 +256,8 @@ evaluate__request(struct evaluate__state *state)
 	    (json_int_t)(EVALUATE_SANDBOX_UID_BASE + options->gpu_index));
 	json_object_set_new(request, "judge_directory", json_string(judge_home));
 	json_object_set_new(request, "trace_library", evaluate__trace_library(sandbox_library));
+	json_object_set_new(request, "profile_reference",
+			    json_boolean(options->profile_reference != 0));
 	free(problem_copy);
 	free(candidate_copy);
 	free(scratch);

@@ -871,6 +871,15 @@ kagent_verdict_build(const struct kagent_verdict_input *in, json_t **verdict_out
 	json_object_set_new(verdict, "violations", json_incref(state.violations));
 	json_object_set_new(verdict, "warnings", json_incref(state.warnings));
 	json_object_set_new(verdict, "degenerate", verdict__degenerate(judge));
+	/* what `kagent profile` renders; null when not recorded */
+	json_object_set_new(verdict, "reference_kernels",
+			    json_is_object(json_object_get(judge, "reference_kernels"))
+				? json_deep_copy(json_object_get(judge, "reference_kernels"))
+				: json_null());
+	json_object_set_new(verdict, "roofline",
+			    json_is_object(json_object_get(judge, "roofline"))
+				? json_deep_copy(json_object_get(judge, "roofline"))
+				: json_null());
 	json_object_set_new(verdict, "phase_seconds",
 			    json_is_object(json_object_get(judge, "phase_seconds"))
 				? json_deep_copy(json_object_get(judge, "phase_seconds"))

@@ -25,6 +25,7 @@ struct kagent_evaluate_options {
 	/* 0: 120 s for the first call (it may build the kernels), 20 s for later ones; else
 	 * the limit for every call, after which the candidate counts as hung */
 	int call_timeout_seconds;
+	int profile_reference;		  /* also trace the reference's kernels (kagent profile) */
 	uint64_t worker_hello_timeout_ms; /* 0: the worker module's default */
 };
 

@@ -14,7 +14,7 @@ import traceback
 
 import torch
 
-from . import compare, problem, tensors
+from . import compare, kernel_trace, problem, tensors
 from .problem import CandidateFailure
 from .channel import Channel, ChannelClosed
 
@@ -236,37 +236,9 @@ class CandidateRunner:
             self.flush_buffer.zero_()
 
     def profile(self):
-        """The kernels of one forward: through libkagent-trace.so (CUPTI kernel records only,
-        quick to start), else torch.profiler (whose first session costs seconds)."""
         if self.device != "cuda":
             return None
-        path = self.request.get("trace_library")
-        if path and os.path.exists(path):
-            library = ctypes.CDLL(path)
-            error = ctypes.create_string_buffer(1024)
-            if library.kagent_kernel_trace_start(error, ctypes.sizeof(error)) == 0:
-                self.forward()
-                output = ctypes.create_string_buffer(4 << 20)
-                length = library.kagent_kernel_trace_stop(output, ctypes.sizeof(output), error,
-                                                          ctypes.sizeof(error))
-                if length >= 0:
-                    return json.loads(output.value.decode("utf-8", errors="replace"))
-            print(f"kagent: kernel trace unavailable ({error.value.decode(errors='replace')}); "
-                  "using torch.profiler", file=sys.stderr)
-        activities = [torch.profiler.ProfilerActivity.CUDA]
-        with _profile(activities=activities) as recorder:
-            self.forward()
-        kernels = {}
-        for event in recorder.events():
-            if getattr(event, "device_type", None) != torch.autograd.DeviceType.CUDA:
-                continue
-            duration = getattr(event, "device_time", None)
-            if duration is None:
-                duration = getattr(event, "cuda_time", 0.0)
-            entry = kernels.setdefault(event.name, {"name": event.name, "count": 0, "ms": 0.0})
-            entry["count"] += 1
-            entry["ms"] += float(duration) / 1000.0
-        return sorted(kernels.values(), key=lambda entry: -entry["ms"])
+        return kernel_trace.trace(self.forward, self.request.get("trace_library"), _profile)
 
     def tamper_check(self):
         findings = []

@@ -19,7 +19,7 @@ import traceback
 
 import torch
 
-from . import compare, problem, tensors
+from . import compare, kernel_trace, problem, tensors
 from .problem import CandidateFailure
 from .channel import Channel, ChannelClosed, ChannelProtocolError, ChannelTimeout
 
@@ -514,24 +514,16 @@ class Judge:
 
     def kernels(self):
         reply = self.ask({"op": "profile"}, float(self.limits.get("call_seconds", 20)))
-        records = reply.get("kernels")
-        if not isinstance(records, list):
-            return None
-        own_names = self.own_names
-        launches, own_ms, total_ms = [], 0.0, 0.0
-        for record in records[:200]:
-            if not isinstance(record, dict):
-                continue
-            name = str(record.get("name", ""))[:500]
-            milliseconds = float(record.get("ms", 0.0) or 0.0)
-            own = is_own_kernel(name, own_names)
-            launches.append({"name": name, "count": int(record.get("count", 0) or 0),
-                             "ms": milliseconds, "own": own})
-            total_ms += milliseconds
-            own_ms += milliseconds if own else 0.0
-        return {"own_ms": own_ms, "total_ms": total_ms,
-                "own_share": own_ms / total_ms if total_ms > 0 else 0.0,
-                "own_names": own_names, "launches": launches}
+        return kernel_summary(reply.get("kernels"), self.own_names)
+
+    def reference_kernels(self):
+        """The reference's kernels for `kagent profile`, traced in this (trusted) process."""
+
+        def run():
+            self.reference(self.result_inputs)
+            self.synchronize()
+
+        return kernel_summary(kernel_trace.trace(run, self.request.get("trace_library")), [])
 
     # -- the whole evaluation --------------------------------------------------------------
     def enter(self, phase):
@@ -563,6 +555,9 @@ class Judge:
             self.enter("timing")
             self.timing()
             self.result["roofline"] = self.roofline(self.result_inputs, leaves)
+            if self.request.get("profile_reference") and self.device == "cuda":
+                self.enter("profile_reference")
+                self.result["reference_kernels"] = self.reference_kernels()
             self.result["tamper"] = self.ask({"op": "tamper"}, 20).get("findings", [])
             self.enter("done")
             try:
@@ -671,6 +666,34 @@ def compile_baseline_child(request, sock):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def kernel_summary(records, own_names):
+    """Launches, total GPU time and the share in the candidate's own kernels, from the
+    records of one call (untrusted when they come from the candidate: fields are checked)."""
+    if not isinstance(records, list):
+        return None
+    launches, own_ms, total_ms = [], 0.0, 0.0
+    for record in records[:200]:
+        if not isinstance(record, dict):
+            continue
+        name = str(record.get("name", ""))[:500]
+        milliseconds = float(record.get("ms", 0.0) or 0.0)
+        own = is_own_kernel(name, own_names)
+        launch = {"name": name, "count": int(record.get("count", 0) or 0), "ms": milliseconds,
+                  "own": own}
+        for key in ("grid", "block"):
+            if isinstance(record.get(key), list) and len(record[key]) == 3:
+                launch[key] = [int(value) for value in record[key]]
+        for key in ("registers", "shared_bytes"):
+            if isinstance(record.get(key), int):
+                launch[key] = record[key]
+        launches.append(launch)
+        total_ms += milliseconds
+        own_ms += milliseconds if own else 0.0
+    return {"own_ms": own_ms, "total_ms": total_ms,
+            "own_share": own_ms / total_ms if total_ms > 0 else 0.0,
+            "own_names": own_names, "launches": launches}
 
 
 def is_own_kernel(name, own_names):

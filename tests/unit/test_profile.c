@@ -1,0 +1,79 @@
+/* Tests of the profile view (tools/profile.c) on hand-written verdicts. */
+#include "kagent/profile.h"
+
+#include "test.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+
+static const char verdict_text[] =
+    "{\"status\": \"correct\", \"reason\": \"all 5 trials passed\","
+    " \"timing\": {\"candidate\": {\"median_ms\": 4.0}, \"eager\": {\"median_ms\": 6.0}},"
+    " \"roofline\": {\"bytes\": 12000000000, \"bandwidth_bytes_per_second\": 3e12,"
+    "   \"floor_ms\": 4.0},"
+    " \"reference_kernels\": {\"total_ms\": 5.5, \"launches\": ["
+    "   {\"name\": \"void at::native::vectorized_elementwise_kernel\", \"count\": 2,"
+    "    \"ms\": 5.5, \"own\": false}]},"
+    " \"kernels\": {\"total_ms\": 3.9, \"own_share\": 0.9, \"launches\": ["
+    "   {\"name\": \"relu_kernel\", \"count\": 1, \"ms\": 3.5, \"own\": true,"
+    "    \"grid\": [1024, 1, 1], \"block\": [128, 1, 1], \"registers\": 16,"
+    "    \"shared_bytes\": 0},"
+    "   {\"name\": \"void at::native::copy\", \"count\": 1, \"ms\": 0.4, \"own\": false}]}}";
+
+static char *
+render(const json_t *verdict)
+{
+	char *text = NULL;
+	size_t size = 0;
+	FILE *stream = open_memstream(&text, &size);
+
+	CHECK(stream != NULL);
+	kagent_profile_render_text(verdict, stream);
+	CHECK(fclose(stream) == 0);
+	return text;
+}
+
+static void
+test_full_profile(void)
+{
+	json_t *verdict = json_loads(verdict_text, 0, NULL);
+	char *text;
+	double share = 0;
+
+	CHECK(verdict != NULL);
+	CHECK_STRING(kagent_profile_first_target(verdict, &share), "relu_kernel");
+	CHECK(share > 0.89 && share < 0.9);
+	text = render(verdict);
+	CHECK_CONTAINS(text, "reference  5.5000 ms of GPU time in 2 launches of 1 kernel");
+	CHECK_CONTAINS(text, "candidate  3.9000 ms of GPU time in 2 launches of 2 kernels");
+	CHECK_CONTAINS(text, "16 regs");
+	CHECK_CONTAINS(text, "relu_kernel  [own]");
+	CHECK_CONTAINS(text, "(1.50x)");
+	CHECK_CONTAINS(text, "runs at 100% of that bound");
+	CHECK_CONTAINS(text, "attack first: relu_kernel (90%");
+	CHECK_CONTAINS(text, "hardware counters: not collected");
+	free(text);
+	json_decref(verdict);
+}
+
+static void
+test_missing_parts_are_said(void)
+{
+	json_t *verdict = json_pack("{s:s, s:s}", "status", "incorrect", "reason", "mismatch");
+	char *text = render(verdict);
+
+	CHECK(kagent_profile_first_target(verdict, NULL) == NULL);
+	CHECK_CONTAINS(text, "incorrect: mismatch");
+	CHECK_CONTAINS(text, "reference  no kernel trace was recorded");
+	CHECK_CONTAINS(text, "memory bound: not known");
+	free(text);
+	json_decref(verdict);
+}
+
+static const struct kagent_test tests[] = {
+    {"full_profile", test_full_profile},
+    {"missing_parts_are_said", test_missing_parts_are_said},
+    {NULL, NULL},
+};
+
+KAGENT_TEST_MAIN(tests, 30)
