@@ -63,7 +63,7 @@ CASES = [
     Case("relu", "kagent_cuda_relu", "correct", check=honest_relu),
     Case("relu", "kagent_cuda_missing_kernel", "compile_error", needle="relu_kernel' not found"),
     Case("relu", "kagent_cuda_wrong_arguments", "runtime_error", needle="takes 3 arguments"),
-    Case("relu", "kagent_cuda_block_too_large", "runtime_error", needle="2048 threads"),
+    Case("relu", "kagent_cuda_block_too_large", "runtime_error", needle="block x dimension 2048"),
 ]
 
 

@@ -149,6 +149,53 @@ def no_driver():
     raises(cuda.CudaError, "no NVIDIA driver found", cuda.compile, HEADER + SOURCE, ["relu"])
 
 
+FAKE_DRIVER_SCRIPT = r"""
+import ctypes, os, sys
+sys.path.insert(0, sys.argv[1])
+from kagent_runner import cuda
+fake = ctypes.CDLL(os.environ["KAGENT_LIBCUDA"])
+record = (ctypes.c_int * 12).in_dll(fake, "fake_cuda_last_launch")
+module = cuda.compile(sys.argv[2], kernels=["relu", "scale"])
+assert module.info["arch"] == "sm_90a" and module.info["loaded"], module.info
+module.relu[(5, 2), 128, 0, 0](0x1000, 0x2000, 2**40 + 3)
+assert list(record[:7]) == [1, 5, 2, 1, 128, 1, 1], list(record)
+low, high = record[10], record[11]
+assert (high << 32) | (low & 0xFFFFFFFF) == 2**40 + 3, (low, high)
+module.relu(None, 0, -1, grid=1, block=(16, 16), shared=65536, stream=0)
+assert record[0] == 2 and record[4:7] == [16, 16, 1] and record[7] == 65536, list(record)
+try:
+    module.relu[1, 2048, 0, 0](0, 0, 1)
+except cuda.CudaError as error:
+    assert "block x dimension 2048" in str(error), error
+else:
+    raise AssertionError("a 2048-thread block was launched")
+try:
+    module.scale[1, 1, 0, 0](0, 1.5, 2.0, 1.0)
+except TypeError as error:
+    assert "scale: argument 1 (uint32): expected an int, got float" in str(error), error
+else:
+    raise AssertionError("a float was passed as unsigned")
+print("fake driver: ok")
+"""
+
+
+@test
+def launches_through_a_fake_driver():
+    need_library()
+    fake = os.environ.get("KAGENT_FAKE_LIBCUDA")
+    if not fake:
+        raise Skip("KAGENT_FAKE_LIBCUDA is not set")
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, "-c", FAKE_DRIVER_SCRIPT,
+         os.path.join(os.environ.get("KAGENT_SOURCE_DIR", "."), "sandbox", "runner"),
+         HEADER + SOURCE], env=dict(os.environ, KAGENT_LIBCUDA=fake), capture_output=True,
+        text=True, timeout=60)
+    assert result.returncode == 0 and "fake driver: ok" in result.stdout, \
+        result.stdout + result.stderr
+
+
 @test
 def own_kernel_names_of_cuda_candidates():
     source = ('module = cuda.compile(r"""\n' + SOURCE + '""", kernels=["relu", "scale"])\n')

@@ -7,6 +7,7 @@
 
 #include "test.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 
 static const char *const kernels_source =
@@ -247,6 +248,106 @@ test_no_driver(void)
 	kagent_cuda_module_free(module);
 }
 
+struct fake_launch {
+	int count;
+	unsigned grid[3], block[3], shared_bytes;
+	void *stream;
+	long long third_argument;
+	int dynamic_shared_set;
+};
+
+/* Loads the stand-in driver (tests/fixtures/fake_libcuda) and returns its launch record. */
+static struct fake_launch *
+use_fake_driver(void)
+{
+	const char *path = getenv("KAGENT_FAKE_LIBCUDA");
+	struct fake_launch *record;
+	void *library;
+
+	if (path == NULL || path[0] == '\0')
+		kagent_test_skip("KAGENT_FAKE_LIBCUDA is not set");
+	setenv("KAGENT_LIBCUDA", path, 1);
+	library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	CHECK(library != NULL);
+	record = dlsym(library, "fake_cuda_last_launch");
+	CHECK(record != NULL);
+	return record;
+}
+
+static void
+test_load_and_launch(void)
+{
+	static const char *const names[] = {"relu", "scale_cpp"};
+	struct fake_launch *record = use_fake_driver();
+	struct kagent_cuda_module *module = NULL;
+	unsigned grid[3] = {8, 1, 1}, block[3] = {256, 1, 1};
+	char error[1024] = "", description[4096];
+	long long n = 123456789012LL;
+	void *x = NULL, *out = NULL, *arguments[3] = {&x, &out, &n};
+	int stream_token = 0;
+	char *cache = kagent_test_make_directory();
+
+	/* No arch: the driver's 9.0 becomes sm_90a. */
+	CHECK_INT(kagent_cuda_module_compile(kernels_source, NULL, 0, names, 2, NULL, 0, cache,
+					     &module, error, sizeof error),
+		  0);
+	CHECK_INT(kagent_cuda_module_launch(module, 0, grid, block, 0, NULL, arguments, 3, error,
+					    sizeof error),
+		  -EINVAL);
+	CHECK_CONTAINS(error, "not loaded");
+	CHECK_INT(kagent_cuda_module_load(module, 0, error, sizeof error), 0);
+	CHECK(kagent_cuda_module_describe(module, description, sizeof description, error,
+					  sizeof error) > 0);
+	CHECK_CONTAINS(description, "\"arch\":\"sm_90a\"");
+	CHECK_CONTAINS(description, "\"loaded\":true");
+	CHECK_CONTAINS(description, "\"driver_parameter_count\":3");
+
+	CHECK_INT(kagent_cuda_module_launch(module, 0, grid, block, 0, &stream_token, arguments, 3,
+					    error, sizeof error),
+		  0);
+	CHECK_INT(record->count, 1);
+	CHECK_INT(record->grid[0], 8);
+	CHECK_INT(record->block[0], 256);
+	CHECK_INT(record->third_argument, n);
+	CHECK(record->stream == &stream_token);
+	CHECK_INT(record->dynamic_shared_set, 0);
+
+	CHECK_INT(kagent_cuda_module_launch(module, 0, grid, block, 0, NULL, arguments, 2, error,
+					    sizeof error),
+		  -EINVAL);
+	CHECK_CONTAINS(error, "kernel relu takes 3 arguments, 2 given");
+	CHECK_INT(kagent_cuda_module_launch(module, 2, grid, block, 0, NULL, arguments, 3, error,
+					    sizeof error),
+		  -EINVAL);
+	CHECK_CONTAINS(error, "no kernel 2");
+	/* The kernel's own limit (768) is below the device's (1024). */
+	block[0] = 1024;
+	CHECK_INT(kagent_cuda_module_launch(module, 1, grid, block, 0, NULL, arguments, 3, error,
+					    sizeof error),
+		  -EINVAL);
+	CHECK_CONTAINS(error, "kernel scale_cpp: block (1024, 1, 1) has 1024 threads; at most 768");
+	block[0] = 256;
+	CHECK_INT(kagent_cuda_module_launch(module, 0, grid, block, 300000, NULL, arguments, 3,
+					    error, sizeof error),
+		  -EINVAL);
+	CHECK_CONTAINS(error, "shared memory");
+	CHECK_INT(record->count, 1);
+	/* Above 48 KiB of dynamic shared memory the kernel is opted in first. */
+	CHECK_INT(kagent_cuda_module_launch(module, 0, grid, block, 100000, NULL, arguments, 3,
+					    error, sizeof error),
+		  0);
+	CHECK_INT(record->dynamic_shared_set, 100000);
+	CHECK_INT(record->shared_bytes, 100000);
+	CHECK_INT(record->count, 2);
+	kagent_cuda_module_free(module);
+	free(cache);
+
+	module = compile(kernels_source, names, 1, 0, error, sizeof error);
+	CHECK_INT(kagent_cuda_module_load(module, 3, error, sizeof error), -EIO);
+	CHECK_CONTAINS(error, "cuDeviceGet failed with CUDA error 101 (invalid device ordinal)");
+	kagent_cuda_module_free(module);
+}
+
 static const struct kagent_test tests[] = {
     {"parse_demangled", test_parse_demangled},
     {"parse_declarations", test_parse_declarations},
@@ -257,6 +358,7 @@ static const struct kagent_test tests[] = {
     {"missing_kernel", test_missing_kernel},
     {"bad_requests", test_bad_requests},
     {"no_driver", test_no_driver},
+    {"load_and_launch", test_load_and_launch},
     {NULL, NULL},
 };
 

@@ -110,7 +110,10 @@ class CandidateRunner:
             os.environ[variable] = path
         # kagent_runner.cuda (NVRTC kernels) finds libkagent-cuda.so here
         cuda_library = self.request.get("cuda_library")
-        if cuda_library:
+        if not cuda_library and self.request.get("sandbox_library"):
+            cuda_library = os.path.join(os.path.dirname(self.request["sandbox_library"]),
+                                        "libkagent-cuda.so")
+        if cuda_library and os.path.exists(cuda_library):
             os.environ["KAGENT_CUDA_LIBRARY"] = cuda_library
         os.environ["TMPDIR"] = scratch
         os.environ["HOME"] = scratch

@@ -46,9 +46,6 @@ def _library_path():
     path = os.environ.get("KAGENT_CUDA_LIBRARY")
     if path:
         return path
-    sandbox = os.environ.get("KAGENT_SANDBOX_LIBRARY")
-    if sandbox:
-        return os.path.join(os.path.dirname(sandbox), "libkagent-cuda.so")
     raise CudaError("libkagent-cuda.so was not found: KAGENT_CUDA_LIBRARY is not set (kagent "
                     "was built without NVRTC, or this is not running under kagent)")
 
@@ -107,7 +104,7 @@ def _build(source, kernels, options=(), arch=None, device=None, cache_directory=
         options = [options]
     library = _load_library()
     if device is None:
-        device = _current_device() if arch is None else 0
+        device = _current_device()
     if cache_directory is None:
         cache_directory = os.environ.get("KAGENT_CUDA_CACHE_DIR") or None
     names, name_count = _strings(kernels)
@@ -140,27 +137,32 @@ class Module:
         self._library = library
         self._handle = handle
         self._device = device
-        buffer = ctypes.create_string_buffer(1 << 20)
-        error = ctypes.create_string_buffer(_ERROR_SIZE)
-        if library.kagent_cuda_module_describe(handle, buffer, len(buffer), error,
-                                               _ERROR_SIZE) < 0:
-            raise CudaError(error.value.decode(errors="replace"))
-        self.info = json.loads(buffer.value.decode())
+        self.info = self._describe()
         self.kernels = {}
         for index, entry in enumerate(self.info["kernels"]):
             kernel = Kernel(self, index, entry)
             self.kernels[names[index]] = kernel
-            if names[index].isidentifier() and not hasattr(type(self), names[index]):
+            if (names[index].isidentifier() and names[index] not in self.__dict__
+                    and not hasattr(type(self), names[index])):
                 setattr(self, names[index], kernel)
 
     def __getitem__(self, name):
         return self.kernels[name]
+
+    def _describe(self):
+        buffer = ctypes.create_string_buffer(1 << 20)
+        error = ctypes.create_string_buffer(_ERROR_SIZE)
+        if self._library.kagent_cuda_module_describe(self._handle, buffer, len(buffer), error,
+                                                     _ERROR_SIZE) < 0:
+            raise CudaError(error.value.decode(errors="replace"))
+        return json.loads(buffer.value.decode())
 
     def _load(self):
         error = ctypes.create_string_buffer(_ERROR_SIZE)
         if self._library.kagent_cuda_module_load(self._handle, int(self._device), error,
                                                  _ERROR_SIZE) < 0:
             raise CudaError(error.value.decode(errors="replace"))
+        self.info = self._describe()
 
     def __del__(self):
         handle, self._handle = getattr(self, "_handle", None), None
