@@ -67,7 +67,9 @@ kagent_evaluate_detect_backend(const char *source)
 	if (strstr(source, "import triton") != NULL || strstr(source, "@triton.jit") != NULL ||
 	    strstr(source, "from triton") != NULL)
 		return "triton";
-	if (strstr(source, "load_inline") != NULL || strstr(source, "cpp_extension") != NULL)
+	if (strstr(source, "load_inline") != NULL || strstr(source, "cpp_extension") != NULL ||
+	    strstr(source, "kagent_runner.cuda") != NULL ||
+	    strstr(source, "from kagent_runner import cuda") != NULL)
 		return "cuda";
 	return "unknown";
 }
@@ -185,9 +187,9 @@ evaluate__timing_options(void)
 			 "max_calls", 100, "target_seconds", 0.1, "verify_calls", 5);
 }
 
-/* libkagent-trace.so beside the sandbox library, when it was built (CUPTI found). */
+/* A library beside the sandbox library (libkagent-trace.so, libkagent-cuda.so), when built. */
 static json_t *
-evaluate__trace_library(const char *sandbox_library)
+evaluate__sibling_library(const char *sandbox_library, const char *name)
 {
 	const char *slash = sandbox_library != NULL ? strrchr(sandbox_library, '/') : NULL;
 	json_t *value = json_null();
@@ -195,8 +197,7 @@ evaluate__trace_library(const char *sandbox_library)
 
 	if (slash == NULL)
 		return value;
-	path = kagent_asprintf("%.*s/libkagent-trace.so", (int)(slash - sandbox_library),
-			       sandbox_library);
+	path = kagent_asprintf("%.*s/%s", (int)(slash - sandbox_library), sandbox_library, name);
 	if (access(path, R_OK) == 0) {
 		json_decref(value);
 		value = json_string(path);
@@ -255,7 +256,10 @@ evaluate__request(struct evaluate__state *state)
 	    "sandbox_library", sandbox_library, "sandbox_uid",
 	    (json_int_t)(EVALUATE_SANDBOX_UID_BASE + options->gpu_index));
 	json_object_set_new(request, "judge_directory", json_string(judge_home));
-	json_object_set_new(request, "trace_library", evaluate__trace_library(sandbox_library));
+	json_object_set_new(request, "trace_library",
+			    evaluate__sibling_library(sandbox_library, "libkagent-trace.so"));
+	json_object_set_new(request, "cuda_library",
+			    evaluate__sibling_library(sandbox_library, "libkagent-cuda.so"));
 	json_object_set_new(request, "profile_reference",
 			    json_boolean(options->profile_reference != 0));
 	free(problem_copy);

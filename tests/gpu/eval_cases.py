@@ -60,6 +60,10 @@ CASES = [
     Case("relu", "triton_fork_bomb", "runtime_error"),
     Case("relu", "triton_relu", "correct"),
     Case("relu", "cuda_relu_load_inline", "correct", check=honest_relu),
+    Case("relu", "kagent_cuda_relu", "correct", check=honest_relu),
+    Case("relu", "kagent_cuda_missing_kernel", "compile_error", needle="relu_kernel' not found"),
+    Case("relu", "kagent_cuda_wrong_arguments", "runtime_error", needle="takes 3 arguments"),
+    Case("relu", "kagent_cuda_block_too_large", "runtime_error", needle="block x dimension 2048"),
 ]
 
 

@@ -16,6 +16,10 @@ test_detect_backend(void)
 	CHECK_STRING(kagent_evaluate_detect_backend("from torch.utils.cpp_extension import "
 						    "load_inline"),
 		     "cuda");
+	CHECK_STRING(kagent_evaluate_detect_backend("from kagent_runner import cuda\n"), "cuda");
+	CHECK_STRING(kagent_evaluate_detect_backend("import kagent_runner.cuda as kc\n"), "cuda");
+	CHECK_STRING(kagent_evaluate_detect_backend("from kagent_runner.cuda import compile\n"),
+		     "cuda");
 	CHECK_STRING(kagent_evaluate_detect_backend("import torch\n"), "unknown");
 	CHECK_STRING(kagent_evaluate_detect_backend(NULL), "unknown");
 }

@@ -7,5 +7,6 @@ channel.py  framed messages between judge and candidate
 tensors.py  sharing tensors with the candidate (CUDA IPC, or mapped files on the CPU)
 compare.py  output flattening and error metrics
 problem.py  loading problem and candidate sources, building inputs from seeds
+cuda.py     candidates' CUDA kernels through NVRTC and the driver (libkagent-cuda.so)
 """
 PROTOCOL_VERSION = 1

@@ -64,6 +64,8 @@ def _classify(error):
         return "oom"
     if "CompilationError" in name or "Error building extension" in str(error):
         return "compile"
+    if name == "CompileError" and type(error).__module__ == "kagent_runner.cuda":
+        return "compile"
     module = type(error).__module__ or ""
     if module.startswith("triton") and "compil" in module:
         return "compile"
@@ -101,10 +103,18 @@ class CandidateRunner:
             "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
             "XDG_CACHE_HOME": os.path.join(scratch, "cache"),
             "CUDA_CACHE_PATH": os.path.join(scratch, "nv"),
+            "KAGENT_CUDA_CACHE_DIR": os.path.join(cache, "cuda"),
         }
         for variable, path in directories.items():
             os.makedirs(path, exist_ok=True)
             os.environ[variable] = path
+        # kagent_runner.cuda (NVRTC kernels) finds libkagent-cuda.so here
+        cuda_library = self.request.get("cuda_library")
+        if not cuda_library and self.request.get("sandbox_library"):
+            cuda_library = os.path.join(os.path.dirname(self.request["sandbox_library"]),
+                                        "libkagent-cuda.so")
+        if cuda_library and os.path.exists(cuda_library):
+            os.environ["KAGENT_CUDA_LIBRARY"] = cuda_library
         os.environ["TMPDIR"] = scratch
         os.environ["HOME"] = scratch
         # the sandbox uid has no passwd entry; getpass.getuser() must not need one

@@ -1,0 +1,21 @@
+import torch
+import torch.nn as nn
+from kagent_runner import cuda
+
+SOURCE = r"""
+extern "C" __global__ void relu(const float* __restrict__ x, float* __restrict__ out, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = fmaxf(x[i], 0.0f);
+}
+"""
+
+module = cuda.compile(SOURCE, kernels=["relu"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        module.relu[(n + 255) // 256, 256](x, out, n)
+        return out
