@@ -19,6 +19,7 @@
 
 #define TRACE_BUFFER_BYTES (4u << 20)
 #define TRACE_MAX_KERNELS 512
+#define TRACE_MAX_STREAMS 4
 
 struct trace_kernel {
 	char *name;
@@ -26,6 +27,9 @@ struct trace_kernel {
 	unsigned long long nanoseconds;
 	unsigned grid[3], block[3];
 	unsigned registers, shared_bytes;
+	/* the streams it ran on (a few; kernels on several streams overlap) */
+	uint32_t streams[TRACE_MAX_STREAMS];
+	unsigned stream_count;
 };
 
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -54,6 +58,19 @@ trace_cupti_fail(char *error, size_t error_size, const char *call, CUptiResult r
 
 	cuptiGetResultString(result, &text);
 	return trace_fail(error, error_size, -EIO, "%s failed: %s", call, text ? text : "?");
+}
+
+static void
+trace_note_stream(struct trace_kernel *kernel, uint32_t stream)
+{
+	unsigned index;
+
+	for (index = 0; index < kernel->stream_count; index++) {
+		if (kernel->streams[index] == stream)
+			return;
+	}
+	if (kernel->stream_count < TRACE_MAX_STREAMS)
+		kernel->streams[kernel->stream_count++] = stream;
 }
 
 static void
@@ -92,6 +109,7 @@ trace_add(const CUpti_ActivityKernel10 *record)
 		kernel->block[2] = (unsigned)record->blockZ;
 		kernel->registers = record->registersPerThread;
 		kernel->shared_bytes = record->staticSharedMemory + record->dynamicSharedMemory;
+		trace_note_stream(kernel, record->streamId);
 	}
 	pthread_mutex_unlock(&trace_lock);
 }
@@ -191,15 +209,20 @@ kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t e
 		const struct trace_kernel *kernel = &trace_kernels[index];
 		int exact = 0;
 		char *shown = kagent_demangle_display(kernel->name, &exact);
+		json_t *streams = json_array();
+		unsigned stream;
 
+		for (stream = 0; stream < kernel->stream_count; stream++)
+			json_array_append_new(streams, json_integer(kernel->streams[stream]));
 		json_array_append_new(
-		    kernels, json_pack("{s:s, s:s, s:I, s:f, s:[i,i,i], s:[i,i,i], s:i, s:i}",
-				       "name", shown != NULL ? shown : kernel->name, "mangled",
-				       kernel->name, "count", (json_int_t)kernel->count, "ms",
-				       (double)kernel->nanoseconds / 1e6, "grid", kernel->grid[0],
-				       kernel->grid[1], kernel->grid[2], "block", kernel->block[0],
-				       kernel->block[1], kernel->block[2], "registers",
-				       kernel->registers, "shared_bytes", kernel->shared_bytes));
+		    kernels,
+		    json_pack("{s:s, s:s, s:I, s:f, s:[i,i,i], s:[i,i,i], s:i, s:i, s:o}", "name",
+			      shown != NULL ? shown : kernel->name, "mangled", kernel->name,
+			      "count", (json_int_t)kernel->count, "ms",
+			      (double)kernel->nanoseconds / 1e6, "grid", kernel->grid[0],
+			      kernel->grid[1], kernel->grid[2], "block", kernel->block[0],
+			      kernel->block[1], kernel->block[2], "registers", kernel->registers,
+			      "shared_bytes", kernel->shared_bytes, "streams", streams));
 		free(shown);
 	}
 	pthread_mutex_unlock(&trace_lock);

@@ -14,8 +14,9 @@
 int kagent_kernel_trace_start(char *error, size_t error_size);
 /*
  * Stops recording (after the caller synchronised the device) and writes a JSON array, one
- * object per kernel name: {"name", "count", "ms", "grid", "block", "registers",
- * "shared_bytes"} (the last four from the kernel's latest launch), names demangled where
+ * object per kernel name: {"name", "mangled", "count", "ms", "grid", "block", "registers",
+ * "shared_bytes", "streams"} (grid to shared_bytes from the kernel's latest launch; streams:
+ * the ids of up to four streams it ran on), names demangled where
  * possible, longest total time first. Returns the length written or a negative errno
  * (-ENOSPC when the buffer is too small).
  */

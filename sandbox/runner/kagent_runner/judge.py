@@ -688,6 +688,9 @@ def kernel_summary(records, own_names):
         for key in ("registers", "shared_bytes"):
             if isinstance(record.get(key), int):
                 launch[key] = record[key]
+        if isinstance(record.get("streams"), list):
+            launch["streams"] = [stream for stream in record["streams"][:4]
+                                 if isinstance(stream, int)]
         launches.append(launch)
         total_ms += milliseconds
         own_ms += milliseconds if own else 0.0
