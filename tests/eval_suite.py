@@ -53,8 +53,8 @@ class Suite:
                 print(f"# {line}")
         sys.stdout.flush()
 
-    def evaluate(self, problem, candidate, arguments=(), worker=True):
-        command = [self.kagent, "eval", "--device", self.device, "--json",
+    def evaluate(self, problem, candidate, arguments=(), worker=True, command_name="eval"):
+        command = [self.kagent, command_name, "--device", self.device, "--json",
                    "--call-timeout", str(self.call_timeout), *arguments]
         if worker:
             command += ["--worker", self.socket_path]

@@ -55,6 +55,39 @@ profile__kernels(FILE *stream, const char *who, const json_t *kernels, int detai
 	}
 }
 
+static void
+profile__compute(FILE *stream, const json_t *compute, double candidate_ms)
+{
+	const json_t *flops = json_object_get(compute, "flops");
+	double floor_ms = profile__number(compute, "floor_ms");
+
+	if (!json_is_integer(flops)) {
+		fprintf(stream, "compute bound: not derived (%s)\n",
+			json_is_string(json_object_get(compute, "error"))
+			    ? json_string_value(json_object_get(compute, "error"))
+			    : "no FLOP count was taken");
+		return;
+	}
+	if (json_integer_value(flops) == 0) {
+		fprintf(stream, "compute bound: no matrix products, convolutions or attention: "
+				"the problem is bound by memory\n");
+		return;
+	}
+	fprintf(stream, "compute bound: %.4g GFLOP (matrix products and the like)",
+		(double)json_integer_value(flops) / 1e9);
+	if (floor_ms > 0 && candidate_ms > 0)
+		fprintf(stream,
+			", %.4f ms at the measured %.1f TFLOP/s (%s); the candidate runs at %.0f%% "
+			"of that bound\n",
+			floor_ms, profile__number(compute, "peak_flops_per_second") / 1e12,
+			json_string_value(json_object_get(compute, "dtype"))
+			    ? json_string_value(json_object_get(compute, "dtype"))
+			    : "?",
+			100.0 * floor_ms / candidate_ms);
+	else
+		fprintf(stream, "; no peak rate was measured on this device\n");
+}
+
 const char *
 kagent_profile_first_target(const json_t *verdict, double *share_out)
 {
@@ -97,8 +130,7 @@ kagent_profile_render_text(const json_t *verdict, FILE *stream)
 			100.0 * floor_ms / candidate_ms);
 	else
 		fprintf(stream, "memory bound: not known (no roofline was measured)\n");
-	fprintf(stream, "compute bound: not derived (kagent counts bytes from the shapes, not "
-			"FLOPs)\n");
+	profile__compute(stream, json_object_get(verdict, "compute"), candidate_ms);
 	target = kagent_profile_first_target(verdict, &share);
 	if (target != NULL)
 		fprintf(stream, "attack first: %s (%.0f%% of the candidate's GPU time)\n", target,

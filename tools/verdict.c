@@ -880,6 +880,10 @@ kagent_verdict_build(const struct kagent_verdict_input *in, json_t **verdict_out
 			    json_is_object(json_object_get(judge, "roofline"))
 				? json_deep_copy(json_object_get(judge, "roofline"))
 				: json_null());
+	json_object_set_new(verdict, "compute",
+			    json_is_object(json_object_get(judge, "compute"))
+				? json_deep_copy(json_object_get(judge, "compute"))
+				: json_null());
 	json_object_set_new(verdict, "phase_seconds",
 			    json_is_object(json_object_get(judge, "phase_seconds"))
 				? json_deep_copy(json_object_get(judge, "phase_seconds"))

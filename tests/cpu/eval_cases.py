@@ -65,7 +65,7 @@ BAD_PROBLEMS = [("not_python", "not valid Python"), ("no_model", "no class Model
 def main():
     suite = Suite("cpu", os.path.join(os.environ["KAGENT_SOURCE_DIR"], "tests", "fixtures"),
                   call_timeout=5)
-    print(f"1..{2 + len(CASES) + len(BAD_PROBLEMS)}")
+    print(f"1..{3 + len(CASES) + len(BAD_PROBLEMS)}")
     code, verdict, log, _ = suite.evaluate("relu", "relu_correct", ("--cold",), worker=False)
     if "No module named 'torch'" in log + json.dumps(verdict):
         if os.environ.get("KAGENT_REQUIRE_TORCH") == "1":
@@ -89,6 +89,12 @@ def main():
         suite.run_case(case)
     for problem, needle in BAD_PROBLEMS:
         suite.run_bad_problem(problem, needle, "relu_correct")
+    # kagent profile: the reference's FLOPs (a 32x256 by 256x128 product: 2*32*256*128)
+    code, verdict, log, _ = suite.evaluate("linear", "linear_correct", ("--no-compile-baseline",),
+                                           command_name="profile")
+    suite.report(code == 0 and verdict is not None
+                 and (verdict.get("compute") or {}).get("flops") == 2 * 32 * 256 * 128,
+                 "kagent profile counts the reference's FLOPs", json.dumps(verdict)[:600] + log)
     suite.stop_worker()
     listener.close()
     return suite.finish()

@@ -11,6 +11,8 @@ static const char verdict_text[] =
     " \"timing\": {\"candidate\": {\"median_ms\": 4.0}, \"eager\": {\"median_ms\": 6.0}},"
     " \"roofline\": {\"bytes\": 12000000000, \"bandwidth_bytes_per_second\": 3e12,"
     "   \"floor_ms\": 4.0},"
+    " \"compute\": {\"flops\": 2000000000, \"peak_flops_per_second\": 5e13,"
+    "   \"floor_ms\": 0.04, \"dtype\": \"float32\"},"
     " \"reference_kernels\": {\"total_ms\": 5.5, \"launches\": ["
     "   {\"name\": \"void at::native::vectorized_elementwise_kernel\", \"count\": 2,"
     "    \"ms\": 5.5, \"own\": false}]},"
@@ -51,6 +53,8 @@ test_full_profile(void)
 	CHECK_CONTAINS(text, "(1.50x)");
 	CHECK_CONTAINS(text, "runs at 100% of that bound");
 	CHECK_CONTAINS(text, "attack first: relu_kernel (90%");
+	CHECK_CONTAINS(text, "compute bound: 2 GFLOP");
+	CHECK_CONTAINS(text, "50.0 TFLOP/s (float32); the candidate runs at 1% of that bound");
 	CHECK_CONTAINS(text, "hardware counters: not collected");
 	free(text);
 	json_decref(verdict);
@@ -66,6 +70,7 @@ test_missing_parts_are_said(void)
 	CHECK_CONTAINS(text, "incorrect: mismatch");
 	CHECK_CONTAINS(text, "reference  no kernel trace was recorded");
 	CHECK_CONTAINS(text, "memory bound: not known");
+	CHECK_CONTAINS(text, "compute bound: not derived (no FLOP count was taken)");
 	free(text);
 	json_decref(verdict);
 }

@@ -92,7 +92,8 @@ class Judge:
         self.result = {"problem_error": None, "phase": "load", "candidate_error": None,
                        "environment": None, "trials": [], "signed_skipped": None,
                        "degenerate": None, "timing": None, "baselines": None, "kernels": None,
-                       "tamper": [], "roofline": None, "phase_seconds": {}}
+                       "tamper": [], "roofline": None, "compute": None,
+                       "reference_kernels": None, "phase_seconds": {}}
         self.phase_started = time.monotonic()
 
     # -- talking to the candidate --------------------------------------------------------
@@ -516,6 +517,39 @@ class Judge:
         reply = self.ask({"op": "profile"}, float(self.limits.get("call_seconds", 20)))
         return kernel_summary(reply.get("kernels"), self.own_names)
 
+    def compute_bound(self):
+        """The reference's FLOPs as torch's FLOP counter sees them (matrix products,
+        convolutions, attention; elementwise work is not counted) against the measured
+        matrix-product rate of the output's dtype: the compute side of the roofline."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        try:
+            counter = FlopCounterMode(display=False)
+            with counter, torch.no_grad():
+                output = self.model(*self.result_inputs)
+            flops = int(counter.get_total_flops())
+        except Exception as error:  # noqa: BLE001 - the counter does not know every operator
+            return {"flops": None, "error": f"{type(error).__name__}: {str(error)[:200]}"}
+        result = {"flops": flops, "peak_flops_per_second": None, "floor_ms": None}
+        leaves = [v for _, v in compare.flatten(output) if isinstance(v, torch.Tensor)]
+        if self.device == "cuda" and flops > 0 and leaves and leaves[0].is_floating_point():
+            dtype = leaves[0].dtype
+            size = 8192 if dtype != torch.float64 else 4096
+            a = torch.randn(size, size, device="cuda", dtype=dtype)
+            b = torch.randn(size, size, device="cuda", dtype=dtype)
+            torch.mm(a, b)
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(5):
+                torch.mm(a, b)
+            end.record()
+            torch.cuda.synchronize()
+            peak = 5 * 2 * size ** 3 / (start.elapsed_time(end) / 1e3)
+            result.update({"peak_flops_per_second": peak, "dtype": tensors.dtype_name(dtype),
+                           "floor_ms": flops / peak * 1e3})
+        return result
+
     def reference_kernels(self):
         """The reference's kernels for `kagent profile`, traced in this (trusted) process."""
 
@@ -555,9 +589,11 @@ class Judge:
             self.enter("timing")
             self.timing()
             self.result["roofline"] = self.roofline(self.result_inputs, leaves)
-            if self.request.get("profile_reference") and self.device == "cuda":
+            if self.request.get("profile_reference"):
                 self.enter("profile_reference")
-                self.result["reference_kernels"] = self.reference_kernels()
+                self.result["compute"] = self.compute_bound()
+                if self.device == "cuda":
+                    self.result["reference_kernels"] = self.reference_kernels()
             self.result["tamper"] = self.ask({"op": "tamper"}, 20).get("findings", [])
             self.enter("done")
             try:
