@@ -3,6 +3,7 @@
  * Records arrive in buffers that CUPTI fills and hands back, possibly on its own thread,
  * so the per-name totals are guarded by a mutex.
  */
+#include "kagent/error_buffer.h"
 #include "kagent/kernel_trace.h"
 
 #include "kagent/demangle.h"
@@ -11,7 +12,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,25 +39,13 @@ static unsigned long long trace_dropped;
 static int trace_running;
 
 static int
-trace_fail(char *error, size_t error_size, int code, const char *format, ...)
-{
-	va_list arguments;
-
-	if (error != NULL && error_size > 0) {
-		va_start(arguments, format);
-		vsnprintf(error, error_size, format, arguments);
-		va_end(arguments);
-	}
-	return code;
-}
-
-static int
 trace_cupti_fail(char *error, size_t error_size, const char *call, CUptiResult result)
 {
 	const char *text = NULL;
 
 	cuptiGetResultString(result, &text);
-	return trace_fail(error, error_size, -EIO, "%s failed: %s", call, text ? text : "?");
+	return kagent_error_buffer_write(error, error_size, -EIO, "%s failed: %s", call,
+					 text ? text : "?");
 }
 
 static void
@@ -160,7 +148,8 @@ kagent_kernel_trace_start(char *error, size_t error_size)
 	CUptiResult result;
 
 	if (trace_running)
-		return trace_fail(error, error_size, -EBUSY, "a kernel trace is already running");
+		return kagent_error_buffer_write(error, error_size, -EBUSY,
+						 "a kernel trace is already running");
 	trace_reset();
 	if (!callbacks_registered) {
 		result =
@@ -196,7 +185,8 @@ kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t e
 	int status;
 
 	if (!trace_running)
-		return trace_fail(error, error_size, -EINVAL, "no kernel trace is running");
+		return kagent_error_buffer_write(error, error_size, -EINVAL,
+						 "no kernel trace is running");
 	result = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	trace_running = 0;
@@ -229,9 +219,10 @@ kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t e
 	text = json_dumps(kernels, JSON_COMPACT);
 	length = text != NULL ? strlen(text) : 0;
 	if (text == NULL)
-		status = trace_fail(error, error_size, -ENOMEM, "out of memory");
+		status = kagent_error_buffer_write(error, error_size, -ENOMEM, "out of memory");
 	else if (length + 1 > buffer_size)
-		status = trace_fail(error, error_size, -ENOSPC, "%zu bytes needed", length + 1);
+		status = kagent_error_buffer_write(error, error_size, -ENOSPC, "%zu bytes needed",
+						   length + 1);
 	else {
 		memcpy(buffer, text, length + 1);
 		status = (int)length;
