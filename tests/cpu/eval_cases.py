@@ -47,6 +47,7 @@ CASES = [
     Case("relu", "relu_write_outside", "correct", check=no_escape),
     Case("relu", "relu_fork_bomb", "runtime_error", check=nothing_left),
     Case("relu", "relu_timer_patch", "rejected", "timer_tampering"),
+    Case("relu", "relu_runner_patch", "rejected", "timer_tampering", "CandidateRunner.synchronize"),
     Case("relu", "relu_fake_verdict", "incorrect", "output_mismatch"),
     Case("relu", "relu_pointer_cache", "incorrect", "output_mismatch"),
     Case("relu", "relu_subclass", "incorrect", needle="subclass"),

@@ -48,7 +48,17 @@ def _watched_objects():
         ("time module", lambda: sys.modules.get("time")),
         ("runner synchronize", lambda: globals().get("_synchronize")),
         ("runner profiler", lambda: globals().get("_profile")),
+        # the runner's own code answers the judge's clock: replacing it would let "done" come
+        # before the work is finished
+        ("the runner class", lambda: globals().get("CandidateRunner")),
+        ("the channel class", lambda: Channel),
     ]
+    for name in ("forward", "synchronize", "serve", "deliver", "flush_l2", "poison", "profile",
+                 "tamper_check"):
+        watched.append((f"CandidateRunner.{name}",
+                        lambda name=name: getattr(globals().get("CandidateRunner"), name, None)))
+    for name in ("send_json", "_send", "receive", "_fill"):
+        watched.append((f"Channel.{name}", lambda name=name: getattr(Channel, name, None)))
     try:
         import triton.testing
 
@@ -251,7 +261,12 @@ class CandidateRunner:
         return kernel_trace.trace(self.forward, self.request.get("trace_library"), _profile)
 
     def tamper_check(self):
-        findings = []
+        findings = [f"CandidateRunner.{name} was replaced on the runner itself"
+                    for name in ("forward", "synchronize", "deliver", "flush_l2", "poison")
+                    if name in vars(self)]
+        findings += [f"Channel.{name} was replaced on the channel itself"
+                     for name in ("send_json", "_send", "receive", "_fill")
+                     if name in vars(self.channel)]
         for name, get in self.watched:
             try:
                 current = id(get())
