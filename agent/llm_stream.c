@@ -125,6 +125,13 @@ llm_set(struct kagent_llm_stream *stream, struct llm_buffer *buffer, const char 
 	return llm_append(stream, buffer, string, strlen(string), cap, what);
 }
 
+/* A copy of a peer's short string, cut at the name cap (kagent_strndup copies exactly n bytes). */
+static char *
+llm_strdup_capped(const char *string)
+{
+	return kagent_strndup(string, strnlen(string, KAGENT_LLM_STREAM_NAME_CAP));
+}
+
 static const char *
 json_string_member(const json_t *object, const char *key)
 {
@@ -345,7 +352,7 @@ chat_event(struct kagent_llm_stream *stream, const json_t *chunk)
 		}
 		if (finish != NULL) {
 			free(stream->finish_reason);
-			stream->finish_reason = kagent_strndup(finish, KAGENT_LLM_STREAM_NAME_CAP);
+			stream->finish_reason = llm_strdup_capped(finish);
 			stream->saw_finish = 1;
 		}
 	}
@@ -383,7 +390,7 @@ responses_call_for(struct kagent_llm_stream *stream, const json_t *event, const 
 		if ((result = llm_new_call(stream, index, &call)) < 0)
 			goto out;
 		if (item_id != NULL)
-			call->item_id = kagent_strndup(item_id, KAGENT_LLM_STREAM_NAME_CAP);
+			call->item_id = llm_strdup_capped(item_id);
 	}
 	*call_out = call;
 out:
@@ -480,10 +487,9 @@ responses_event(struct kagent_llm_stream *stream, const char *name, const json_t
 		responses_usage(stream, response);
 		free(stream->finish_reason);
 		stream->finish_reason =
-		    kagent_strndup(reason != NULL   ? reason
-				   : status != NULL ? status
-						    : type + strlen("response."),
-				   KAGENT_LLM_STREAM_NAME_CAP);
+		    llm_strdup_capped(reason != NULL   ? reason
+				      : status != NULL ? status
+						       : type + strlen("response."));
 		stream->done = 1;
 	} else if (strcmp(type, "response.failed") == 0) {
 		responses_usage(stream, response);
@@ -617,7 +623,7 @@ anthropic_event(struct kagent_llm_stream *stream, const char *name, const json_t
 
 		if (stop != NULL) {
 			free(stream->finish_reason);
-			stream->finish_reason = kagent_strndup(stop, KAGENT_LLM_STREAM_NAME_CAP);
+			stream->finish_reason = llm_strdup_capped(stop);
 		}
 		anthropic_usage(stream, json_object_get(event, "usage"));
 	} else if (strcmp(type, "message_stop") == 0) {
