@@ -37,8 +37,8 @@ static const char chat_tools[] =
 /* OpenAI-compatible servers: no index, whole call at once, arguments as an object,
  * repeated ids, index 0 reused for a second call, no [DONE]. */
 static const char chat_lenient[] =
-    "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"plan\",\"tool_calls\":[{\"id\":"
-    "\"c1\",\"function\":{\"name\":\"a\",\"arguments\":{\"x\":1}}}]}}]}\n\n"
+    "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"plan\",\"tool_calls\":[{\"index\":"
+    "0,\"id\":\"c1\",\"function\":{\"name\":\"a\",\"arguments\":{\"x\":1}}}]}}]}\n\n"
     "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"c2\",\"function\":{\"name\":\"b\","
     "\"arguments\":\"{\\\"y\\\"\"}}]}}]}\n\n"
     "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"c2\",\"function\":{\"name\":\"b\","
@@ -104,6 +104,13 @@ static const char responses_tools[] =
     "event: response.function_call_arguments.done\n"
     "data: {\"type\":\"response.function_call_arguments.done\",\"item_id\":\"fc_2\","
     "\"output_index\":3,\"arguments\":\"{\\\"cmd\\\":\\\"make\\\"}\"}\n\n"
+    "event: response.output_item.added\n"
+    "data: {\"type\":\"response.output_item.added\",\"output_index\":4,\"item\":{\"type\":"
+    "\"function_call\",\"id\":\"fc_3\",\"call_id\":\"call_3\",\"name\":\"wait\"}}\n\n"
+    "event: response.output_item.done\n"
+    "data: {\"type\":\"response.output_item.done\",\"output_index\":4,\"item\":{\"type\":"
+    "\"function_call\",\"id\":\"fc_3\",\"call_id\":\"call_3\",\"name\":\"wait\","
+    "\"arguments\":\"{\\\"s\\\":3}\"}}\n\n"
     "event: response.completed\n"
     "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"status\":"
     "\"completed\",\"usage\":{\"input_tokens\":500,\"input_tokens_details\":{\"cached_tokens\":"
@@ -554,7 +561,7 @@ test_responses_text_and_parallel_tool_calls(void)
 	CHECK_INT(r->usage.cached_tokens, 128);
 	CHECK_STRING(r->response_id, "resp_1");
 	CHECK_STRING(r->model, "gpt-5");
-	CHECK_INT(r->tool_call_count, 2);
+	CHECK_INT(r->tool_call_count, 3);
 	CHECK_STRING(r->tool_calls[0].id, "call_1");
 	CHECK_STRING(r->tool_calls[0].name, "read_file");
 	CHECK_STRING(r->tool_calls[0].arguments, "{\"path\":\"k.cu\"}");
@@ -564,6 +571,10 @@ test_responses_text_and_parallel_tool_calls(void)
 	/* The .done event's whole text replaced the deltas, not doubled them. */
 	CHECK_STRING(r->tool_calls[1].arguments, "{\"cmd\":\"make\"}");
 	CHECK(r->tool_calls[1].arguments_json != NULL);
+	/* Arguments only in output_item.done (no deltas) are not lost. */
+	CHECK_STRING(r->tool_calls[2].id, "call_3");
+	CHECK_STRING(r->tool_calls[2].arguments, "{\"s\":3}");
+	CHECK_INT(json_integer_value(json_object_get(r->tool_calls[2].arguments_json, "s")), 3);
 	run_release(&run);
 }
 
@@ -738,6 +749,105 @@ test_oversize_line_through_sse(void)
 	kagent_llm_stream_free(stream);
 }
 
+/* A small fuzzer: recorded streams with bytes changed must never crash, and the
+ * result must stay consistent (under ASan this also checks memory). */
+static void
+test_mutated_streams_stay_consistent(void)
+{
+	static const struct {
+		enum kagent_llm_format format;
+		const char *text;
+	} streams[] = {
+	    {KAGENT_LLM_FORMAT_CHAT_COMPLETIONS, chat_tools},
+	    {KAGENT_LLM_FORMAT_CHAT_COMPLETIONS, chat_lenient},
+	    {KAGENT_LLM_FORMAT_RESPONSES, responses_tools},
+	    {KAGENT_LLM_FORMAT_ANTHROPIC, anthropic_tools},
+	};
+	static const char alphabet[] = "{}[]\":,\\\n\r 0a-e";
+
+	srand(4242);
+	for (size_t s = 0; s < sizeof streams / sizeof streams[0]; s++) {
+		size_t length = strlen(streams[s].text);
+
+		for (int round = 0; round < 400; round++) {
+			char *copy = kagent_strdup(streams[s].text);
+			size_t cuts[3];
+			struct run run;
+
+			for (int m = 0; m < 1 + rand() % 4; m++)
+				copy[(size_t)rand() % length] =
+				    alphabet[(size_t)rand() % (sizeof alphabet - 1)];
+			for (int c = 0; c < 3; c++)
+				cuts[c] = (size_t)rand() % (length + 1);
+			if (cuts[0] > cuts[1]) {
+				size_t t = cuts[0];
+				cuts[0] = cuts[1];
+				cuts[1] = t;
+			}
+			if (cuts[1] > cuts[2]) {
+				size_t t = cuts[1];
+				cuts[1] = cuts[2];
+				cuts[2] = t;
+			}
+			if (cuts[0] > cuts[1]) {
+				size_t t = cuts[0];
+				cuts[0] = cuts[1];
+				cuts[1] = t;
+			}
+			run_stream(streams[s].format, copy, length, cuts, 3, &run);
+			CHECK(run.result != NULL);
+			CHECK((run.status == 0) == (run.result->error == KAGENT_LLM_ERROR_NONE));
+			CHECK((run.status == 0) == (run.cause == NULL));
+			CHECK((run.result->error == KAGENT_LLM_ERROR_NONE) ==
+			      (run.result->error_message == NULL));
+			for (size_t i = 0; i < run.result->tool_call_count; i++) {
+				const struct kagent_llm_tool_call *call =
+				    &run.result->tool_calls[i];
+
+				CHECK(call->id != NULL && call->name != NULL &&
+				      call->arguments != NULL);
+				CHECK((call->arguments_json == NULL) !=
+				      (call->parse_error == NULL));
+			}
+			run_release(&run);
+			free(copy);
+		}
+	}
+}
+
+static void
+test_text_cap(void)
+{
+	struct kagent_llm_stream *stream = kagent_llm_stream_create(KAGENT_LLM_FORMAT_ANTHROPIC);
+	struct kagent_llm_result *result;
+	size_t piece = (size_t)1 << 20;
+	char *data = kagent_malloc(piece + 200), *cause = NULL;
+	int status = 0, i;
+
+	/* One mebibyte of text per event: the 17th passes the 16 MiB cap. */
+	static const char prefix[] = "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{"
+				     "\"type\":\"text_delta\",\"text\":\"";
+
+	memcpy(data, prefix, sizeof prefix - 1);
+	memset(data + sizeof prefix - 1, 'x', piece);
+	memcpy(data + sizeof prefix - 1 + piece, "\"}}", 4);
+	for (i = 0; i < 40 && status == 0; i++)
+		status = kagent_llm_stream_event(stream, "content_block_delta", data, strlen(data),
+						 &cause);
+	CHECK_INT(status, -EMSGSIZE);
+	CHECK_INT(i, 17);
+	CHECK_CONTAINS(cause, "text is longer than 16777216 bytes");
+	free(cause);
+	cause = NULL;
+	CHECK_INT(kagent_llm_stream_finish(stream, &result, &cause), -EMSGSIZE);
+	CHECK_INT(result->error, KAGENT_LLM_ERROR_TOO_LARGE);
+	CHECK_INT(strlen(result->text), 16 * piece);
+	free(cause);
+	free(data);
+	kagent_llm_result_free(result);
+	kagent_llm_stream_free(stream);
+}
+
 static const struct kagent_test tests[] = {
     {"chat_text_and_parallel_tool_calls", test_chat_text_and_parallel_tool_calls},
     {"chat_lenient_servers", test_chat_lenient_servers},
@@ -755,6 +865,8 @@ static const struct kagent_test tests[] = {
     {"anthropic_stream_cut", test_anthropic_stream_cut},
     {"anthropic_delta_for_unknown_block", test_anthropic_delta_for_unknown_block},
     {"oversize_line_through_sse", test_oversize_line_through_sse},
+    {"mutated_streams_stay_consistent", test_mutated_streams_stay_consistent},
+    {"text_cap", test_text_cap},
     {NULL, NULL},
 };
 
