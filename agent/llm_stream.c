@@ -701,6 +701,8 @@ kagent_llm_stream_event(struct kagent_llm_stream *stream, const char *name, cons
 	}
 	if (stream->done)
 		goto out;
+	if (name == NULL)
+		name = "message";
 	if (stream->format == KAGENT_LLM_FORMAT_CHAT_COMPLETIONS && length == 6 &&
 	    memcmp(data, "[DONE]", 6) == 0) {
 		stream->done = 1;

@@ -87,7 +87,7 @@ struct kagent_llm_stream;
 
 struct kagent_llm_stream *kagent_llm_stream_create(enum kagent_llm_format format);
 /*
- * Takes one server-sent event (name as sent, "message" by default). Returns 0,
+ * Takes one server-sent event (name as sent; NULL means "message"). Returns 0,
  * or once the stream has failed a negative errno: -EREMOTEIO (provider error),
  * -EBUSY (overloaded), -EBADMSG (protocol), -EMSGSIZE (a cap); *cause says why.
  * Events after the terminal one are ignored.
