@@ -8,22 +8,16 @@
 #include "kagent/llm_stream.h"
 
 #include "kagent/alloc.h"
+#include "kagent/buffer.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A growable NUL-terminated string; its cap is checked by llm_append. */
-struct llm_buffer {
-	char *data;
-	size_t length;
-	size_t capacity;
-};
-
 struct llm_call {
-	struct llm_buffer id;
-	struct llm_buffer name;
-	struct llm_buffer arguments;
+	struct kagent_buffer id;
+	struct kagent_buffer name;
+	struct kagent_buffer arguments;
 	/* Chat Completions' tool_calls[].index, Responses' output_index or Anthropic's
 	 * content block index: how later fragments find their call. -1 when none. */
 	long long index;
@@ -38,8 +32,8 @@ struct kagent_llm_stream {
 	int done;
 	/* Chat Completions: a finish_reason arrived (some servers omit [DONE]). */
 	int saw_finish;
-	struct llm_buffer text;
-	struct llm_buffer reasoning;
+	struct kagent_buffer text;
+	struct kagent_buffer reasoning;
 	struct llm_call *calls;
 	size_t call_count;
 	char *finish_reason;
@@ -55,38 +49,6 @@ struct kagent_llm_stream {
 	char *error_type;
 	char *error_message;
 };
-
-static void
-llm_buffer_append(struct llm_buffer *buffer, const char *bytes, size_t size)
-{
-	if (buffer->capacity - buffer->length < size + 1) {
-		size_t capacity = buffer->capacity == 0 ? 64 : buffer->capacity;
-
-		while (capacity - buffer->length < size + 1)
-			capacity *= 2;
-		buffer->data = kagent_realloc(buffer->data, capacity);
-		buffer->capacity = capacity;
-	}
-	memcpy(buffer->data + buffer->length, bytes, size);
-	buffer->length += size;
-	buffer->data[buffer->length] = '\0';
-}
-
-/* Hands the buffer's string over (never NULL) and leaves the buffer empty. */
-static char *
-llm_buffer_take(struct llm_buffer *buffer)
-{
-	char *data = buffer->data != NULL ? buffer->data : kagent_strdup("");
-
-	memset(buffer, 0, sizeof *buffer);
-	return data;
-}
-
-static const char *
-llm_buffer_string(const struct llm_buffer *buffer)
-{
-	return buffer->data != NULL ? buffer->data : "";
-}
 
 /* Sets the stream's one error; later events and finish report the same. */
 static int
@@ -104,20 +66,20 @@ llm_fail(struct kagent_llm_stream *stream, enum kagent_llm_error error, int erro
 }
 
 static int
-llm_append(struct kagent_llm_stream *stream, struct llm_buffer *buffer, const char *bytes,
+llm_append(struct kagent_llm_stream *stream, struct kagent_buffer *buffer, const char *bytes,
 	   size_t size, size_t cap, const char *what)
 {
 	if (buffer->length + size > cap)
 		return llm_fail(
 		    stream, KAGENT_LLM_ERROR_TOO_LARGE, -EMSGSIZE, NULL,
 		    kagent_asprintf("the model's %s is longer than %zu bytes", what, cap));
-	llm_buffer_append(buffer, bytes, size);
+	kagent_buffer_append(buffer, bytes, size);
 	return 0;
 }
 
 static int
-llm_set(struct kagent_llm_stream *stream, struct llm_buffer *buffer, const char *string, size_t cap,
-	const char *what)
+llm_set(struct kagent_llm_stream *stream, struct kagent_buffer *buffer, const char *string,
+	size_t cap, const char *what)
 {
 	buffer->length = 0;
 	if (buffer->data != NULL)
@@ -197,7 +159,7 @@ static struct llm_call *
 llm_find_call_by_id(struct kagent_llm_stream *stream, const char *id)
 {
 	for (size_t i = stream->call_count; i > 0; i--)
-		if (strcmp(llm_buffer_string(&stream->calls[i - 1].id), id) == 0)
+		if (strcmp(kagent_buffer_string(&stream->calls[i - 1].id), id) == 0)
 			return &stream->calls[i - 1];
 	return NULL;
 }
@@ -243,7 +205,7 @@ llm_append_arguments(struct kagent_llm_stream *stream, struct llm_call *call,
 }
 
 static int
-llm_append_text(struct kagent_llm_stream *stream, struct llm_buffer *buffer, const json_t *value,
+llm_append_text(struct kagent_llm_stream *stream, struct kagent_buffer *buffer, const json_t *value,
 		const char *what)
 {
 	const char *text = json_string_value(value);
@@ -296,7 +258,8 @@ chat_tool_call(struct kagent_llm_stream *stream, const json_t *fragment)
 	    (result = llm_set(stream, &call->id, id, KAGENT_LLM_STREAM_NAME_CAP, "tool-call id")) <
 		0)
 		goto out;
-	if (name != NULL && name[0] != '\0' && strcmp(llm_buffer_string(&call->name), name) != 0) {
+	if (name != NULL && name[0] != '\0' &&
+	    strcmp(kagent_buffer_string(&call->name), name) != 0) {
 		/* Names come whole in practice; a differing one is appended, like arguments. */
 		result = llm_append(stream, &call->name, name, strlen(name),
 				    KAGENT_LLM_STREAM_NAME_CAP, "tool name");
@@ -655,9 +618,9 @@ kagent_llm_stream_create(enum kagent_llm_format format)
 static void
 llm_call_release(struct llm_call *call)
 {
-	free(call->id.data);
-	free(call->name.data);
-	free(call->arguments.data);
+	kagent_buffer_free(&call->id);
+	kagent_buffer_free(&call->name);
+	kagent_buffer_free(&call->arguments);
 	free(call->item_id);
 	free(call->initial_input);
 }
@@ -670,8 +633,8 @@ kagent_llm_stream_free(struct kagent_llm_stream *stream)
 	for (size_t i = 0; i < stream->call_count; i++)
 		llm_call_release(&stream->calls[i]);
 	free(stream->calls);
-	free(stream->text.data);
-	free(stream->reasoning.data);
+	kagent_buffer_free(&stream->text);
+	kagent_buffer_free(&stream->reasoning);
 	free(stream->finish_reason);
 	free(stream->response_id);
 	free(stream->model);
@@ -793,12 +756,12 @@ llm_finish_call(struct llm_call *call, struct kagent_llm_tool_call *out)
 	json_t *parsed;
 
 	if (call->arguments.length == 0)
-		llm_buffer_append(&call->arguments,
-				  call->initial_input != NULL ? call->initial_input : "{}",
-				  strlen(call->initial_input != NULL ? call->initial_input : "{}"));
-	out->id = llm_buffer_take(&call->id);
-	out->name = llm_buffer_take(&call->name);
-	out->arguments = llm_buffer_take(&call->arguments);
+		kagent_buffer_append(
+		    &call->arguments, call->initial_input != NULL ? call->initial_input : "{}",
+		    strlen(call->initial_input != NULL ? call->initial_input : "{}"));
+	out->id = kagent_buffer_take(&call->id);
+	out->name = kagent_buffer_take(&call->name);
+	out->arguments = kagent_buffer_take(&call->arguments);
 	out->arguments_json = NULL;
 	out->parse_error = NULL;
 	parsed = json_loads(out->arguments, JSON_DECODE_ANY, &json_error);
@@ -843,8 +806,8 @@ kagent_llm_stream_finish(struct kagent_llm_stream *stream, struct kagent_llm_res
 		*cause = kagent_strdup(stream->error_message);
 	}
 	result->format = stream->format;
-	result->text = llm_buffer_take(&stream->text);
-	result->reasoning = llm_buffer_take(&stream->reasoning);
+	result->text = kagent_buffer_take(&stream->text);
+	result->reasoning = kagent_buffer_take(&stream->reasoning);
 	result->finish = llm_normalize_finish(stream);
 	result->finish_reason = kagent_strdup(stream->finish_reason ? stream->finish_reason : "");
 	result->usage = stream->usage;

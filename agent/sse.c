@@ -7,27 +7,21 @@
 #include "kagent/sse.h"
 
 #include "kagent/alloc.h"
+#include "kagent/buffer.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A growable byte buffer, always NUL-terminated so callbacks can use it as a string. */
-struct sse_buffer {
-	char *data;
-	size_t length;
-	size_t capacity;
-};
 
 struct kagent_sse {
 	kagent_sse_event_function function;
 	void *argument;
 	size_t line_cap;
 	size_t data_cap;
-	struct sse_buffer line;
-	struct sse_buffer data;
-	struct sse_buffer name;
-	struct sse_buffer id;
+	struct kagent_buffer line;
+	struct kagent_buffer data;
+	struct kagent_buffer name;
+	struct kagent_buffer id;
 	/* Whether the current event has had a data: line (an empty one counts). */
 	int has_data;
 	/* The last byte fed was a \r that ended a line: a following \n belongs to it. */
@@ -40,29 +34,6 @@ struct kagent_sse {
 	struct kagent_sse_stats stats;
 };
 
-static void
-sse_buffer_append(struct sse_buffer *buffer, const char *bytes, size_t size)
-{
-	if (buffer->capacity - buffer->length < size + 1) {
-		size_t capacity = buffer->capacity == 0 ? 256 : buffer->capacity;
-
-		while (capacity - buffer->length < size + 1)
-			capacity *= 2;
-		buffer->data = kagent_realloc(buffer->data, capacity);
-		buffer->capacity = capacity;
-	}
-	memcpy(buffer->data + buffer->length, bytes, size);
-	buffer->length += size;
-	buffer->data[buffer->length] = '\0';
-}
-
-static void
-sse_buffer_set(struct sse_buffer *buffer, const char *bytes, size_t size)
-{
-	buffer->length = 0;
-	sse_buffer_append(buffer, bytes, size);
-}
-
 struct kagent_sse *
 kagent_sse_create(size_t line_cap, size_t data_cap, kagent_sse_event_function function,
 		  void *argument)
@@ -74,7 +45,7 @@ kagent_sse_create(size_t line_cap, size_t data_cap, kagent_sse_event_function fu
 	sse->line_cap = line_cap == 0 ? KAGENT_SSE_DEFAULT_LINE_CAP : line_cap;
 	sse->data_cap = data_cap == 0 ? KAGENT_SSE_DEFAULT_DATA_CAP : data_cap;
 	sse->at_start = 1;
-	sse_buffer_set(&sse->id, "", 0);
+	kagent_buffer_set(&sse->id, "", 0);
 	return sse;
 }
 
@@ -83,10 +54,10 @@ kagent_sse_free(struct kagent_sse *sse)
 {
 	if (sse == NULL)
 		return;
-	free(sse->line.data);
-	free(sse->data.data);
-	free(sse->name.data);
-	free(sse->id.data);
+	kagent_buffer_free(&sse->line);
+	kagent_buffer_free(&sse->data);
+	kagent_buffer_free(&sse->name);
+	kagent_buffer_free(&sse->id);
 	free(sse->error_cause);
 	free(sse);
 }
@@ -120,7 +91,7 @@ sse_dispatch(struct kagent_sse *sse, char **cause)
 		goto out;
 	}
 	if (sse->data.length == 0)
-		sse_buffer_set(&sse->data, "", 0);
+		kagent_buffer_set(&sse->data, "", 0);
 	event.name = sse->name.length > 0 ? sse->name.data : "message";
 	event.data = sse->data.data;
 	event.data_length = sse->data.length;
@@ -177,15 +148,15 @@ sse_process_line(struct kagent_sse *sse, const char *line, size_t length, char *
 			goto out;
 		}
 		if (sse->has_data)
-			sse_buffer_append(&sse->data, "\n", 1);
-		sse_buffer_append(&sse->data, value, value_length);
+			kagent_buffer_append(&sse->data, "\n", 1);
+		kagent_buffer_append(&sse->data, value, value_length);
 		sse->has_data = 1;
 	} else if (field_length == 5 && memcmp(line, "event", 5) == 0) {
-		sse_buffer_set(&sse->name, value, value_length);
+		kagent_buffer_set(&sse->name, value, value_length);
 	} else if (field_length == 2 && memcmp(line, "id", 2) == 0) {
 		/* An id containing NUL is ignored by the standard. */
 		if (memchr(value, '\0', value_length) == NULL)
-			sse_buffer_set(&sse->id, value, value_length);
+			kagent_buffer_set(&sse->id, value, value_length);
 	}
 	/* retry: and unknown fields are ignored: reconnection is the client's policy. */
 out:
@@ -226,7 +197,7 @@ kagent_sse_feed(struct kagent_sse *sse, const void *bytes, size_t size, char **c
 			cursor += take;
 			sse->at_start = 0;
 		} else if (cursor + take == end) {
-			sse_buffer_append(&sse->line, cursor, take);
+			kagent_buffer_append(&sse->line, cursor, take);
 			goto out;
 		} else {
 			sse->at_start = 0;
@@ -251,11 +222,11 @@ kagent_sse_feed(struct kagent_sse *sse, const void *bytes, size_t size, char **c
 			goto out;
 		}
 		if (stop == end) {
-			sse_buffer_append(&sse->line, cursor, piece);
+			kagent_buffer_append(&sse->line, cursor, piece);
 			break;
 		}
 		if (sse->line.length > 0) {
-			sse_buffer_append(&sse->line, cursor, piece);
+			kagent_buffer_append(&sse->line, cursor, piece);
 			result = sse_process_line(sse, sse->line.data, sse->line.length, cause);
 			sse->line.length = 0;
 		} else {

@@ -1,0 +1,48 @@
+/* Tests of the growable buffer (agent/buffer.c). */
+#include "kagent/buffer.h"
+
+#include "test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void
+test_append_grows_and_terminates(void)
+{
+	struct kagent_buffer buffer = {0};
+	size_t index;
+
+	CHECK_STRING(kagent_buffer_string(&buffer), "");
+	for (index = 0; index < 1000; index++)
+		kagent_buffer_append(&buffer, "abc", 3);
+	CHECK_INT(buffer.length, 3000);
+	CHECK_INT(strlen(buffer.data), 3000);
+	CHECK(memcmp(buffer.data + 2997, "abc", 3) == 0);
+	kagent_buffer_set(&buffer, "x", 1);
+	CHECK_STRING(kagent_buffer_string(&buffer), "x");
+	kagent_buffer_free(&buffer);
+	CHECK(buffer.data == NULL && buffer.length == 0);
+}
+
+static void
+test_take_hands_over(void)
+{
+	struct kagent_buffer buffer = {0};
+	char *text = kagent_buffer_take(&buffer);
+
+	CHECK_STRING(text, "");
+	free(text);
+	kagent_buffer_append(&buffer, "hello", 5);
+	text = kagent_buffer_take(&buffer);
+	CHECK_STRING(text, "hello");
+	CHECK(buffer.data == NULL && buffer.length == 0 && buffer.capacity == 0);
+	free(text);
+}
+
+static const struct kagent_test tests[] = {
+    {"append_grows_and_terminates", test_append_grows_and_terminates},
+    {"take_hands_over", test_take_hands_over},
+    {NULL, NULL},
+};
+
+KAGENT_TEST_MAIN(tests, 30)
