@@ -7,7 +7,7 @@
  * before cuLaunchKernel sees it, so a bad shape is a message, not a sticky
  * CUDA error.
  */
-#include "kagent/error_buffer.h"
+#include "kagent/ctypes_buffer.h"
 #include "kagent/cuda_launch.h"
 
 #include "kagent/alloc.h"
@@ -94,7 +94,7 @@ cuda_launch__driver_fail(const struct cuda_launch__driver *api, char *error, siz
 	if (api->get_error_string == NULL || api->get_error_string(result, &text) != CUDA_SUCCESS ||
 	    text == NULL)
 		text = "unknown error";
-	return kagent_error_buffer_write(
+	return kagent_ctypes_buffer_error(
 	    error, error_size, result == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO,
 	    "%s failed with CUDA error %d (%s)", what, (int)result, text);
 }
@@ -259,7 +259,7 @@ kagent_cuda_launch_parse_parameters(const char *list, enum kagent_cuda_launch_ty
 
 	*count_out = 0;
 	if (list == NULL)
-		return kagent_error_buffer_write(error, error_size, -EINVAL, "no parameter list");
+		return kagent_ctypes_buffer_error(error, error_size, -EINVAL, "no parameter list");
 	start = list;
 	end = list + strlen(list);
 	/* With parentheses: the first '(' outside template arguments opens the list. */
@@ -282,8 +282,8 @@ kagent_cuda_launch_parse_parameters(const char *list, enum kagent_cuda_launch_ty
 				break;
 		}
 		if (*end != ')')
-			return kagent_error_buffer_write(error, error_size, -EINVAL,
-							 "unbalanced parentheses in '%s'", list);
+			return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+							  "unbalanced parentheses in '%s'", list);
 	}
 	if (cuda_launch__blank(start, end))
 		goto out;
@@ -303,9 +303,9 @@ kagent_cuda_launch_parse_parameters(const char *list, enum kagent_cuda_launch_ty
 			depth--;
 		else if (p == end || (*p == ',' && depth == 0)) {
 			if (count >= capacity)
-				return kagent_error_buffer_write(error, error_size, -E2BIG,
-								 "more than %zu parameters",
-								 capacity);
+				return kagent_ctypes_buffer_error(error, error_size, -E2BIG,
+								  "more than %zu parameters",
+								  capacity);
 			types[count++] = cuda_launch__parameter_type(piece, p);
 			piece = p + 1;
 		}
@@ -326,19 +326,19 @@ kagent_cuda_launch_check(const struct kagent_cuda_launch_limits *limits, const u
 
 	for (axis = 0; axis < 3; axis++) {
 		if (grid[axis] == 0 || block[axis] == 0)
-			return kagent_error_buffer_write(
+			return kagent_ctypes_buffer_error(
 			    error, error_size, -EINVAL,
 			    "grid (%u, %u, %u) and block (%u, %u, %u) must "
 			    "have every dimension at least 1",
 			    grid[0], grid[1], grid[2], block[0], block[1], block[2]);
 		if (block[axis] > limits->max_block[axis])
-			return kagent_error_buffer_write(
+			return kagent_ctypes_buffer_error(
 			    error, error_size, -EINVAL,
 			    "block %c dimension %u exceeds the device's "
 			    "maximum %u",
 			    axes[axis], block[axis], limits->max_block[axis]);
 		if (grid[axis] > limits->max_grid[axis])
-			return kagent_error_buffer_write(
+			return kagent_ctypes_buffer_error(
 			    error, error_size, -EINVAL,
 			    "grid %c dimension %u exceeds the device's "
 			    "maximum %u",
@@ -346,13 +346,13 @@ kagent_cuda_launch_check(const struct kagent_cuda_launch_limits *limits, const u
 		threads *= block[axis];
 	}
 	if (threads > limits->max_threads_per_block)
-		return kagent_error_buffer_write(
+		return kagent_ctypes_buffer_error(
 		    error, error_size, -EINVAL,
 		    "block (%u, %u, %u) has %llu threads; at most %u are "
 		    "allowed per block",
 		    block[0], block[1], block[2], threads, limits->max_threads_per_block);
 	if (shared_bytes + limits->static_shared_bytes > limits->max_shared_bytes_optin)
-		return kagent_error_buffer_write(
+		return kagent_ctypes_buffer_error(
 		    error, error_size, -EINVAL,
 		    "%zu bytes of dynamic shared memory plus %zu static "
 		    "exceed the device's maximum of %zu per block",
@@ -431,8 +431,8 @@ out:
 	pthread_mutex_unlock(&cuda_launch__lock);
 	*api_out = api;
 	if (api->status < 0)
-		return kagent_error_buffer_write(error, error_size, api->status, "%s",
-						 api->message);
+		return kagent_ctypes_buffer_error(error, error_size, api->status, "%s",
+						  api->message);
 	return 0;
 }
 
@@ -648,13 +648,13 @@ cuda_launch__find(struct kagent_cuda_module *module, const char *name,
 		}
 	}
 	if (matches == 0) {
-		kagent_error_buffer_write(error, error_size, -ENOENT, "kernel '%s' not found",
-					  name);
+		kagent_ctypes_buffer_error(error, error_size, -ENOENT, "kernel '%s' not found",
+					   name);
 		cuda_launch__list_kernels(result, error, error_size);
 		return -ENOENT;
 	}
 	if (matches > 1)
-		return kagent_error_buffer_write(
+		return kagent_ctypes_buffer_error(
 		    error, error_size, -EINVAL,
 		    "kernel name '%s' is ambiguous (overloads or template "
 		    "instances): name one with a name expression such as "
@@ -715,13 +715,13 @@ kagent_cuda_module_compile(const char *source, const char *arch, int device_ordi
 	*module_out = NULL;
 	if (source == NULL) {
 		status =
-		    kagent_error_buffer_write(error, error_size, -EINVAL, "no CUDA source given");
+		    kagent_ctypes_buffer_error(error, error_size, -EINVAL, "no CUDA source given");
 		goto out;
 	}
 	if (kernel_count == 0 || kernel_count > KAGENT_CUDA_LAUNCH_MAX_KERNELS) {
-		status = kagent_error_buffer_write(error, error_size, -EINVAL,
-						   "name between 1 and %d kernels to load",
-						   KAGENT_CUDA_LAUNCH_MAX_KERNELS);
+		status = kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+						    "name between 1 and %d kernels to load",
+						    KAGENT_CUDA_LAUNCH_MAX_KERNELS);
 		goto out;
 	}
 	expressions = kagent_calloc(kernel_count, sizeof *expressions);
@@ -729,10 +729,10 @@ kagent_cuda_module_compile(const char *source, const char *arch, int device_ordi
 	for (index = 0; index < kernel_count; index++) {
 		if (!cuda_launch__valid_name(kernels[index])) {
 			status =
-			    kagent_error_buffer_write(error, error_size, -EINVAL,
-						      "kernel name %zu is empty, overlong or has "
-						      "control characters",
-						      index);
+			    kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+						       "kernel name %zu is empty, overlong or has "
+						       "control characters",
+						       index);
 			goto out;
 		}
 		if (cuda_launch__is_expression(kernels[index]))
@@ -755,7 +755,7 @@ kagent_cuda_module_compile(const char *source, const char *arch, int device_ordi
 	request.cache_directory = cache_directory;
 	status = kagent_compile_source(&request, &module->result, &cause);
 	if (status < 0) {
-		kagent_error_buffer_write(error, error_size, status, "%s", cause);
+		kagent_ctypes_buffer_error(error, error_size, status, "%s", cause);
 		goto out;
 	}
 	if (!module->result->success) {
@@ -846,7 +846,7 @@ kagent_cuda_module_load(struct kagent_cuda_module *module, int device_ordinal, c
 				   &module->max_grid[1]) < 0 ||
 	    cuda_launch__attribute(api, module->device, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z,
 				   &module->max_grid[2]) < 0) {
-		status = kagent_error_buffer_write(
+		status = kagent_ctypes_buffer_error(
 		    error, error_size, -EIO, "cannot read GPU %d's launch limits", device_ordinal);
 		goto out;
 	}
@@ -915,8 +915,7 @@ kagent_cuda_module_describe(const struct kagent_cuda_module *module, char *buffe
 			    size_t buffer_size, char *error, size_t error_size)
 {
 	json_t *object = NULL, *kernels = json_array();
-	char *text = NULL;
-	size_t index, parameter, length;
+	size_t index, parameter;
 	int status;
 
 	for (index = 0; index < module->kernel_count; index++) {
@@ -941,18 +940,9 @@ kagent_cuda_module_describe(const struct kagent_cuda_module *module, char *buffe
 	    json_pack("{s:s, s:b, s:f, s:b, s:o}", "arch", module->result->arch, "cached",
 		      module->result->cached, "compile_seconds", module->result->compile_seconds,
 		      "loaded", module->loaded, "kernels", kernels);
-	text = object != NULL ? json_dumps(object, JSON_COMPACT) : NULL;
-	length = text != NULL ? strlen(text) : 0;
-	if (text == NULL)
-		status = kagent_error_buffer_write(error, error_size, -ENOMEM, "out of memory");
-	else if (length + 1 > buffer_size)
-		status = kagent_error_buffer_write(error, error_size, -ENOSPC, "%zu bytes needed",
-						   length + 1);
-	else {
-		memcpy(buffer, text, length + 1);
-		status = (int)length;
-	}
-	free(text);
+	status = object != NULL
+		     ? kagent_ctypes_buffer_json(object, buffer, buffer_size, error, error_size)
+		     : kagent_ctypes_buffer_error(error, error_size, -ENOMEM, "out of memory");
 	json_decref(object);
 	return status;
 }
@@ -973,26 +963,26 @@ kagent_cuda_module_launch(struct kagent_cuda_module *module, size_t kernel_index
 	int status = 0;
 
 	if (!module->loaded)
-		return kagent_error_buffer_write(error, error_size, -EINVAL,
-						 "the module is not loaded");
+		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+						  "the module is not loaded");
 	if (kernel_index >= module->kernel_count)
-		return kagent_error_buffer_write(error, error_size, -EINVAL,
-						 "no kernel %zu (the module has %zu)", kernel_index,
-						 module->kernel_count);
+		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+						  "no kernel %zu (the module has %zu)",
+						  kernel_index, module->kernel_count);
 	kernel = &module->kernels[kernel_index];
 	if (kernel->driver_count >= 0)
 		expected = kernel->driver_count;
 	else if (kernel->have_types)
 		expected = (long long)kernel->parameter_count;
 	if (expected >= 0 && (long long)argument_count != expected)
-		return kagent_error_buffer_write(error, error_size, -EINVAL,
-						 "kernel %s takes %lld arguments, %zu given",
-						 kernel->name, expected, argument_count);
+		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+						  "kernel %s takes %lld arguments, %zu given",
+						  kernel->name, expected, argument_count);
 	for (index = 0; index < argument_count; index++) {
 		if (arguments == NULL || arguments[index] == NULL)
-			return kagent_error_buffer_write(error, error_size, -EINVAL,
-							 "argument %zu of kernel %s has no value",
-							 index, kernel->name);
+			return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+							  "argument %zu of kernel %s has no value",
+							  index, kernel->name);
 	}
 	memset(&limits, 0, sizeof limits);
 	limits.max_threads_per_block = module->max_threads_per_block;
@@ -1005,8 +995,8 @@ kagent_cuda_module_launch(struct kagent_cuda_module *module, size_t kernel_index
 	status =
 	    kagent_cuda_launch_check(&limits, grid, block, shared_bytes, message, sizeof message);
 	if (status < 0)
-		return kagent_error_buffer_write(error, error_size, status, "kernel %s: %s",
-						 kernel->name, message);
+		return kagent_ctypes_buffer_error(error, error_size, status, "kernel %s: %s",
+						  kernel->name, message);
 	status = cuda_launch__enter(api, module, error, error_size);
 	if (status < 0)
 		return status;
@@ -1027,8 +1017,8 @@ kagent_cuda_module_launch(struct kagent_cuda_module *module, size_t kernel_index
 	if (result != CUDA_SUCCESS) {
 		status = cuda_launch__driver_fail(api, message, sizeof message, "cuLaunchKernel",
 						  result);
-		return kagent_error_buffer_write(error, error_size, status, "kernel %s: %s",
-						 kernel->name, message);
+		return kagent_ctypes_buffer_error(error, error_size, status, "kernel %s: %s",
+						  kernel->name, message);
 	}
 	return 0;
 }

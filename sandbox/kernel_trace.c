@@ -3,7 +3,7 @@
  * Records arrive in buffers that CUPTI fills and hands back, possibly on its own thread,
  * so the per-name totals are guarded by a mutex.
  */
-#include "kagent/error_buffer.h"
+#include "kagent/ctypes_buffer.h"
 #include "kagent/kernel_trace.h"
 
 #include "kagent/demangle.h"
@@ -44,8 +44,8 @@ trace_cupti_fail(char *error, size_t error_size, const char *call, CUptiResult r
 	const char *text = NULL;
 
 	cuptiGetResultString(result, &text);
-	return kagent_error_buffer_write(error, error_size, -EIO, "%s failed: %s", call,
-					 text ? text : "?");
+	return kagent_ctypes_buffer_error(error, error_size, -EIO, "%s failed: %s", call,
+					  text ? text : "?");
 }
 
 static void
@@ -148,8 +148,8 @@ kagent_kernel_trace_start(char *error, size_t error_size)
 	CUptiResult result;
 
 	if (trace_running)
-		return kagent_error_buffer_write(error, error_size, -EBUSY,
-						 "a kernel trace is already running");
+		return kagent_ctypes_buffer_error(error, error_size, -EBUSY,
+						  "a kernel trace is already running");
 	trace_reset();
 	if (!callbacks_registered) {
 		result =
@@ -179,14 +179,13 @@ int
 kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t error_size)
 {
 	json_t *kernels = NULL;
-	char *text = NULL;
 	CUptiResult result;
-	size_t index, length;
+	size_t index;
 	int status;
 
 	if (!trace_running)
-		return kagent_error_buffer_write(error, error_size, -EINVAL,
-						 "no kernel trace is running");
+		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+						  "no kernel trace is running");
 	result = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	trace_running = 0;
@@ -216,18 +215,7 @@ kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t e
 		free(shown);
 	}
 	pthread_mutex_unlock(&trace_lock);
-	text = json_dumps(kernels, JSON_COMPACT);
-	length = text != NULL ? strlen(text) : 0;
-	if (text == NULL)
-		status = kagent_error_buffer_write(error, error_size, -ENOMEM, "out of memory");
-	else if (length + 1 > buffer_size)
-		status = kagent_error_buffer_write(error, error_size, -ENOSPC, "%zu bytes needed",
-						   length + 1);
-	else {
-		memcpy(buffer, text, length + 1);
-		status = (int)length;
-	}
-	free(text);
+	status = kagent_ctypes_buffer_json(kernels, buffer, buffer_size, error, error_size);
 	json_decref(kernels);
 	return status;
 }

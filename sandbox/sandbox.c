@@ -19,7 +19,7 @@
  * What CUDA needs was checked on an H200 (docs/sandbox.md): ioctl and AF_UNIX stay
  * allowed, /proc/self stays writable, and RLIMIT_AS is left alone by default.
  */
-#include "kagent/error_buffer.h"
+#include "kagent/ctypes_buffer.h"
 #include "kagent/sandbox.h"
 
 #include <dirent.h>
@@ -146,16 +146,17 @@ sandbox_check_directory(const char *what, const char *path, char *error, size_t 
 	struct stat status;
 
 	if (path == NULL || path[0] == '\0')
-		return kagent_error_buffer_write(error, error_size, -EINVAL, "%s is missing", what);
+		return kagent_ctypes_buffer_error(error, error_size, -EINVAL, "%s is missing",
+						  what);
 	if (path[0] != '/')
-		return kagent_error_buffer_write(error, error_size, -EINVAL,
-						 "%s \"%s\" is not an absolute path", what, path);
+		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+						  "%s \"%s\" is not an absolute path", what, path);
 	if (stat(path, &status) < 0)
-		return kagent_error_buffer_write(error, error_size, -errno, "%s \"%s\": %s", what,
-						 path, strerror(errno));
+		return kagent_ctypes_buffer_error(error, error_size, -errno, "%s \"%s\": %s", what,
+						  path, strerror(errno));
 	if (!S_ISDIR(status.st_mode))
-		return kagent_error_buffer_write(error, error_size, -ENOTDIR,
-						 "%s \"%s\" is not a directory", what, path);
+		return kagent_ctypes_buffer_error(error, error_size, -ENOTDIR,
+						  "%s \"%s\" is not a directory", what, path);
 	return 0;
 }
 
@@ -167,7 +168,7 @@ sandbox_check_policy(const struct kagent_sandbox_policy *policy, char *error, si
 	int result, threads;
 
 	if (policy == NULL)
-		return kagent_error_buffer_write(error, error_size, -EINVAL, "no policy");
+		return kagent_ctypes_buffer_error(error, error_size, -EINVAL, "no policy");
 	result = sandbox_check_directory("scratch_directory", policy->scratch_directory, error,
 					 error_size);
 	if (result < 0)
@@ -178,21 +179,21 @@ sandbox_check_policy(const struct kagent_sandbox_policy *policy, char *error, si
 			return result;
 	}
 	if (!isfinite(policy->cpu_seconds) || policy->cpu_seconds < 0 || policy->cpu_seconds > 1e12)
-		return kagent_error_buffer_write(error, error_size, -EINVAL,
-						 "cpu_seconds %g is out of range",
-						 policy->cpu_seconds);
+		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+						  "cpu_seconds %g is out of range",
+						  policy->cpu_seconds);
 	if (policy->max_processes < 0)
-		return kagent_error_buffer_write(error, error_size, -EINVAL,
-						 "max_processes is negative");
+		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+						  "max_processes is negative");
 	if (policy->max_file_bytes < 0)
-		return kagent_error_buffer_write(error, error_size, -EINVAL,
-						 "max_file_bytes is negative");
+		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+						  "max_file_bytes is negative");
 	if (policy->max_address_space_bytes < 0)
-		return kagent_error_buffer_write(error, error_size, -EINVAL,
-						 "max_address_space_bytes is negative");
+		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+						  "max_address_space_bytes is negative");
 	threads = sandbox_count_threads();
 	if (threads > 1)
-		return kagent_error_buffer_write(
+		return kagent_ctypes_buffer_error(
 		    error, error_size, -EBUSY,
 		    "the process has %d threads: enter the sandbox while it is "
 		    "single-threaded (Landlock confines the calling thread only)",
@@ -266,8 +267,8 @@ sandbox_set_limit(int resource, const char *name, rlim_t soft, rlim_t hard, char
 	struct rlimit limit;
 
 	if (getrlimit(resource, &limit) < 0)
-		return kagent_error_buffer_write(error, error_size, -errno, "getrlimit(%s): %s",
-						 name, strerror(errno));
+		return kagent_ctypes_buffer_error(error, error_size, -errno, "getrlimit(%s): %s",
+						  name, strerror(errno));
 	if (limit.rlim_max != RLIM_INFINITY && hard > limit.rlim_max)
 		hard = limit.rlim_max;
 	if (soft > hard)
@@ -275,8 +276,8 @@ sandbox_set_limit(int resource, const char *name, rlim_t soft, rlim_t hard, char
 	limit.rlim_cur = soft;
 	limit.rlim_max = hard;
 	if (setrlimit(resource, &limit) < 0)
-		return kagent_error_buffer_write(error, error_size, -errno, "setrlimit(%s): %s",
-						 name, strerror(errno));
+		return kagent_ctypes_buffer_error(error, error_size, -errno, "setrlimit(%s): %s",
+						  name, strerror(errno));
 	return 0;
 }
 
@@ -336,26 +337,26 @@ sandbox_give_tree(int fd, int depth, const char *top, uid_t id, char *error, siz
 	int result = 0;
 
 	if (fstat(fd, &status) < 0) {
-		result = kagent_error_buffer_write(error, error_size, -errno,
-						   "stat under \"%s\": %s", top, strerror(errno));
+		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+						    "stat under \"%s\": %s", top, strerror(errno));
 		close(fd);
 		goto out;
 	}
 	if ((status.st_uid != id || status.st_gid != id) && fchown(fd, id, id) < 0) {
-		result = kagent_error_buffer_write(error, error_size, -errno,
-						   "chown under \"%s\": %s", top, strerror(errno));
+		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+						    "chown under \"%s\": %s", top, strerror(errno));
 		close(fd);
 		goto out;
 	}
 	if (depth > SANDBOX_CHOWN_MAX_DEPTH) {
-		result = kagent_error_buffer_write(error, error_size, -ELOOP,
-						   "\"%s\" is nested too deeply", top);
+		result = kagent_ctypes_buffer_error(error, error_size, -ELOOP,
+						    "\"%s\" is nested too deeply", top);
 		close(fd);
 		goto out;
 	}
 	directory = fdopendir(fd);
 	if (directory == NULL) {
-		result = kagent_error_buffer_write(
+		result = kagent_ctypes_buffer_error(
 		    error, error_size, -errno, "opendir under \"%s\": %s", top, strerror(errno));
 		close(fd);
 		goto out;
@@ -386,9 +387,9 @@ sandbox_give_tree(int fd, int depth, const char *top, uid_t id, char *error, siz
 			continue;
 		}
 		if (fchownat(child, "", id, id, AT_EMPTY_PATH) < 0) {
-			result = kagent_error_buffer_write(error, error_size, -errno,
-							   "chown under \"%s\": %s", top,
-							   strerror(errno));
+			result = kagent_ctypes_buffer_error(error, error_size, -errno,
+							    "chown under \"%s\": %s", top,
+							    strerror(errno));
 			close(child);
 			goto out;
 		}
@@ -406,8 +407,8 @@ sandbox_give_folder(const char *path, uid_t id, char *error, size_t error_size)
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0)
-		return kagent_error_buffer_write(error, error_size, -errno, "open \"%s\": %s", path,
-						 strerror(errno));
+		return kagent_ctypes_buffer_error(error, error_size, -errno, "open \"%s\": %s",
+						  path, strerror(errno));
 	return sandbox_give_tree(fd, 0, path, id, error, error_size);
 }
 
@@ -438,22 +439,22 @@ sandbox_drop_root(const struct kagent_sandbox_policy *policy, char *error, size_
 	}
 	if (setgroups(0, NULL) < 0 || setresgid(id, id, id) < 0 || setresuid(id, id, id) < 0) {
 		result =
-		    kagent_error_buffer_write(error, error_size, -errno, "dropping to uid %lu: %s",
-					      (unsigned long)id, strerror(errno));
+		    kagent_ctypes_buffer_error(error, error_size, -errno, "dropping to uid %lu: %s",
+					       (unsigned long)id, strerror(errno));
 		goto out;
 	}
 	if (getresuid(&real_uid, &effective_uid, &saved_uid) < 0 ||
 	    getresgid(&real_gid, &effective_gid, &saved_gid) < 0 || real_uid != id ||
 	    effective_uid != id || saved_uid != id || real_gid != id || effective_gid != id ||
 	    saved_gid != id || setuid(0) == 0) {
-		result = kagent_error_buffer_write(error, error_size, -EPERM,
-						   "uid %lu was not dropped for good",
-						   (unsigned long)id);
+		result = kagent_ctypes_buffer_error(error, error_size, -EPERM,
+						    "uid %lu was not dropped for good",
+						    (unsigned long)id);
 		goto out;
 	}
 	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0) {
-		result = kagent_error_buffer_write(error, error_size, -errno, "PR_SET_DUMPABLE: %s",
-						   strerror(errno));
+		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+						    "PR_SET_DUMPABLE: %s", strerror(errno));
 		goto out;
 	}
 	sandbox_applied.dropped_to_unprivileged = 1;
@@ -468,14 +469,14 @@ sandbox_check_writable(const struct kagent_sandbox_policy *policy, char *error, 
 	const char *const *path;
 
 	if (access(policy->scratch_directory, W_OK | X_OK) < 0)
-		return kagent_error_buffer_write(
+		return kagent_ctypes_buffer_error(
 		    error, error_size, -errno,
 		    "uid %lu cannot write \"%s\" (are its parent folders "
 		    "searchable?): %s",
 		    (unsigned long)getuid(), policy->scratch_directory, strerror(errno));
 	for (path = policy->writable_paths; path != NULL && *path != NULL; path++) {
 		if (access(*path, W_OK | X_OK) < 0)
-			return kagent_error_buffer_write(
+			return kagent_ctypes_buffer_error(
 			    error, error_size, -errno,
 			    "uid %lu cannot write \"%s\" (are its parent folders "
 			    "searchable?): %s",
@@ -497,12 +498,12 @@ sandbox_landlock_allow(int ruleset, const char *path, uint64_t rights, uint64_t 
 	if (rule.parent_fd < 0) {
 		if (optional)
 			goto out;
-		result = kagent_error_buffer_write(
+		result = kagent_ctypes_buffer_error(
 		    error, error_size, -errno, "landlock: open \"%s\": %s", path, strerror(errno));
 		goto out;
 	}
 	if (fstat(rule.parent_fd, &status) < 0) {
-		result = kagent_error_buffer_write(
+		result = kagent_ctypes_buffer_error(
 		    error, error_size, -errno, "landlock: stat \"%s\": %s", path, strerror(errno));
 		goto out;
 	}
@@ -512,9 +513,9 @@ sandbox_landlock_allow(int ruleset, const char *path, uint64_t rights, uint64_t 
 	if (rule.allowed_access == 0)
 		goto out;
 	if (syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) < 0)
-		result = kagent_error_buffer_write(error, error_size, -errno,
-						   "landlock: rule for \"%s\": %s", path,
-						   strerror(errno));
+		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+						    "landlock: rule for \"%s\": %s", path,
+						    strerror(errno));
 out:
 	if (rule.parent_fd >= 0)
 		close(rule.parent_fd);
@@ -536,8 +537,8 @@ sandbox_apply_landlock(const struct kagent_sandbox_policy *policy, char *error, 
 		goto out;
 	}
 	if (abi < 0) {
-		result = kagent_error_buffer_write(error, error_size, abi, "landlock: %s",
-						   strerror(-abi));
+		result = kagent_ctypes_buffer_error(error, error_size, abi, "landlock: %s",
+						    strerror(-abi));
 		goto out;
 	}
 	handled = sandbox_landlock_fs_rights(abi);
@@ -553,8 +554,8 @@ sandbox_apply_landlock(const struct kagent_sandbox_policy *policy, char *error, 
 		attributes.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
 	ruleset = (int)syscall(SYS_landlock_create_ruleset, &attributes, sizeof attributes, 0);
 	if (ruleset < 0) {
-		result = kagent_error_buffer_write(error, error_size, -errno,
-						   "landlock: create ruleset: %s", strerror(errno));
+		result = kagent_ctypes_buffer_error(
+		    error, error_size, -errno, "landlock: create ruleset: %s", strerror(errno));
 		goto out;
 	}
 	/* Device nodes are never created, even where the filesystem would allow it. */
@@ -598,8 +599,8 @@ sandbox_apply_landlock(const struct kagent_sandbox_policy *policy, char *error, 
 	if (result < 0)
 		goto out;
 	if (syscall(SYS_landlock_restrict_self, ruleset, 0) < 0) {
-		result = kagent_error_buffer_write(error, error_size, -errno,
-						   "landlock: restrict self: %s", strerror(errno));
+		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+						    "landlock: restrict self: %s", strerror(errno));
 		goto out;
 	}
 	sandbox_applied.landlock_abi = abi;
@@ -745,34 +746,35 @@ sandbox_apply_seccomp(char *error, size_t error_size)
 
 	filter = seccomp_init(SCMP_ACT_ALLOW);
 	if (filter == NULL)
-		return kagent_error_buffer_write(error, error_size, -ENOMEM, "seccomp_init failed");
+		return kagent_ctypes_buffer_error(error, error_size, -ENOMEM,
+						  "seccomp_init failed");
 	/* A syscall made under another architecture (int 0x80 from a 64-bit process) would
 	 * bypass every rule: such a call kills the whole process instead. */
 	result = seccomp_attr_set(filter, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	if (result < 0) {
-		kagent_error_buffer_write(error, error_size, result, "seccomp: bad-arch action: %s",
-					  strerror(-result));
+		kagent_ctypes_buffer_error(error, error_size, result,
+					   "seccomp: bad-arch action: %s", strerror(-result));
 		goto out;
 	}
 	/* x32 calls arrive with the x86-64 audit arch, so they need rules of their own. */
 	if (seccomp_arch_native() == SCMP_ARCH_X86_64) {
 		result = seccomp_arch_add(filter, SCMP_ARCH_X32);
 		if (result < 0 && result != -EEXIST) {
-			kagent_error_buffer_write(error, error_size, result,
-						  "seccomp: adding x32: %s", strerror(-result));
+			kagent_ctypes_buffer_error(error, error_size, result,
+						   "seccomp: adding x32: %s", strerror(-result));
 			goto out;
 		}
 	}
 	result = sandbox_seccomp_rules(filter);
 	if (result < 0) {
-		kagent_error_buffer_write(error, error_size, result, "seccomp: adding a rule: %s",
-					  strerror(-result));
+		kagent_ctypes_buffer_error(error, error_size, result, "seccomp: adding a rule: %s",
+					   strerror(-result));
 		goto out;
 	}
 	result = seccomp_load(filter);
 	if (result < 0) {
-		kagent_error_buffer_write(error, error_size, result,
-					  "seccomp: loading the filter: %s", strerror(-result));
+		kagent_ctypes_buffer_error(error, error_size, result,
+					   "seccomp: loading the filter: %s", strerror(-result));
 		goto out;
 	}
 	sandbox_applied.seccomp = 1;
@@ -815,8 +817,8 @@ kagent_sandbox_enter(const struct kagent_sandbox_policy *policy, char *error, si
 	if (result < 0)
 		goto out;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-		result = kagent_error_buffer_write(error, error_size, -errno,
-						   "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
+		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+						    "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
 		goto out;
 	}
 	result = sandbox_apply_landlock(policy, error, error_size);
@@ -867,19 +869,19 @@ kagent_sandbox_enter_json(const char *policy_json, char *error, size_t error_siz
 	if (error != NULL && error_size > 0)
 		error[0] = '\0';
 	if (policy_json == NULL) {
-		result = kagent_error_buffer_write(error, error_size, -EINVAL, "no policy");
+		result = kagent_ctypes_buffer_error(error, error_size, -EINVAL, "no policy");
 		goto out;
 	}
 	root = json_loads(policy_json, JSON_REJECT_DUPLICATES, &json_error);
 	if (root == NULL) {
-		result = kagent_error_buffer_write(
+		result = kagent_ctypes_buffer_error(
 		    error, error_size, -EINVAL, "policy is not valid JSON: %s (line %d, column %d)",
 		    json_error.text, json_error.line, json_error.column);
 		goto out;
 	}
 	if (!json_is_object(root)) {
-		result = kagent_error_buffer_write(error, error_size, -EINVAL,
-						   "policy is not a JSON object");
+		result = kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+						    "policy is not a JSON object");
 		goto out;
 	}
 	json_object_foreach(root, key, value)
@@ -902,8 +904,8 @@ kagent_sandbox_enter_json(const char *policy_json, char *error, size_t error_siz
 			size = json_array_size(value);
 			paths = calloc(size + 1, sizeof *paths);
 			if (paths == NULL) {
-				result = kagent_error_buffer_write(error, error_size, -ENOMEM,
-								   "out of memory");
+				result = kagent_ctypes_buffer_error(error, error_size, -ENOMEM,
+								    "out of memory");
 				goto out;
 			}
 			for (index = 0; index < size; index++) {
@@ -952,19 +954,19 @@ kagent_sandbox_enter_json(const char *policy_json, char *error, size_t error_siz
 			if (result < 0)
 				break;
 		} else {
-			result = kagent_error_buffer_write(error, error_size, -EINVAL,
-							   "unknown policy key \"%s\"", key);
+			result = kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+							    "unknown policy key \"%s\"", key);
 			goto out;
 		}
 	}
 	if (result < 0) {
-		result = kagent_error_buffer_write(error, error_size, result,
-						   "policy key \"%s\" has a bad value", key);
+		result = kagent_ctypes_buffer_error(error, error_size, result,
+						    "policy key \"%s\" has a bad value", key);
 		goto out;
 	}
 	if (policy.scratch_directory == NULL) {
-		result = kagent_error_buffer_write(error, error_size, -EINVAL,
-						   "policy has no scratch_directory");
+		result = kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+						    "policy has no scratch_directory");
 		goto out;
 	}
 	result = kagent_sandbox_enter(&policy, error, error_size);
