@@ -173,6 +173,18 @@ verdict__trial_label(const json_t *trial, size_t index)
 	return kagent_asprintf("trial %zu", index + 1);
 }
 
+/* A copy of judge[key] when it has the expected type, else the fallback (owned either way). */
+static json_t *
+verdict__copy(const json_t *judge, const char *key, json_type expected, json_t *fallback)
+{
+	const json_t *value = json_object_get(judge, key);
+
+	if (value == NULL || json_typeof(value) != expected)
+		return fallback;
+	json_decref(fallback);
+	return json_deep_copy(value);
+}
+
 /* Why one output failed, as a named check and a sentence; the check is a static string. */
 static const char *
 verdict__explain_output(const json_t *output, const char *trial_label, char **detail)
@@ -859,35 +871,23 @@ kagent_verdict_build(const struct kagent_verdict_input *in, json_t **verdict_out
 				      in->candidate_sha256, "backend",
 				      in->backend ? in->backend : "unknown"));
 	json_object_set_new(verdict, "trials",
-			    json_is_array(json_object_get(judge, "trials"))
-				? json_deep_copy(json_object_get(judge, "trials"))
-				: json_array());
+			    verdict__copy(judge, "trials", JSON_ARRAY, json_array()));
 	json_object_set_new(verdict, "timing", verdict__timing(judge, in->baselines_cached));
 	json_object_set_new(verdict, "kernels",
-			    json_is_object(json_object_get(judge, "kernels"))
-				? json_deep_copy(json_object_get(judge, "kernels"))
-				: json_null());
+			    verdict__copy(judge, "kernels", JSON_OBJECT, json_null()));
 	json_object_set_new(verdict, "environment", verdict__environment(in, judge));
 	json_object_set_new(verdict, "violations", json_incref(state.violations));
 	json_object_set_new(verdict, "warnings", json_incref(state.warnings));
 	json_object_set_new(verdict, "degenerate", verdict__degenerate(judge));
 	/* what `kagent profile` renders; null when not recorded */
 	json_object_set_new(verdict, "reference_kernels",
-			    json_is_object(json_object_get(judge, "reference_kernels"))
-				? json_deep_copy(json_object_get(judge, "reference_kernels"))
-				: json_null());
+			    verdict__copy(judge, "reference_kernels", JSON_OBJECT, json_null()));
 	json_object_set_new(verdict, "roofline",
-			    json_is_object(json_object_get(judge, "roofline"))
-				? json_deep_copy(json_object_get(judge, "roofline"))
-				: json_null());
+			    verdict__copy(judge, "roofline", JSON_OBJECT, json_null()));
 	json_object_set_new(verdict, "compute",
-			    json_is_object(json_object_get(judge, "compute"))
-				? json_deep_copy(json_object_get(judge, "compute"))
-				: json_null());
+			    verdict__copy(judge, "compute", JSON_OBJECT, json_null()));
 	json_object_set_new(verdict, "phase_seconds",
-			    json_is_object(json_object_get(judge, "phase_seconds"))
-				? json_deep_copy(json_object_get(judge, "phase_seconds"))
-				: json_object());
+			    verdict__copy(judge, "phase_seconds", JSON_OBJECT, json_object()));
 	json_object_set_new(verdict, "candidate_output", verdict__candidate_output(result));
 	json_object_set_new(verdict, "wall_seconds", json_real(in->wall_seconds));
 	*verdict_out = verdict;
