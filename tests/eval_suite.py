@@ -82,8 +82,9 @@ class Suite:
         self.worker.terminate()
         self.worker.wait(timeout=30)
 
-    def run_case(self, case):
-        code, verdict, log, seconds = self.evaluate(case.problem, case.candidate, case.arguments)
+    def run_case(self, case, command_name="eval"):
+        code, verdict, log, seconds = self.evaluate(case.problem, case.candidate, case.arguments,
+                                                    command_name=command_name)
         problems = []
         if verdict is None:
             problems.append(f"no verdict (exit {code}): {log[-800:]}")
@@ -109,7 +110,8 @@ class Suite:
                        f" {timing.get('speedup_vs_eager') or 0:.2f}x eager]")
         elif verdict is not None:
             summary = f" [{seconds:.1f} s: {verdict.get('reason', '')[:100]}]"
-        self.report(not problems, f"{case.problem} / {case.candidate} -> {case.status}{summary}",
+        self.report(not problems,
+                    f"{command_name} {case.problem} / {case.candidate} -> {case.status}{summary}",
                     "\n".join(problems))
         return verdict
 

@@ -8,6 +8,7 @@ Run on the GPU machine: KAGENT=build/kagent KAGENT_SOURCE_DIR=. python3 tests/gp
 Prints TAP and a closing `N passed, N failed` line."""
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -67,10 +68,60 @@ CASES = [
 ]
 
 
+def profile_relu(verdict):
+    problems = []
+    reference = (verdict.get("reference_kernels") or {}).get("launches") or []
+    candidate = (verdict.get("kernels") or {}).get("launches") or []
+    if not reference:
+        problems.append("no reference kernels")
+    own = [launch for launch in candidate if launch.get("own")]
+    if not own:
+        problems.append("no own candidate kernel")
+    for launch in own:
+        for key in ("grid", "block", "registers", "shared_bytes", "streams"):
+            if key not in launch:
+                problems.append(f"own launch lacks {key}: {launch}")
+    roofline = verdict.get("roofline") or {}
+    if not roofline.get("floor_ms", 0) > 0 or not roofline.get("bandwidth_bytes_per_second", 0) > 1e11:
+        problems.append(f"roofline {roofline}")
+    return problems
+
+
+def profile_matmul(verdict):
+    compute = verdict.get("compute") or {}
+    problems = []
+    if compute.get("flops") != 2 * 2048 ** 3:
+        problems.append(f"flops {compute.get('flops')}, expected {2 * 2048 ** 3}")
+    if not compute.get("peak_flops_per_second", 0) > 1e12:
+        problems.append(f"peak {compute.get('peak_flops_per_second')}")
+    return problems
+
+
+PROFILE_CASES = [
+    Case("relu", "triton_relu", "correct", check=profile_relu),
+    Case("matmul", "triton_matmul", "correct", check=profile_matmul),
+]
+
+
+def profile_text(suite):
+    """The text a model reads: where the time goes, the roofline and what to attack first."""
+    command = [suite.kagent, "profile", "--device", "cuda", "--worker", suite.socket_path,
+               os.path.join(suite.problems, "matmul.py"),
+               os.path.join(suite.candidates, "triton_matmul.py")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    needles = ("where the time goes", "reference", "attack first: matmul_kernel",
+               "compute bound", "hardware counters")
+    missing = [needle for needle in needles if needle not in result.stdout]
+    suite.report(result.returncode == 0 and not missing,
+                 f"kagent profile text names the kernel to attack first (missing {missing})",
+                 result.stdout + result.stderr[-800:])
+    print("# " + result.stdout.replace("\n", "\n# "))
+
+
 def main():
     source = os.environ["KAGENT_SOURCE_DIR"]
     suite = Suite("cuda", os.path.join(source, "tests", "gpu"), call_timeout=30)
-    print(f"1..{2 + len(CASES)}")
+    print(f"1..{3 + len(CASES) + len(PROFILE_CASES)}")
     code, verdict, log, seconds = suite.evaluate("relu", "triton_relu", ("--cold", "--no-cache"),
                                                  worker=False)
     suite.report(code == 0 and verdict["status"] == "correct"
@@ -83,6 +134,9 @@ def main():
         if verdict is not None and os.environ.get("KAGENT_SUITE_VERBOSE"):
             print("# " + json.dumps({k: verdict.get(k) for k in
                                      ("status", "reason", "violations", "warnings")}))
+    for case in PROFILE_CASES:
+        suite.run_case(case, command_name="profile")
+    profile_text(suite)
     suite.stop_worker()
     return suite.finish()
 

@@ -1,0 +1,43 @@
+/*
+ * The trace of an optimization run: an append-only JSONL file, one record per
+ * line (docs/traces.md lists the record types), written with one write(2) per
+ * record as it happens so that a killed run leaves a readable trace. Secrets
+ * are redacted before a record is written: header and key fields by name, and
+ * every registered secret value wherever it appears in a string.
+ */
+#ifndef KAGENT_TRACE_H
+#define KAGENT_TRACE_H
+
+#include <jansson.h>
+
+struct kagent_trace;
+
+/*
+ * Opens path for appending (creating it, 0600, and its folder). With resume,
+ * the file must exist: numbering continues after its last record, and a last
+ * line cut in the middle (a killed writer) is ended with a newline first.
+ */
+int kagent_trace_open(const char *path, int resume, struct kagent_trace **trace_out,
+		      char **error);
+void kagent_trace_close(struct kagent_trace *trace);
+/* A value never to be written (an API key); empty strings are ignored. */
+void kagent_trace_add_secret(struct kagent_trace *trace, const char *secret);
+/*
+ * Appends a record of the given type: fields (stolen, may be NULL) with "type",
+ * "seq" and "time" added, redacted, on one line. Returns 0 or a negative errno
+ * (a full disk): the run goes on, and the caller reports it once.
+ */
+int kagent_trace_write(struct kagent_trace *trace, const char *type, json_t *fields);
+/* Redacts a copy of value as kagent_trace_write does. The caller releases it. */
+json_t *kagent_trace_redact(const struct kagent_trace *trace, const json_t *value);
+
+/*
+ * Reads a trace: calls function for every record in order, skipping nothing but
+ * a last line cut in the middle (reported through *truncated_out, may be NULL).
+ * A line that is not a JSON object elsewhere is an error naming its line number.
+ * function returns 0 to go on, or non-zero to stop (returned as is).
+ */
+int kagent_trace_read(const char *path, int (*function)(const json_t *record, void *data),
+		      void *data, int *truncated_out, char **error);
+
+#endif
