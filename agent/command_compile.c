@@ -123,64 +123,6 @@ out:
 	return result;
 }
 
-static void
-print_number(long long value, int width)
-{
-	if (value < 0)
-		printf(" %*s", width, "-");
-	else
-		printf(" %*lld", width, value);
-}
-
-static void
-print_text(const struct kagent_compile_result *result, const char *output)
-{
-	size_t index;
-
-	for (index = 0; index < result->diagnostic_count; index++) {
-		const struct kagent_nvrtc_diagnostic *diagnostic = &result->diagnostics[index];
-
-		if (diagnostic->line > 0)
-			printf("%s:%d: %s: %s\n", diagnostic->file, diagnostic->line,
-			       kagent_nvrtc_log_severity_name(diagnostic->severity),
-			       diagnostic->message);
-		else
-			printf("%s: %s: %s\n", diagnostic->file,
-			       kagent_nvrtc_log_severity_name(diagnostic->severity),
-			       diagnostic->message);
-	}
-	if (result->kernel_count > 0) {
-		printf("%-40s %5s %9s %9s %7s %7s %7s\n", "kernel", "regs", "spill-st", "spill-ld",
-		       "stack", "smem", "cmem");
-		for (index = 0; index < result->kernel_count; index++) {
-			const struct kagent_compile_kernel *kernel = &result->kernels[index];
-
-			/* A long signature gets its own line so the columns stay aligned. */
-			if (strlen(kernel->demangled_name) > 40)
-				printf("%s\n%-40s", kernel->demangled_name, "");
-			else
-				printf("%-40s", kernel->demangled_name);
-			print_number(kernel->registers, 5);
-			print_number(kernel->spill_store_bytes, 9);
-			print_number(kernel->spill_load_bytes, 9);
-			print_number(kernel->stack_frame_bytes, 7);
-			print_number(kernel->shared_bytes, 7);
-			print_number(kernel->constant_bytes, 7);
-			printf("\n");
-			if (strcmp(kernel->demangled_name, kernel->mangled_name) != 0)
-				printf("  %s\n", kernel->mangled_name);
-		}
-	}
-	if (result->success)
-		printf("%s for %s in %.3f s%s (NVRTC %s), cubin %zu bytes%s%s\n",
-		       result->cached ? "served from cache" : "compiled", result->arch,
-		       result->elapsed_seconds, result->cached ? "" : "", result->nvrtc_version,
-		       result->cubin_size, output ? " -> " : "", output ? output : "");
-	else
-		printf("compilation failed for %s in %.3f s (NVRTC %s)\n", result->arch,
-		       result->elapsed_seconds, result->nvrtc_version);
-}
-
 static int
 kagent_command_compile_run(int argc, char **argv)
 {
@@ -241,7 +183,9 @@ kagent_command_compile_run(int argc, char **argv)
 		text = json_dumps(object, JSON_COMPACT);
 		printf("%s\n", text != NULL ? text : "{\"success\":false}");
 	} else {
-		print_text(result, arguments.output);
+		kagent_compile_result_render_text(result, stdout);
+		if (result->success && arguments.output != NULL)
+			printf("cubin written to %s\n", arguments.output);
 	}
 	exit_status = result->success ? 0 : EXIT_COMPILE_ERRORS;
 out:

@@ -9,6 +9,7 @@
 #include "kagent/alloc.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -284,4 +285,61 @@ out:
 		*cause = kagent_strdup("malformed compile result JSON");
 	kagent_compile_result_free(result);
 	return status;
+}
+
+static void
+compile_result__print_number(FILE *stream, long long value, int width)
+{
+	if (value < 0)
+		fprintf(stream, " %*s", width, "-");
+	else
+		fprintf(stream, " %*lld", width, value);
+}
+
+void
+kagent_compile_result_render_text(const struct kagent_compile_result *result, FILE *stream)
+{
+	size_t index;
+
+	for (index = 0; index < result->diagnostic_count; index++) {
+		const struct kagent_nvrtc_diagnostic *diagnostic = &result->diagnostics[index];
+
+		if (diagnostic->line > 0)
+			fprintf(stream, "%s:%d: %s: %s\n", diagnostic->file, diagnostic->line,
+				kagent_nvrtc_log_severity_name(diagnostic->severity),
+				diagnostic->message);
+		else
+			fprintf(stream, "%s: %s: %s\n", diagnostic->file,
+				kagent_nvrtc_log_severity_name(diagnostic->severity),
+				diagnostic->message);
+	}
+	if (result->kernel_count > 0) {
+		fprintf(stream, "%-40s %5s %9s %9s %7s %7s %7s\n", "kernel", "regs", "spill-st",
+			"spill-ld", "stack", "smem", "cmem");
+		for (index = 0; index < result->kernel_count; index++) {
+			const struct kagent_compile_kernel *kernel = &result->kernels[index];
+
+			/* A long signature gets its own line so the columns stay aligned. */
+			if (strlen(kernel->demangled_name) > 40)
+				fprintf(stream, "%s\n%-40s", kernel->demangled_name, "");
+			else
+				fprintf(stream, "%-40s", kernel->demangled_name);
+			compile_result__print_number(stream, kernel->registers, 5);
+			compile_result__print_number(stream, kernel->spill_store_bytes, 9);
+			compile_result__print_number(stream, kernel->spill_load_bytes, 9);
+			compile_result__print_number(stream, kernel->stack_frame_bytes, 7);
+			compile_result__print_number(stream, kernel->shared_bytes, 7);
+			compile_result__print_number(stream, kernel->constant_bytes, 7);
+			fprintf(stream, "\n");
+			if (strcmp(kernel->demangled_name, kernel->mangled_name) != 0)
+				fprintf(stream, "  %s\n", kernel->mangled_name);
+		}
+	}
+	if (result->success)
+		fprintf(stream, "%s for %s in %.3f s (NVRTC %s), cubin %zu bytes\n",
+			result->cached ? "served from cache" : "compiled", result->arch,
+			result->elapsed_seconds, result->nvrtc_version, result->cubin_size);
+	else
+		fprintf(stream, "compilation failed for %s in %.3f s (NVRTC %s)\n", result->arch,
+			result->elapsed_seconds, result->nvrtc_version);
 }

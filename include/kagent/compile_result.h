@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 enum kagent_compile_demangle {
 	KAGENT_COMPILE_DEMANGLE_NONE = 0,	     /* extern "C": the name is the symbol */
@@ -56,6 +57,9 @@ struct kagent_compile_result {
 };
 
 void kagent_compile_result_free(struct kagent_compile_result *result);
+/* Diagnostics with file:line, a table of per-kernel resources and a closing line, for a person
+ * or a model. */
+void kagent_compile_result_render_text(const struct kagent_compile_result *result, FILE *stream);
 const char *kagent_compile_result_demangle_name(enum kagent_compile_demangle demangle);
 /* A new JSON object (schema in docs/compile.md); the cubin is described, not embedded. */
 json_t *kagent_compile_result_to_json(const struct kagent_compile_result *result);
