@@ -36,6 +36,12 @@ kagent_buffer_string(const struct kagent_buffer *buffer)
 	return buffer->data != NULL ? buffer->data : "";
 }
 
+void
+kagent_buffer_append_string(struct kagent_buffer *buffer, const char *string)
+{
+	kagent_buffer_append(buffer, string, strlen(string));
+}
+
 char *
 kagent_buffer_take(struct kagent_buffer *buffer)
 {

@@ -7,6 +7,7 @@
 /* One command per line. */
 /* clang-format off */
 const struct kagent_command *const kagent_command_table[] = {
+	&kagent_command_optimize,
 	&kagent_command_eval,
 	&kagent_command_profile,
 #ifdef KAGENT_HAVE_NVRTC

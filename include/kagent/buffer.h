@@ -15,6 +15,8 @@ struct kagent_buffer {
 };
 
 void kagent_buffer_append(struct kagent_buffer *buffer, const void *bytes, size_t size);
+/* Appends a NUL-terminated string (without its NUL). */
+void kagent_buffer_append_string(struct kagent_buffer *buffer, const char *string);
 /* Replaces the contents. */
 void kagent_buffer_set(struct kagent_buffer *buffer, const void *bytes, size_t size);
 /* The contents as a string, never NULL; valid until the next change. */

@@ -9,6 +9,7 @@
 #define KAGENT_TOOL_H
 
 #include <jansson.h>
+#include <stdio.h>
 
 #include "kagent/session.h"
 
@@ -55,6 +56,9 @@ void kagent_tool_call_start(struct kagent_tool_call *call);
 /* Ends a call with the text for the model (taken over). */
 void kagent_tool_call_finish(struct kagent_tool_call *call, int is_error, char *content);
 
+/* A verdict rendered by one of the text renderers (verdict.h, profile.h), as a new string. */
+char *kagent_tool_render_verdict(void (*render)(const json_t *verdict, FILE *stream),
+				 const json_t *verdict);
 /* Argument helpers for handlers: a string argument, or NULL when absent. */
 const char *kagent_tool_string_argument(const struct kagent_tool_call *call, const char *name);
 

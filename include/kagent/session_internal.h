@@ -1,0 +1,100 @@
+/*
+ * The session's state, shared by agent/session.c (the turns) and
+ * agent/session_create.c (setup and --resume). Nothing else includes this.
+ */
+#ifndef KAGENT_SESSION_INTERNAL_H
+#define KAGENT_SESSION_INTERNAL_H
+
+#include "kagent/session.h"
+#include "kagent/tool.h"
+
+struct kagent_llm_call;
+struct kagent_trace;
+struct kagent_variant_repository;
+
+enum kagent_session_step {
+	KAGENT_SESSION_STEP_NEXT_TURN,
+	KAGENT_SESSION_STEP_TOOL,
+	KAGENT_SESSION_STEP_TURN_END,
+	KAGENT_SESSION_STEP_TARGET_REACHED,
+};
+
+struct kagent_session_totals {
+	long long input_tokens;
+	long long output_tokens;
+	double cost;
+	double gpu_seconds;
+	double wall_seconds_before; /* spent by earlier processes of a resumed run */
+};
+
+struct kagent_session {
+	uv_loop_t *loop;
+	struct kagent_http_client *http;
+	const struct kagent_config *config;
+	void (*observer)(const json_t *record, void *data);
+	void (*done)(struct kagent_session *session, int status, const json_t *summary, void *data);
+	void *observer_data;
+
+	char *problem_path;	 /* as the user gave it */
+	char *problem_copy_path; /* the problem.py of the worktree, what evaluations read */
+	char *problem_source;
+	char *problem_name;
+	char *run_id;
+	char *gpu_name;
+	int resumed;
+
+	struct kagent_variant_repository *repository;
+	char *worktree;
+	char *variants_directory;
+	struct kagent_trace *trace;
+	char *trace_path;
+	int trace_failed;
+	char *prompts_directory;
+	char *system_prompt;
+	char *problem_prompt;
+	json_t *tools;
+	json_t *messages;
+
+	struct kagent_variant **variants;
+	size_t variant_count;
+	struct kagent_variant *best;
+	double best_speedup;
+	struct kagent_variant *target_variant; /* reached the target; confirmed at turn end */
+	struct kagent_variant *final_variant;
+	json_t *seen_seeds;
+
+	long long turn;
+	struct kagent_session_totals totals;
+	double started;
+
+	uv_timer_t step_timer;
+	enum kagent_session_step next_step;
+	struct kagent_llm_call *llm_call;
+	json_t *reply_message;
+	size_t next_tool;
+	json_t *pending_call;
+	json_t *tool_arguments;
+	struct kagent_tool_call tool_call;
+	double tool_started;
+	double tool_gpu_before;
+	int evaluations_in_flight;
+	int replies_without_tools;
+	int finish_requested;
+	char *finish_summary;
+	int interrupted;
+	char *evaluator_failure;
+	char *stop_reason;
+	char *stop_detail;
+	int state_done;
+};
+
+void kagent_session_record(struct kagent_session *session, const char *type, json_t *fields);
+void kagent_session_schedule(struct kagent_session *session, enum kagent_session_step step);
+void kagent_session_add_message(struct kagent_session *session, json_t *message);
+double kagent_session_wall_seconds(const struct kagent_session *session);
+struct kagent_variant *kagent_session_append_variant(struct kagent_session *session, char *source,
+						     char *path, const char *note, int turn);
+/* The fields of the run_start record. */
+json_t *kagent_session_run_start_fields(const struct kagent_session *session);
+
+#endif
