@@ -14,6 +14,7 @@ const struct kagent_command *const kagent_command_table[] = {
 	&kagent_command_compile,
 #endif
 	&kagent_command_gpu,
+	&kagent_command_trace,
 	&kagent_command_worker,
 	NULL,
 };

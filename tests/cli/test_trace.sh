@@ -1,0 +1,104 @@
+#!/bin/sh
+# Black-box tests of `kagent trace`: a whole small run rendered, verbose and as JSON, a trace cut
+# by a killed writer, and files that are not traces (tests/fixtures/traces). TAP output.
+set -u
+KAGENT=${KAGENT:?path to the kagent binary}
+SOURCE=${KAGENT_SOURCE_DIR:?source folder}
+TRACES="$SOURCE/tests/fixtures/traces"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/kagent-trace-XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+count=0
+failed=0
+ok() { count=$((count + 1)); echo "ok $count - $1"; }
+not_ok() { count=$((count + 1)); failed=$((failed + 1)); echo "not ok $count - $1"; shift; for line in "$@"; do echo "# $line"; done; }
+# check NAME EXPECTED_STATUS STDOUT_LINE STDERR_PATTERN -- kagent arguments
+# STDOUT_LINE must be a whole line of stdout (fixed string); STDERR_PATTERN a grep pattern.
+check() {
+	name=$1 expected=$2 out_line=$3 err_pattern=$4
+	shift 5
+	"$KAGENT" "$@" > "$WORK/out" 2> "$WORK/err"
+	status=$?
+	if [ "$status" -ne "$expected" ]; then
+		not_ok "$name" "exit $status, expected $expected" "$(cat "$WORK/out" "$WORK/err")"
+	elif [ -n "$out_line" ] && ! grep -q -x -F -- "$out_line" "$WORK/out"; then
+		not_ok "$name" "stdout lacks the line: $out_line" "$(cat "$WORK/out")"
+	elif [ -n "$err_pattern" ] && ! grep -q -- "$err_pattern" "$WORK/err"; then
+		not_ok "$name" "stderr lacks $err_pattern" "$(cat "$WORK/err")"
+	elif [ -z "$err_pattern" ] && [ -s "$WORK/err" ]; then
+		not_ok "$name" "unexpected stderr" "$(cat "$WORK/err")"
+	else
+		ok "$name"
+	fi
+}
+# expect_lines NAME FILE LINE...: each LINE is a whole line of FILE.
+expect_lines() {
+	name=$1 file=$2
+	shift 2
+	for line in "$@"; do
+		if ! grep -q -x -F -- "$line" "$file"; then
+			not_ok "$name" "missing line: $line" "$(cat "$file")"
+			return
+		fi
+	done
+	ok "$name"
+}
+
+echo "1..17"
+check "run: exit 0, the run line" 0 \
+	"run 20261122-061502-3f2a: relu (problem.py), model gpt-5 via chat_completions, target 1.50x vs best of eager and compile" \
+	"" -- trace "$TRACES/run.jsonl"
+expect_lines "run: one line per event" "$WORK/out" \
+	"turn 1: 1.2k in / 567 out tokens, \$0.0123, 12.3 s; calls evaluate" \
+	"turn 1: call evaluate {source: 5 lines}" \
+	"turn 1: evaluate v1 -> correct, 1.23x eager, 0.98x compile (0.1234 ms)" \
+	"turn 1: commit v1 3f2a1b0 on runs/20261122-061502-3f2a" \
+	"turn 1: best v1 1.23x (was none)" \
+	"turn 1: evaluate returned in 25.6 s: v1: correct, 1.23x faster than eager, 0.98x torch.compile..." \
+	"turn 1 done: best 1.23x (v1); budget: turns 1/40, tokens 1.8k/100k, \$0.01/\$5.00, 38s/60m, gpu 1.9s" \
+	"turn 2: retry 1 after 429 rate limited: waiting 2.0 s" \
+	"turn 2: best v2 2.10x (was 1.23x)" \
+	"stop: target reached (v2 2.10x)" \
+	"confirm v2 -> correct, 2.05x eager, 1.66x compile (0.0741 ms)" \
+	"final: v2 confirmed on unseen seeds, 2.05x; best kernel: kagent-runs/relu/20261122-061502-3f2a/best.py"
+if grep -q -e "Write a faster kernel" -e "request" -e "ReLU is memory bound" -e "candidate 0.1234 ms" "$WORK/out"; then
+	not_ok "run: messages, requests, streams and the model's text only with --verbose" "$(cat "$WORK/out")"
+else
+	ok "run: messages, requests, streams and the model's text only with --verbose"
+fi
+if grep -q "$(printf '\033')" "$WORK/out"; then not_ok "run: no escape sequences into a pipe"; else ok "run: no escape sequences into a pipe"; fi
+
+check "verbose" 0 "    ReLU is memory bound." "" -- trace --verbose "$TRACES/run.jsonl"
+expect_lines "verbose: message, request, text, whole tool result" "$WORK/out" \
+	"turn 1: message to the model:" \
+	"  Write a faster kernel for this module:" \
+	"turn 1: request, attempt 1 to https://api.openai.com/v1/chat/completions, 0.1 kB" \
+	"    I will write a vectorized Triton kernel." \
+	"  candidate 0.1234 ms, eager 0.1518 ms"
+
+check "json" 0 "" "" -- trace "$TRACES/run.jsonl" --json
+if python3 - "$TRACES/run.jsonl" "$WORK/out" <<'PY'
+import json, sys
+expected = [json.loads(line) for line in open(sys.argv[1])]
+lines = open(sys.argv[2]).read().splitlines()
+got = [json.loads(line) for line in lines]
+assert got == expected, "records differ"
+assert [list(r) for r in got] == [list(r) for r in expected], "key order differs"
+PY
+then ok "json: every record as written, one per line, keys in order"; else not_ok "json: every record as written"; fi
+
+check "cut last line: exit 0 and a note" 0 "stop: target reached (v2 2.10x)" \
+	"truncated.jsonl: trace ends in a cut line: the run was killed while writing" -- trace "$TRACES/truncated.jsonl"
+if grep -q "^final:" "$WORK/out"; then not_ok "cut last line: the cut record is skipped" "$(cat "$WORK/out")"; else ok "cut last line: the cut record is skipped"; fi
+check "cut last line, json" 0 "" "trace ends in a cut line" -- trace --json "$TRACES/truncated.jsonl"
+if [ "$(wc -l < "$WORK/out")" -eq 22 ]; then ok "cut last line, json: 22 whole records"; else not_ok "cut last line, json: 22 whole records" "$(wc -l < "$WORK/out")"; fi
+
+check "garbage file" 2 "" "garbage.jsonl:1: not a JSON object" -- trace "$TRACES/garbage.jsonl"
+head -n 3 "$TRACES/run.jsonl" > "$WORK/middle.jsonl"
+echo "oops, not JSON" >> "$WORK/middle.jsonl"
+sed -n 4,5p "$TRACES/run.jsonl" >> "$WORK/middle.jsonl"
+check "bad middle line, json: nothing printed" 2 "" "middle.jsonl:4: not a JSON object" -- trace --json "$WORK/middle.jsonl"
+if [ -s "$WORK/out" ]; then not_ok "bad middle line, json: stdout empty" "$(cat "$WORK/out")"; else ok "bad middle line, json: stdout empty"; fi
+check "missing file" 2 "" "cannot open the trace $WORK/none.jsonl: No such file or directory" -- trace "$WORK/none.jsonl"
+check "no file" 2 "" "usage: kagent trace FILE" -- trace
+[ "$failed" -eq 0 ]
