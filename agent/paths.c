@@ -1,5 +1,5 @@
 /*
- * Locating the interpreter, runner, sandbox library, cache and worker socket
+ * Locating the interpreter, runner, prompts, sandbox library, cache and worker socket
  * (see include/kagent/paths.h). The order (environment, beside the executable,
  * compiled default) lets a build folder inside the source tree work without any
  * setup, while tests and installs override each path on its own.
@@ -24,6 +24,9 @@
 #endif
 #ifndef KAGENT_DEFAULT_SANDBOX_LIBRARY
 #define KAGENT_DEFAULT_SANDBOX_LIBRARY "libkagent-sandbox.so"
+#endif
+#ifndef KAGENT_DEFAULT_PROMPTS_DIR
+#define KAGENT_DEFAULT_PROMPTS_DIR "prompts"
 #endif
 #ifndef KAGENT_DEFAULT_PYTHON
 #define KAGENT_DEFAULT_PYTHON "python3"
@@ -116,6 +119,13 @@ kagent_paths_runner_dir(char **out, char **cause)
 {
 	return paths__locate(out, "KAGENT_RUNNER_DIR", "../sandbox/runner", R_OK | X_OK,
 			     KAGENT_DEFAULT_RUNNER_DIR);
+}
+
+int
+kagent_paths_prompts_dir(char **out, char **cause)
+{
+	return paths__locate(out, "KAGENT_PROMPTS_DIR", "../prompts", R_OK | X_OK,
+			     KAGENT_DEFAULT_PROMPTS_DIR);
 }
 
 int

@@ -1,6 +1,6 @@
 /*
  * Where kagent finds what it needs at run time: the Python interpreter that runs
- * the worker, the runner package, the sandbox library, its cache and the default
+ * the worker, the runner package, the prompts, the sandbox library, its cache and the default
  * worker socket. Each is an environment variable first, then a path relative to
  * the running executable (a build folder inside the source tree), then the
  * default compiled in by meson.
@@ -17,6 +17,9 @@
 int kagent_paths_python(char **out, char **cause);
 /* KAGENT_RUNNER_DIR, else <exe_dir>/../sandbox/runner when it exists, else the default. */
 int kagent_paths_runner_dir(char **out, char **cause);
+/* KAGENT_PROMPTS_DIR, else <exe_dir>/../prompts when it exists, else the default (the source
+ * tree's prompts/). */
+int kagent_paths_prompts_dir(char **out, char **cause);
 /* KAGENT_SANDBOX_LIBRARY, else <exe_dir>/sandbox/libkagent-sandbox.so when it exists, else the
  * default. */
 int kagent_paths_sandbox_library(char **out, char **cause);
