@@ -87,14 +87,17 @@ static int
 session_create__prompts(struct kagent_session *session, char **error)
 {
 	const struct kagent_config *config = session->config;
-	char target[32], turns[32];
+	char target[64], turns[32];
 	int status;
 
-	snprintf(target, sizeof target, "%.2f", config->target.speedup);
+	if (config->target.speedup > 0)
+		snprintf(target, sizeof target, "%.2fx", config->target.speedup);
+	else
+		snprintf(target, sizeof target, "as fast as you can (no fixed target)");
 	if (config->budget.max_turns > 0)
 		snprintf(turns, sizeof turns, "%lld", config->budget.max_turns);
 	else
-		snprintf(turns, sizeof turns, "unlimited");
+		snprintf(turns, sizeof turns, "no limit");
 	{
 		const struct kagent_prompt_variable variables[] = {
 		    {"target_speedup", target},
@@ -103,7 +106,7 @@ session_create__prompts(struct kagent_session *session, char **error)
 		    {"problem_name", session->problem_name},
 		    {"problem_source", session->problem_source},
 		    {"gpu", session->gpu_name != NULL ? session->gpu_name : "unknown"},
-		    {"input_summary", "as get_inputs() in the source builds them"},
+		    {"input_summary", "see get_inputs() in the source below"},
 		};
 		size_t count = sizeof variables / sizeof variables[0];
 
