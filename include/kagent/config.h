@@ -1,12 +1,14 @@
 /*
  * The configuration of `kagent optimize`: the model endpoint, sampling and
  * reasoning options, budgets, the speedup target and the evaluation settings.
- * It is read from a YAML file (libyaml), then the SDK environment variables
- * (OPENAI_BASE_URL, OPENAI_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY) and
- * then command-line flags override it, in that order. The API key itself is
- * read from the environment variable the config names and is never written
- * anywhere: traces store the variable's name, not its value.
- * config/kagent.example.yaml documents every key.
+ * The CLI calls, in this order: kagent_config_init, kagent_config_load_file
+ * (YAML, libyaml), kagent_config_set for each flag (flags override the file),
+ * kagent_config_apply_environment (the SDK variables OPENAI_BASE_URL,
+ * ANTHROPIC_BASE_URL and the API key fill only what is still unset, so an
+ * explicit base_url wins as an explicit SDK argument does), then
+ * kagent_config_validate. The API key itself is read from the environment
+ * variable the config names and is never written anywhere: traces store the
+ * variable's name, not its value. config/kagent.example.yaml documents every key.
  */
 #ifndef KAGENT_CONFIG_H
 #define KAGENT_CONFIG_H
@@ -25,7 +27,7 @@ struct kagent_provider_config {
 	char *base_url;		       /* e.g. https://api.openai.com/v1; NULL until resolved */
 	char *model;		       /* NULL when not configured */
 	char *api_key_env;	       /* the variable holding the key; NULL: the format's default */
-	char *api_key;		       /* resolved from api_key_env at load; NULL when unset */
+	char *api_key;		       /* from api_key_env by apply_environment; NULL when unset */
 	double temperature;	       /* < 0: not sent */
 	double top_p;		       /* < 0: not sent */
 	long long max_output_tokens;   /* 0: not sent (Anthropic requires one: 16384 then) */
@@ -76,36 +78,53 @@ struct kagent_config {
 /* Fills config with the defaults above. */
 void kagent_config_init(struct kagent_config *config);
 /*
- * Reads a YAML file over the current values. Unknown keys, wrong types and
- * out-of-range values are errors naming the file, line and key. Returns 0 or
- * a negative errno with *error set (the caller frees it).
+ * Reads a YAML file (at most 1 MiB) over the current values. Unknown keys,
+ * duplicate keys, wrong types, out-of-range values and YAML aliases are errors
+ * naming the file, line and dotted key ("kagent.yaml:7: budget.max_turns:
+ * expected a non-negative integer, got 'many'"). Returns 0 or a negative errno
+ * with *error set (the caller frees it); on error config may hold some of the
+ * file's values. Sets source_path on success.
  */
 int kagent_config_load_file(struct kagent_config *config, const char *path, char **error);
 /*
- * The file to read when --config is not given: $KAGENT_CONFIG, else
- * ./kagent.yaml, else $XDG_CONFIG_HOME/kagent/config.yaml (or ~/.config/...),
- * the first that exists. Returns a new string or NULL when there is none.
+ * The file to read when --config is not given: $KAGENT_CONFIG (whether or not
+ * it exists: a name given explicitly must not be skipped silently), else the
+ * first that exists of ./kagent.yaml, $XDG_CONFIG_HOME/kagent/config.yaml and
+ * ~/.config/kagent/config.yaml. Returns a new string or NULL when there is none.
  */
 char *kagent_config_default_path(void);
 /*
- * Applies OPENAI_BASE_URL / ANTHROPIC_BASE_URL (when the file set no base_url)
- * and resolves the key from api_key_env (OPENAI_API_KEY or ANTHROPIC_API_KEY
- * by default), as the official SDKs do, then fills the format's default
- * base_url. Call after the file and before the flags.
+ * Fills what the file and the flags left unset, as the official SDKs do:
+ * base_url from OPENAI_BASE_URL (chat_completions, responses) or
+ * ANTHROPIC_BASE_URL (anthropic), else the format's official endpoint;
+ * api_key_env as OPENAI_API_KEY or ANTHROPIC_API_KEY; then api_key from the
+ * variable api_key_env names (NULL when unset or empty). Empty variables count
+ * as unset. Call after the file and the flags, before validate.
  */
 void kagent_config_apply_environment(struct kagent_config *config);
-/* Sets one value from a flag: key is a dotted path ("provider.model"). Same errors as load. */
+/*
+ * Sets one value from a flag: key is a dotted path as in the file
+ * ("provider.model"), value is converted and checked as the file's would be
+ * (empty, "~" or "null" unsets an optional key). Errors read "KEY: message".
+ */
 int kagent_config_set(struct kagent_config *config, const char *key, const char *value,
 		      char **error);
 /*
- * Checks that a run can start: an endpoint and a model. The error says exactly
- * what to set (the YAML key, the environment variable or the flag). An empty
- * key is allowed (local servers need none).
+ * Checks that a run can start: a model, an http:// or https:// endpoint and,
+ * for the official hosts (api.openai.com, api.anthropic.com), an API key. The
+ * error says exactly what to set (the YAML key, the environment variable or
+ * the flag). Other endpoints need no key (local servers).
  */
 int kagent_config_validate(const struct kagent_config *config, char **error);
-/* The config as JSON for traces: everything but the key's value. The caller releases it. */
+/*
+ * The config as JSON for traces, nested as in the file, plus "source_path":
+ * everything but the key's value (api_key_env is there). Unset values are
+ * null. The caller releases it.
+ */
 json_t *kagent_config_to_json(const struct kagent_config *config);
 void kagent_config_clear(struct kagent_config *config);
+/* A one-line description of a dotted key, for usage texts; NULL for an unknown key. */
+const char *kagent_config_key_help(const char *key);
 
 const char *kagent_llm_format_name(enum kagent_llm_format format);
 int kagent_llm_format_parse(const char *name, enum kagent_llm_format *format_out);
