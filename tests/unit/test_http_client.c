@@ -357,18 +357,18 @@ test_stall_after_the_head(void)
 	outcome_free(&outcome);
 }
 
-/* Bytes that keep coming reset the stall watch: 4 pauses of 400 ms under a 1 s limit. */
+/* Bytes that keep coming reset the stall watch: 5 pauses of 500 ms under a 2 s limit. */
 static void
 test_slow_stream_is_not_a_stall(void)
 {
 	struct outcome outcome = {0};
 
 	run_one("[{\"sse\": [{\"data\": \"a\"}, {\"data\": \"b\"}, {\"data\": \"c\"},"
-		" {\"data\": \"d\"}, {\"data\": \"e\"}], \"pause_ms\": 400}]",
-		&outcome, (struct kagent_http_request_options){.stall_seconds = 1}, "/");
+		" {\"data\": \"d\"}, {\"data\": \"e\"}, {\"data\": \"f\"}], \"pause_ms\": 500}]",
+		&outcome, (struct kagent_http_request_options){.stall_seconds = 2}, "/");
 	CHECK_INT(outcome.result.failure, KAGENT_HTTP_OK);
-	CHECK(outcome.result.seconds >= 1.5);
-	CHECK_INT(outcome.body_calls, 5);
+	CHECK(outcome.result.seconds >= 2.4);
+	CHECK_INT(outcome.body_calls, 6);
 	outcome_free(&outcome);
 }
 
@@ -409,11 +409,14 @@ test_connection_refused(void)
 	outcome_free(&outcome);
 }
 
+/* Polled: cancels once the first event arrived, so that the request is surely mid-stream. */
 static void
 cancel_on_timer(uv_timer_t *timer)
 {
 	struct outcome *outcome = timer->data;
 
+	if (outcome->body_calls == 0)
+		return;
 	kagent_http_request_cancel(outcome->request);
 	uv_close((uv_handle_t *)timer, NULL);
 }
@@ -437,7 +440,7 @@ test_cancel_in_flight(void)
 	CHECK_INT(early.done_calls, 0);
 	uv_timer_init(&fixture.loop, &timer);
 	timer.data = &outcome;
-	uv_timer_start(&timer, cancel_on_timer, 500, 0);
+	uv_timer_start(&timer, cancel_on_timer, 20, 20);
 	fixture_run(&fixture);
 	CHECK_INT(outcome.done_calls, 1);
 	CHECK_INT(outcome.result.failure, KAGENT_HTTP_ABORTED);
@@ -480,11 +483,16 @@ test_cancel_inside_body_callback(void)
 	outcome_free(&outcome);
 }
 
+/* Polled: frees the client once each of the three requests has received its first event. */
 static void
 free_on_timer(uv_timer_t *timer)
 {
 	struct fixture *fixture = timer->data;
+	struct outcome *outcomes = fixture->next_outcome;
 
+	for (int i = 0; i < 3; i++)
+		if (outcomes[i].body_calls == 0)
+			return;
 	kagent_http_client_free(fixture->client);
 	/* Every request was told, before free returned. */
 	CHECK_INT(fixture->outstanding, 0);
@@ -506,9 +514,10 @@ test_free_with_requests_in_flight(void)
 	for (int i = 0; i < 3; i++)
 		start_request(&fixture, &outcomes[i],
 			      (struct kagent_http_request_options){.url = url});
+	fixture.next_outcome = outcomes; /* for free_on_timer; start_next stays 0 */
 	uv_timer_init(&fixture.loop, &timer);
 	timer.data = &fixture;
-	uv_timer_start(&timer, free_on_timer, 800, 0);
+	uv_timer_start(&timer, free_on_timer, 20, 20);
 	fixture_run(&fixture);
 	for (int i = 0; i < 3; i++) {
 		CHECK_INT(outcomes[i].done_calls, 1);
