@@ -64,8 +64,9 @@ struct kagent_http_request_options {
 /* Returns 0 or a negative errno with *error set. */
 int kagent_http_client_create(uv_loop_t *loop, struct kagent_http_client **client_out,
 			      char **error);
-/* Cancels what is in flight (each gets on_done with KAGENT_HTTP_ABORTED) and frees the client
- * once its handles are closed; the loop must run for that. */
+/* Cancels what is in flight (each gets on_done with KAGENT_HTTP_ABORTED before this returns, or,
+ * when called from on_head or on_body, as soon as libcurl returns) and frees the client once its
+ * handles are closed; the loop must run for that. */
 void kagent_http_client_free(struct kagent_http_client *client);
 /* Starts a request; NULL on a bad option (*error set). The handle is valid until on_done. */
 struct kagent_http_request *kagent_http_request_start(struct kagent_http_client *client,
