@@ -67,6 +67,8 @@ int kagent_http_client_create(uv_loop_t *loop, struct kagent_http_client **clien
 /* Cancels what is in flight (each gets on_done with KAGENT_HTTP_ABORTED) and frees the client
  * once its handles are closed; the loop must run for that. */
 void kagent_http_client_free(struct kagent_http_client *client);
+/* The loop the client runs on (for the timers of callers that retry). */
+uv_loop_t *kagent_http_client_loop(struct kagent_http_client *client);
 /* Starts a request; NULL on a bad option (*error set). The handle is valid until on_done. */
 struct kagent_http_request *kagent_http_request_start(struct kagent_http_client *client,
 						      const struct kagent_http_request_options *options,
