@@ -429,7 +429,7 @@ http__copy_header(struct kagent_http_request *request, const char *name)
 	struct kagent_http_response_head head = {.opaque = request};
 	const char *value = http__head_header(&head, name);
 
-	return value != NULL ? kagent_strndup(value, HTTP_HEADER_VALUE_CAP) : NULL;
+	return value != NULL ? kagent_strndup(value, strnlen(value, HTTP_HEADER_VALUE_CAP)) : NULL;
 }
 
 static int
