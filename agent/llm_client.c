@@ -12,7 +12,6 @@
 #include "kagent/alloc.h"
 #include "kagent/log.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

@@ -146,7 +146,7 @@ out:
 /* ---- OpenAI Chat Completions ---- */
 
 static json_t *
-chat__message(const struct llm_request__message *message)
+llm_request__chat_message(const struct llm_request__message *message)
 {
 	const json_t *call;
 	json_t *calls;
@@ -182,7 +182,7 @@ chat__message(const struct llm_request__message *message)
 }
 
 static json_t *
-chat__tool(const json_t *tool)
+llm_request__chat_tool(const json_t *tool)
 {
 	return json_pack("{s:s, s:{s:O, s:O, s:O}}", "type", "function", "function", "name",
 			 json_object_get(tool, "name"), "description",
@@ -193,7 +193,7 @@ chat__tool(const json_t *tool)
 /* ---- OpenAI Responses ---- */
 
 static void
-responses__append_items(json_t *input, const struct llm_request__message *message)
+llm_request__responses_append_items(json_t *input, const struct llm_request__message *message)
 {
 	const json_t *call;
 	size_t i;
@@ -225,7 +225,7 @@ responses__append_items(json_t *input, const struct llm_request__message *messag
 }
 
 static json_t *
-responses__tool(const json_t *tool)
+llm_request__responses_tool(const json_t *tool)
 {
 	/* strict defaults to true there, which refuses schemas with optional properties. */
 	return json_pack("{s:s, s:O, s:O, s:O, s:b}", "type", "function", "name",
@@ -239,7 +239,7 @@ responses__tool(const json_t *tool)
 /* The content blocks of the last message when it is the user's, else of a new user message:
  * Anthropic wants roles to alternate, so tool results and a following text share one. */
 static json_t *
-anthropic__user_blocks(json_t *messages)
+llm_request__anthropic_user_blocks(json_t *messages)
 {
 	size_t count = json_array_size(messages);
 	json_t *last = count > 0 ? json_array_get(messages, count - 1) : NULL;
@@ -254,7 +254,7 @@ anthropic__user_blocks(json_t *messages)
 
 /* Parsed arguments for tool_use.input, which must be an object: {} when they are not one. */
 static json_t *
-anthropic__input(const json_t *call)
+llm_request__anthropic_input(const json_t *call)
 {
 	json_t *input = json_loads(llm_request__arguments(call), 0, NULL);
 
@@ -266,7 +266,7 @@ anthropic__input(const json_t *call)
 }
 
 static void
-anthropic__append(json_t *messages, const struct llm_request__message *message)
+llm_request__anthropic_append(json_t *messages, const struct llm_request__message *message)
 {
 	json_t *blocks, *block;
 	const json_t *call;
@@ -277,11 +277,11 @@ anthropic__append(json_t *messages, const struct llm_request__message *message)
 		/* Anthropic refuses empty text blocks. */
 		if (message->content[0] != '\0')
 			json_array_append_new(
-			    anthropic__user_blocks(messages),
+			    llm_request__anthropic_user_blocks(messages),
 			    json_pack("{s:s, s:s}", "type", "text", "text", message->content));
 		return;
 	case LLM_REQUEST_TOOL:
-		blocks = anthropic__user_blocks(messages);
+		blocks = llm_request__anthropic_user_blocks(messages);
 		/* tool_result blocks must come before any text in their message. */
 		first_other = 0;
 		json_array_foreach(blocks, i, block)
@@ -307,7 +307,7 @@ anthropic__append(json_t *messages, const struct llm_request__message *message)
 		json_array_append_new(blocks, json_pack("{s:s, s:O, s:O, s:o}", "type", "tool_use",
 							"id", json_object_get(call, "id"), "name",
 							json_object_get(call, "name"), "input",
-							anthropic__input(call)));
+							llm_request__anthropic_input(call)));
 	}
 	/* An assistant turn with nothing in it cannot be sent (empty content is refused);
 	 * dropping it lets the user messages around it merge, keeping the roles alternating. */
@@ -320,7 +320,7 @@ anthropic__append(json_t *messages, const struct llm_request__message *message)
 }
 
 static json_t *
-anthropic__tool(const json_t *tool)
+llm_request__anthropic_tool(const json_t *tool)
 {
 	return json_pack("{s:O, s:O, s:O}", "name", json_object_get(tool, "name"), "description",
 			 json_object_get(tool, "description"), "input_schema",
@@ -485,13 +485,13 @@ kagent_llm_request_body(const struct kagent_llm_request *request, char **error)
 			goto failed;
 		switch (provider->format) {
 		case KAGENT_LLM_FORMAT_CHAT_COMPLETIONS:
-			json_array_append_new(list, chat__message(&checked));
+			json_array_append_new(list, llm_request__chat_message(&checked));
 			break;
 		case KAGENT_LLM_FORMAT_RESPONSES:
-			responses__append_items(list, &checked);
+			llm_request__responses_append_items(list, &checked);
 			break;
 		case KAGENT_LLM_FORMAT_ANTHROPIC:
-			anthropic__append(list, &checked);
+			llm_request__anthropic_append(list, &checked);
 			break;
 		}
 	}
@@ -501,10 +501,10 @@ kagent_llm_request_body(const struct kagent_llm_request *request, char **error)
 		{
 			json_array_append_new(list,
 					      provider->format == KAGENT_LLM_FORMAT_CHAT_COMPLETIONS
-						  ? chat__tool(tool)
+						  ? llm_request__chat_tool(tool)
 					      : provider->format == KAGENT_LLM_FORMAT_RESPONSES
-						  ? responses__tool(tool)
-						  : anthropic__tool(tool));
+						  ? llm_request__responses_tool(tool)
+						  : llm_request__anthropic_tool(tool));
 		}
 		json_object_set_new(body, "tools", list);
 	}
