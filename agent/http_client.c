@@ -796,6 +796,12 @@ kagent_http_client_create(uv_loop_t *loop, struct kagent_http_client **client_ou
 	return 0;
 }
 
+uv_loop_t *
+kagent_http_client_loop(struct kagent_http_client *client)
+{
+	return client->loop;
+}
+
 void
 kagent_http_client_free(struct kagent_http_client *client)
 {

@@ -68,6 +68,8 @@ int kagent_http_client_create(uv_loop_t *loop, struct kagent_http_client **clien
  * when called from on_head or on_body, as soon as libcurl returns) and frees the client once its
  * handles are closed; the loop must run for that. */
 void kagent_http_client_free(struct kagent_http_client *client);
+/* The loop the client runs on (for the timers of callers that retry). */
+uv_loop_t *kagent_http_client_loop(struct kagent_http_client *client);
 /* Starts a request; NULL on a bad option (*error set). The handle is valid until on_done. */
 struct kagent_http_request *kagent_http_request_start(struct kagent_http_client *client,
 						      const struct kagent_http_request_options *options,

@@ -30,10 +30,12 @@ enum kagent_llm_call_failure {
 
 struct kagent_llm_call_outcome {
 	enum kagent_llm_call_failure failure;
-	char *error_message;		 /* NULL on success */
-	long http_status;		 /* of the last attempt; 0 when none came */
-	struct kagent_llm_result *reply; /* the parsed reply; NULL on failure (owned by the outcome) */
-	double cost;			 /* US dollars, from usage and the configured prices */
+	char *error_message; /* NULL on success */
+	long http_status;    /* of the last attempt; 0 when none came */
+	/* The parsed reply; NULL on failure (owned by the outcome). Every tool call has an id:
+	 * one the provider left out is made up ("call_<n>", unique in the process). */
+	struct kagent_llm_result *reply;
+	double cost; /* US dollars, from usage and the configured prices */
 	int attempts;
 	double seconds; /* from start to done, retries and waits included */
 };
@@ -55,7 +57,13 @@ typedef void (*kagent_llm_call_callback)(struct kagent_llm_call_outcome *outcome
 /*
  * Starts a turn. The callback runs exactly once, from the loop, and owns the
  * outcome (free it with kagent_llm_call_outcome_free). Returns NULL with *error
- * set when the request cannot be built; then the callback never runs.
+ * set when the request cannot be built; then the callback never runs. The
+ * request is copied; the client must outlive the call (cancel it first).
+ *
+ * Retried: what kagent_retry_decide retries (connect failures, 408, 409, 429,
+ * 5xx), and a stream that breaks off before its terminal event or reports
+ * overload (as a 529). Not retried: an error the provider reports inside a 2xx
+ * stream, a stream that does not parse or passes a cap (KAGENT_LLM_CALL_STREAM).
  */
 struct kagent_llm_call *kagent_llm_call_start(struct kagent_http_client *client,
 					      const struct kagent_llm_request *request,

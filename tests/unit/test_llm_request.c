@@ -1,0 +1,464 @@
+/*
+ * Tests of the request builder: the same conversation (a user message, an
+ * assistant message with two tool calls, their two results, a user text) in
+ * each wire format, compared with the JSON the provider documents; the errors;
+ * the headers with and without a key; URL joining; the assistant message made
+ * from a streamed reply.
+ */
+#include "kagent/llm_request.h"
+
+#include "kagent/alloc.h"
+#include "test.h"
+
+/* JSON written with ' for " so the expected bodies stay readable (no text here has a '). */
+static json_t *
+json_from(const char *text)
+{
+	char *copy = kagent_strdup(text);
+	json_error_t error;
+	json_t *value;
+
+	for (char *p = copy; *p != '\0'; p++)
+		if (*p == '\'')
+			*p = '"';
+	value = json_loads(copy, 0, &error);
+	if (value == NULL)
+		fprintf(stderr, "bad test JSON: %s at %d: %s\n", error.text, error.position, copy);
+	CHECK(value != NULL);
+	free(copy);
+	return value;
+}
+
+static void
+check_json(json_t *actual, const char *expected_text)
+{
+	json_t *expected = json_from(expected_text);
+
+	CHECK(actual != NULL);
+	if (!json_equal(actual, expected)) {
+		char *actual_dump = json_dumps(actual, JSON_INDENT(1) | JSON_SORT_KEYS);
+		char *expected_dump = json_dumps(expected, JSON_INDENT(1) | JSON_SORT_KEYS);
+
+		fprintf(stderr, "actual:\n%s\nexpected:\n%s\n", actual_dump, expected_dump);
+		free(actual_dump);
+		free(expected_dump);
+		CHECK(!"the JSON differs");
+	}
+	json_decref(expected);
+}
+
+static const char conversation[] =
+    "[{'role':'user','content':'Make it fast.'},"
+    " {'role':'assistant','content':'Looking.','reasoning':'plan',"
+    "  'tool_calls':[{'id':'c1','name':'read_file','arguments':'{\\'path\\':\\'k.cu\\'}'},"
+    "                {'id':'c2','name':'run','arguments':'not json'}]},"
+    " {'role':'tool','tool_call_id':'c1','name':'read_file','content':'__global__'},"
+    " {'role':'tool','tool_call_id':'c2','name':'run','content':'failed','is_error':true},"
+    " {'role':'user','content':'Go on.'}]";
+
+static const char tools[] =
+    "[{'name':'read_file','description':'Reads a file.',"
+    "  'parameters':{'type':'object','properties':{'path':{'type':'string'}}}},"
+    " {'name':'run'}]";
+
+static void
+provider_init(struct kagent_provider_config *provider, enum kagent_llm_format format,
+	      const char *base_url)
+{
+	memset(provider, 0, sizeof *provider);
+	provider->format = format;
+	provider->base_url = (char *)base_url;
+	provider->model = "m-1";
+	provider->temperature = -1;
+	provider->top_p = -1;
+}
+
+/* The body for the shared conversation and tools; the caller releases it. */
+static json_t *
+build(const struct kagent_provider_config *provider)
+{
+	json_t *messages = json_from(conversation);
+	json_t *tool_list = json_from(tools);
+	struct kagent_llm_request request = {
+	    .provider = provider, .system = "Be brief.", .messages = messages, .tools = tool_list};
+	char *error = NULL;
+	json_t *body = kagent_llm_request_body(&request, &error);
+
+	if (body == NULL)
+		fprintf(stderr, "error: %s\n", error);
+	CHECK(body != NULL);
+	CHECK(error == NULL);
+	json_decref(messages);
+	json_decref(tool_list);
+	return body;
+}
+
+static void
+test_chat_completions_body(void)
+{
+	struct kagent_provider_config provider;
+	json_t *body;
+
+	provider_init(&provider, KAGENT_LLM_FORMAT_CHAT_COMPLETIONS, "http://h/v1");
+	provider.temperature = 0.5;
+	provider.max_output_tokens = 1000;
+	provider.reasoning_effort = "high";
+	body = build(&provider);
+	check_json(
+	    body,
+	    "{'model':'m-1','stream':true,'stream_options':{'include_usage':true},"
+	    " 'temperature':0.5,'max_completion_tokens':1000,'reasoning_effort':'high',"
+	    " 'messages':["
+	    "  {'role':'system','content':'Be brief.'},"
+	    "  {'role':'user','content':'Make it fast.'},"
+	    "  {'role':'assistant','content':'Looking.','tool_calls':["
+	    "   {'id':'c1','type':'function','function':{'name':'read_file',"
+	    "    'arguments':'{\\'path\\':\\'k.cu\\'}'}},"
+	    "   {'id':'c2','type':'function','function':{'name':'run','arguments':'not json'}}]},"
+	    "  {'role':'tool','tool_call_id':'c1','content':'__global__'},"
+	    "  {'role':'tool','tool_call_id':'c2','content':'failed'},"
+	    "  {'role':'user','content':'Go on.'}],"
+	    " 'tools':["
+	    "  {'type':'function','function':{'name':'read_file','description':'Reads a file.',"
+	    "   'parameters':{'type':'object','properties':{'path':{'type':'string'}}}}},"
+	    "  {'type':'function','function':{'name':'run','description':'',"
+	    "   'parameters':{'type':'object','properties':{}}}}]}");
+	json_decref(body);
+}
+
+static void
+test_responses_body(void)
+{
+	struct kagent_provider_config provider;
+	json_t *body;
+
+	provider_init(&provider, KAGENT_LLM_FORMAT_RESPONSES, "http://h/v1");
+	provider.top_p = 0.25;
+	provider.max_output_tokens = 2000;
+	provider.reasoning_effort = "low";
+	body = build(&provider);
+	check_json(
+	    body,
+	    "{'model':'m-1','instructions':'Be brief.','stream':true,'store':false,"
+	    " 'top_p':0.25,'max_output_tokens':2000,'reasoning':{'effort':'low'},"
+	    " 'input':["
+	    "  {'role':'user','content':'Make it fast.'},"
+	    "  {'role':'assistant','content':'Looking.'},"
+	    "  {'type':'function_call','call_id':'c1','name':'read_file',"
+	    "   'arguments':'{\\'path\\':\\'k.cu\\'}'},"
+	    "  {'type':'function_call','call_id':'c2','name':'run','arguments':'not json'},"
+	    "  {'type':'function_call_output','call_id':'c1','output':'__global__'},"
+	    "  {'type':'function_call_output','call_id':'c2','output':'failed'},"
+	    "  {'role':'user','content':'Go on.'}],"
+	    " 'tools':["
+	    "  {'type':'function','name':'read_file','description':'Reads a file.','strict':false,"
+	    "   'parameters':{'type':'object','properties':{'path':{'type':'string'}}}},"
+	    "  {'type':'function','name':'run','description':'','strict':false,"
+	    "   'parameters':{'type':'object','properties':{}}}]}");
+	json_decref(body);
+}
+
+static void
+test_anthropic_body(void)
+{
+	struct kagent_provider_config provider;
+	json_t *body;
+
+	provider_init(&provider, KAGENT_LLM_FORMAT_ANTHROPIC, "https://api.anthropic.com");
+	provider.temperature = 1;
+	provider.thinking_budget_tokens = 4096;
+	body = build(&provider);
+	check_json(
+	    body,
+	    "{'model':'m-1','system':'Be brief.','max_tokens':16384,'stream':true,"
+	    " 'temperature':1.0,'thinking':{'type':'enabled','budget_tokens':4096},"
+	    " 'messages':["
+	    "  {'role':'user','content':[{'type':'text','text':'Make it fast.'}]},"
+	    "  {'role':'assistant','content':["
+	    "   {'type':'text','text':'Looking.'},"
+	    "   {'type':'tool_use','id':'c1','name':'read_file','input':{'path':'k.cu'}},"
+	    "   {'type':'tool_use','id':'c2','name':'run','input':{}}]},"
+	    "  {'role':'user','content':["
+	    "   {'type':'tool_result','tool_use_id':'c1','content':'__global__','is_error':false},"
+	    "   {'type':'tool_result','tool_use_id':'c2','content':'failed','is_error':true},"
+	    "   {'type':'text','text':'Go on.'}]}],"
+	    " 'tools':["
+	    "  {'name':'read_file','description':'Reads a file.',"
+	    "   'input_schema':{'type':'object','properties':{'path':{'type':'string'}}}},"
+	    "  {'name':'run','description':'','input_schema':{'type':'object','properties':{}}}]}");
+	json_decref(body);
+}
+
+/* Nothing optional is sent when nothing is configured; no tools, no system prompt. */
+static void
+test_defaults_send_nothing_optional(void)
+{
+	static const enum kagent_llm_format formats[] = {KAGENT_LLM_FORMAT_CHAT_COMPLETIONS,
+							 KAGENT_LLM_FORMAT_RESPONSES,
+							 KAGENT_LLM_FORMAT_ANTHROPIC};
+	static const char *const expected[] = {
+	    "{'model':'m-1','stream':true,'stream_options':{'include_usage':true},"
+	    " 'messages':[{'role':'user','content':'Hi'}]}",
+	    "{'model':'m-1','stream':true,'store':false,'input':[{'role':'user','content':'Hi'}]}",
+	    "{'model':'m-1','stream':true,'max_tokens':16384,"
+	    " 'messages':[{'role':'user','content':[{'type':'text','text':'Hi'}]}]}",
+	};
+	json_t *messages = json_from("[{'role':'user','content':'Hi'}]");
+
+	for (size_t i = 0; i < 3; i++) {
+		struct kagent_provider_config provider;
+		struct kagent_llm_request request = {.provider = &provider, .messages = messages};
+		char *error = NULL;
+		json_t *body;
+
+		provider_init(&provider, formats[i], "http://h");
+		body = kagent_llm_request_body(&request, &error);
+		check_json(body, expected[i]);
+		json_decref(body);
+	}
+	json_decref(messages);
+}
+
+/* An assistant message with neither text nor calls is dropped for Anthropic, and the user
+ * messages around it merge; a user text before tool results stays after them. */
+static void
+test_anthropic_merges_user_turns(void)
+{
+	struct kagent_provider_config provider;
+	json_t *messages = json_from(
+	    "[{'role':'user','content':'A'},{'role':'assistant','content':''},"
+	    " {'role':'user','content':'B'},"
+	    " {'role':'assistant','tool_calls':[{'id':'t1','name':'run','arguments':'[1]'}]},"
+	    " {'role':'user','content':'C'},{'role':'tool','tool_call_id':'t1','content':'ok'}]");
+	struct kagent_llm_request request = {.provider = &provider, .messages = messages};
+	char *error = NULL;
+	json_t *body;
+
+	provider_init(&provider, KAGENT_LLM_FORMAT_ANTHROPIC, "http://h");
+	body = kagent_llm_request_body(&request, &error);
+	CHECK(body != NULL);
+	check_json(json_object_get(body, "messages"),
+		   "[{'role':'user','content':[{'type':'text','text':'A'},"
+		   "  {'type':'text','text':'B'}]},"
+		   " {'role':'assistant','content':[{'type':'tool_use','id':'t1','name':'run',"
+		   "  'input':{}}]},"
+		   " {'role':'user','content':[{'type':'tool_result','tool_use_id':'t1',"
+		   "  'content':'ok','is_error':false},{'type':'text','text':'C'}]}]");
+	json_decref(body);
+	json_decref(messages);
+}
+
+static void
+check_body_error(enum kagent_llm_format format, const char *messages_text, const char *needle)
+{
+	struct kagent_provider_config provider;
+	json_t *messages = json_from(messages_text);
+	struct kagent_llm_request request = {.provider = &provider, .messages = messages};
+	char *error = NULL;
+
+	provider_init(&provider, format, "http://h");
+	CHECK(kagent_llm_request_body(&request, &error) == NULL);
+	CHECK_CONTAINS(error, needle);
+	free(error);
+	json_decref(messages);
+}
+
+static void
+test_errors_name_the_message(void)
+{
+	for (int format = 0; format <= KAGENT_LLM_FORMAT_ANTHROPIC; format++) {
+		check_body_error(format, "[{'role':'user','content':'a'},{'role':'system'}]",
+				 "messages[1]: unknown role \"system\"");
+		check_body_error(format,
+				 "[{'role':'assistant','tool_calls':[{'id':'x','name':'n'}]},"
+				 " {'role':'tool','tool_call_id':'y','content':'r'}]",
+				 "messages[1]: tool result for \"y\", which no earlier");
+		/* The result comes before its call. */
+		check_body_error(format,
+				 "[{'role':'tool','tool_call_id':'x','content':'r'},"
+				 " {'role':'assistant','tool_calls':[{'id':'x','name':'n'}]}]",
+				 "messages[0]: tool result for \"x\"");
+		check_body_error(format, "[{'role':'user'}]", "messages[0]: a user message needs");
+		check_body_error(format, "[{'role':'user','content':'a'},{'role':'tool'}]",
+				 "messages[1]: a tool message needs");
+		check_body_error(format, "[{'role':'assistant','tool_calls':[{'id':'x'}]}]",
+				 "messages[0].tool_calls[0]: a tool call needs");
+		check_body_error(format, "[{'role':'assistant','tool_calls':[{'name':'n'}]}]",
+				 "messages[0].tool_calls[0]: a tool call needs");
+		check_body_error(format, "[{'role':'assistant','content':3}]",
+				 "messages[0]: an assistant message's \"content\"");
+		check_body_error(format, "[1]", "messages[0]: not an object");
+	}
+}
+
+static void
+test_errors_model_and_tools(void)
+{
+	struct kagent_provider_config provider;
+	json_t *messages = json_from("[{'role':'user','content':'a'}]");
+	json_t *bad_tools = json_from("[{'name':'ok'},{'description':'no name'}]");
+	struct kagent_llm_request request = {.provider = &provider, .messages = messages};
+	char *error = NULL;
+
+	provider_init(&provider, KAGENT_LLM_FORMAT_CHAT_COMPLETIONS, "http://h");
+	provider.model = NULL;
+	CHECK(kagent_llm_request_body(&request, &error) == NULL);
+	CHECK_CONTAINS(error, "provider.model");
+	free(error);
+	error = NULL;
+
+	provider.model = "m";
+	request.tools = bad_tools;
+	CHECK(kagent_llm_request_body(&request, &error) == NULL);
+	CHECK_CONTAINS(error, "tools[1]");
+	free(error);
+	error = NULL;
+
+	request.tools = NULL;
+	request.system = "bad \xff byte";
+	CHECK(kagent_llm_request_body(&request, &error) == NULL);
+	CHECK_CONTAINS(error, "UTF-8");
+	free(error);
+	json_decref(messages);
+	json_decref(bad_tools);
+}
+
+static void
+check_url(enum kagent_llm_format format, const char *base_url, const char *expected)
+{
+	struct kagent_provider_config provider;
+	char *url;
+
+	provider_init(&provider, format, base_url);
+	url = kagent_llm_request_url(&provider);
+	CHECK_STRING(url, expected);
+	free(url);
+}
+
+static void
+test_url_joining(void)
+{
+	struct kagent_provider_config provider;
+
+	check_url(KAGENT_LLM_FORMAT_CHAT_COMPLETIONS, "https://api.openai.com/v1",
+		  "https://api.openai.com/v1/chat/completions");
+	check_url(KAGENT_LLM_FORMAT_CHAT_COMPLETIONS, "http://localhost:8000/v1//",
+		  "http://localhost:8000/v1/chat/completions");
+	check_url(KAGENT_LLM_FORMAT_RESPONSES, "https://api.openai.com/v1/",
+		  "https://api.openai.com/v1/responses");
+	check_url(KAGENT_LLM_FORMAT_ANTHROPIC, "https://api.anthropic.com",
+		  "https://api.anthropic.com/v1/messages");
+	check_url(KAGENT_LLM_FORMAT_ANTHROPIC, "https://api.anthropic.com/",
+		  "https://api.anthropic.com/v1/messages");
+	check_url(KAGENT_LLM_FORMAT_ANTHROPIC, "http://proxy/anthropic/v1/",
+		  "http://proxy/anthropic/v1/messages");
+	check_url(KAGENT_LLM_FORMAT_ANTHROPIC, "http://proxy/v10", "http://proxy/v10/v1/messages");
+	provider_init(&provider, KAGENT_LLM_FORMAT_RESPONSES, NULL);
+	CHECK(kagent_llm_request_url(&provider) == NULL);
+}
+
+static char *
+joined_headers(const struct kagent_provider_config *provider)
+{
+	char **headers = kagent_llm_request_headers(provider);
+	char *joined = kagent_strdup("");
+
+	for (size_t i = 0; headers[i] != NULL; i++) {
+		char *next = kagent_asprintf("%s%s\n", joined, headers[i]);
+
+		free(joined);
+		joined = next;
+	}
+	kagent_llm_request_headers_free(headers);
+	return joined;
+}
+
+static void
+test_headers(void)
+{
+	struct kagent_provider_config provider;
+	char *joined;
+
+	provider_init(&provider, KAGENT_LLM_FORMAT_CHAT_COMPLETIONS, "http://h");
+	provider.api_key = "sk-123";
+	joined = joined_headers(&provider);
+	CHECK_STRING(joined, "Content-Type: application/json\nAccept: text/event-stream\n"
+			     "Authorization: Bearer sk-123\n");
+	free(joined);
+
+	provider.format = KAGENT_LLM_FORMAT_RESPONSES;
+	provider.api_key = "";
+	joined = joined_headers(&provider);
+	CHECK_STRING(joined, "Content-Type: application/json\nAccept: text/event-stream\n");
+	free(joined);
+
+	provider.format = KAGENT_LLM_FORMAT_ANTHROPIC;
+	provider.api_key = "ant-key";
+	joined = joined_headers(&provider);
+	CHECK_STRING(joined, "Content-Type: application/json\nAccept: text/event-stream\n"
+			     "anthropic-version: 2023-06-01\nx-api-key: ant-key\n");
+	free(joined);
+
+	provider.api_key = NULL;
+	joined = joined_headers(&provider);
+	CHECK_STRING(joined, "Content-Type: application/json\nAccept: text/event-stream\n"
+			     "anthropic-version: 2023-06-01\n");
+	free(joined);
+}
+
+/* A reply turned into the neutral assistant message, which then goes back into a request. */
+static void
+test_assistant_message_from_reply(void)
+{
+	struct kagent_llm_tool_call calls[2] = {
+	    {.id = "c1", .name = "read_file", .arguments = "{\"path\":\"a\"}"},
+	    {.id = "c2", .name = "run", .arguments = "{\"cmd\":", .parse_error = "not valid JSON"},
+	};
+	struct kagent_llm_result reply = {
+	    .text = "", .reasoning = "because", .tool_calls = calls, .tool_call_count = 2};
+	struct kagent_llm_result plain = {.text = "Done.", .reasoning = ""};
+	struct kagent_provider_config provider;
+	json_t *message = kagent_llm_request_assistant_message(&reply);
+	json_t *messages = json_array();
+	struct kagent_llm_request request = {.provider = &provider, .messages = messages};
+	char *error = NULL;
+	json_t *body;
+
+	check_json(message, "{'role':'assistant','content':'','reasoning':'because','tool_calls':["
+			    " {'id':'c1','name':'read_file','arguments':'{\\'path\\':\\'a\\'}'},"
+			    " {'id':'c2','name':'run','arguments':'{\\'cmd\\':'}]}");
+	json_array_append_new(messages, json_from("{'role':'user','content':'go'}"));
+	json_array_append_new(messages, message);
+	json_array_append_new(messages,
+			      json_from("{'role':'tool','tool_call_id':'c2','content':'bad'}"));
+	provider_init(&provider, KAGENT_LLM_FORMAT_CHAT_COMPLETIONS, "http://h");
+	body = kagent_llm_request_body(&request, &error);
+	check_json(json_array_get(json_object_get(body, "messages"), 1),
+		   "{'role':'assistant','content':null,'tool_calls':["
+		   " {'id':'c1','type':'function','function':{'name':'read_file',"
+		   "  'arguments':'{\\'path\\':\\'a\\'}'}},"
+		   " {'id':'c2','type':'function','function':{'name':'run',"
+		   "  'arguments':'{\\'cmd\\':'}}]}");
+	json_decref(body);
+	json_decref(messages);
+
+	message = kagent_llm_request_assistant_message(&plain);
+	check_json(message, "{'role':'assistant','content':'Done.'}");
+	json_decref(message);
+}
+
+static const struct kagent_test tests[] = {
+    {"chat_completions_body", test_chat_completions_body},
+    {"responses_body", test_responses_body},
+    {"anthropic_body", test_anthropic_body},
+    {"defaults_send_nothing_optional", test_defaults_send_nothing_optional},
+    {"anthropic_merges_user_turns", test_anthropic_merges_user_turns},
+    {"errors_name_the_message", test_errors_name_the_message},
+    {"errors_model_and_tools", test_errors_model_and_tools},
+    {"url_joining", test_url_joining},
+    {"headers", test_headers},
+    {"assistant_message_from_reply", test_assistant_message_from_reply},
+    {NULL, NULL},
+};
+
+KAGENT_TEST_MAIN(tests, 60)
