@@ -82,9 +82,13 @@ optimize__done(struct kagent_session *session, int status, const json_t *summary
 	const char *reason = json_string_value(json_object_get(summary, "stop_reason"));
 
 	run->final = json_incref((json_t *)summary);
-	if (reason != NULL && (strcmp(reason, "llm_error") == 0 ||
-			       strcmp(reason, "evaluator_error") == 0))
+	if (reason != NULL &&
+	    (strcmp(reason, "llm_error") == 0 || strcmp(reason, "evaluator_error") == 0)) {
+		/* The live view shortens lines; the reason to act on is printed whole. */
+		fprintf(stderr, "kagent optimize: %s\n",
+			json_string_value(json_object_get(summary, "stop_detail")));
 		run->exit_status = OPTIMIZE_EXIT_ERROR;
+	}
 	else if (status == 0 && json_is_true(json_object_get(summary, "target_reached")))
 		run->exit_status = 0;
 	else if (status == 0 && kagent_session_config(session)->target.speedup <= 0)

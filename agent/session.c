@@ -1022,6 +1022,8 @@ session__announce(struct kagent_session *session, struct kagent_variant *variant
 	    "totals", session__totals_json(session));
 
 	json_object_set_new(final, "worktree", json_string(session->worktree));
+	json_object_set_new(final, "stop_detail",
+			    json_string(session->stop_detail != NULL ? session->stop_detail : ""));
 	json_object_set_new(final, "target_reached",
 			    json_boolean(strcmp(session->stop_reason, "target_reached") == 0));
 	if (confirmation != NULL)

@@ -15,8 +15,8 @@ import sys
 import tempfile
 import time
 
-KAGENT = os.environ["KAGENT"]
-SOURCE = os.environ["KAGENT_SOURCE_DIR"]
+KAGENT = os.path.abspath(os.environ["KAGENT"])
+SOURCE = os.path.abspath(os.environ["KAGENT_SOURCE_DIR"])
 SERVER = os.path.join(SOURCE, "tests", "fixtures", "llm_server.py")
 PROBLEM = os.path.join(SOURCE, "tests", "fixtures", "problems", "relu.py")
 SECRET = "sk-kagent-test-secret-0123456789"
@@ -406,32 +406,35 @@ def stalled_reply():
 
 
 def resume_after_kill():
-    """kill -9 in the middle of turn 2, then --resume: the conversation, variants and
-    numbering continue, and the run ends normally."""
+    """kill -9 in the middle of the evaluation of v2, then --resume: the conversation,
+    variants and numbering continue, the open tool call gets an answer, and the run ends
+    normally."""
     first = candidate({"speedup": 1.1}, "first")
-    second = candidate({"speedup": 1.9}, "second")
+    stuck = candidate({"speedup": 1.2, "delay_seconds": 60}, "stuck")
+    third = candidate({"speedup": 1.9}, "third")
     run = Run([chat_reply([("evaluate", {"source": first})]),
-               dict(chat_reply([("finish", {"summary": "x"})]), stall_after=1, stall_ms=60000)])
+               chat_reply([("evaluate", {"source": stuck})])])
     try:
         process = subprocess.Popen(run.command("--target", "1.5"), cwd=run.folder,
                                    env=run.environment, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
-        trace_path = None
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(run.requests()) < 2:
+        while time.monotonic() < deadline:
+            if os.path.exists(run.worker_log):
+                with open(run.worker_log) as f:
+                    if len(f.readlines()) >= 2:
+                        break
             time.sleep(0.1)
-        traces = os.path.join(run.output, "relu", "traces")
-        if os.path.isdir(traces) and os.listdir(traces):
-            trace_path = os.path.join(traces, os.listdir(traces)[0])
         process.send_signal(signal.SIGKILL)
         process.communicate(timeout=30)
-        if trace_path is None:
+        traces = os.path.join(run.output, "relu", "traces")
+        if not os.path.isdir(traces) or not os.listdir(traces):
             return ["no trace after the first turn"]
-        run_id = os.path.basename(trace_path)[:-len(".jsonl")]
+        run_id = os.listdir(traces)[0][:-len(".jsonl")]
         run.server.terminate()
         run.server.wait(timeout=10)
         with open(run.script, "w") as f:
-            json.dump({"exchanges": [chat_reply([("evaluate", {"source": second})]),
+            json.dump({"exchanges": [chat_reply([("evaluate", {"source": third})]),
                                      chat_reply([("finish", {"summary": "x"})])]}, f)
         os.unlink(run.server_log)
         run.server = subprocess.Popen([sys.executable, SERVER, "--script", run.script, "--log",
@@ -441,10 +444,10 @@ def resume_after_kill():
         run.optimize("--target", "1.5", "--resume", run_id)
         final = run.final or {}
         problems = []
-        if run.code != 0 or final.get("variant") != "v2" or final.get("run_id") != run_id:
-            return ["the resumed run should confirm v2: " + run.describe()]
+        if run.code != 0 or final.get("variant") != "v3" or final.get("run_id") != run_id:
+            return ["the resumed run should confirm v3: " + run.describe()]
         body = json.dumps(run.requests()[0]["body"])
-        if "v1 correct" not in body or "interrupted" not in body:
+        if "v1 correct" not in body or "interrupted before this call finished" not in body:
             problems.append("the resumed conversation lacks v1's verdict or the answer to "
                             "the interrupted call")
         sequence = [record["seq"] for record in run.trace()]
@@ -452,6 +455,10 @@ def resume_after_kill():
             problems.append("trace numbering does not continue across the resume")
         if [r for r in run.trace() if r["type"] == "run_start"][-1].get("resumed") is not True:
             problems.append("the second run_start is not marked resumed")
+        if GIT:
+            log = run.git("log", "--format=%s", f"runs/{run_id}")
+            if [line.split(":")[0] for line in log.splitlines()][:2] != ["v3", "v1"]:
+                problems.append(f"the run branch should hold v1 then v3: {log}")
         return problems
     finally:
         run.close()
