@@ -88,8 +88,7 @@ optimize__done(struct kagent_session *session, int status, const json_t *summary
 		fprintf(stderr, "kagent optimize: %s\n",
 			json_string_value(json_object_get(summary, "stop_detail")));
 		run->exit_status = OPTIMIZE_EXIT_ERROR;
-	}
-	else if (status == 0 && json_is_true(json_object_get(summary, "target_reached")))
+	} else if (status == 0 && json_is_true(json_object_get(summary, "target_reached")))
 		run->exit_status = 0;
 	else if (status == 0 && kagent_session_config(session)->target.speedup <= 0)
 		run->exit_status = 0;
@@ -103,8 +102,9 @@ optimize__interrupted(uv_signal_t *handle, int signal_number)
 {
 	struct optimize_run *run = handle->data;
 
-	fprintf(stderr, "\nkagent optimize: stopping after the current step (the run can be "
-			"resumed with --resume %s)\n",
+	fprintf(stderr,
+		"\nkagent optimize: stopping after the current step (the run can be "
+		"resumed with --resume %s)\n",
 		kagent_session_run_id(run->session));
 	kagent_session_interrupt(run->session);
 }
@@ -127,7 +127,8 @@ optimize__configure(struct kagent_config *config, const char *config_path, char 
 
 	if (config_path == NULL)
 		config_path = default_path = kagent_config_default_path();
-	if (config_path != NULL && (status = kagent_config_load_file(config, config_path, error)) < 0)
+	if (config_path != NULL &&
+	    (status = kagent_config_load_file(config, config_path, error)) < 0)
 		goto out;
 	for (index = 0; index < OPTIMIZE_FLAG_COUNT; index++) {
 		if (flag_values[index] == NULL)
@@ -135,8 +136,8 @@ optimize__configure(struct kagent_config *config, const char *config_path, char 
 		status = kagent_config_set(config, optimize_flags[index].config_key,
 					   flag_values[index], error);
 		if (status < 0) {
-			char *with_flag = kagent_asprintf("--%s: %s", optimize_flags[index].name,
-							  *error);
+			char *with_flag =
+			    kagent_asprintf("--%s: %s", optimize_flags[index].name, *error);
 
 			free(*error);
 			*error = with_flag;
@@ -152,8 +153,7 @@ out:
 
 /* The GPU is checked before the first token is spent: without one no candidate can run. */
 static int
-optimize__check_gpu(const struct kagent_config *config, struct kagent_gpu_info *gpu,
-		    char **error)
+optimize__check_gpu(const struct kagent_config *config, struct kagent_gpu_info *gpu, char **error)
 {
 	char *cause = NULL;
 
@@ -201,16 +201,15 @@ optimize__run(int argc, char **argv)
 	size_t index;
 
 	for (index = 0; index < OPTIMIZE_FLAG_COUNT; index++)
-		long_options[index] = (struct option){optimize_flags[index].name,
-						      required_argument, NULL,
-						      OPTIMIZE_OPTION_FLAG + (int)index};
-	long_options[index++] = (struct option){"config", required_argument, NULL,
-						OPTIMIZE_OPTION_CONFIG};
-	long_options[index++] = (struct option){"resume", required_argument, NULL,
-						OPTIMIZE_OPTION_RESUME};
+		long_options[index] = (struct option){optimize_flags[index].name, required_argument,
+						      NULL, OPTIMIZE_OPTION_FLAG + (int)index};
+	long_options[index++] =
+	    (struct option){"config", required_argument, NULL, OPTIMIZE_OPTION_CONFIG};
+	long_options[index++] =
+	    (struct option){"resume", required_argument, NULL, OPTIMIZE_OPTION_RESUME};
 	long_options[index++] = (struct option){"json", no_argument, NULL, OPTIMIZE_OPTION_JSON};
-	long_options[index++] = (struct option){"verbose", no_argument, NULL,
-						OPTIMIZE_OPTION_VERBOSE};
+	long_options[index++] =
+	    (struct option){"verbose", no_argument, NULL, OPTIMIZE_OPTION_VERBOSE};
 	long_options[index++] = (struct option){"help", no_argument, NULL, OPTIMIZE_OPTION_HELP};
 	long_options[index] = (struct option){NULL, 0, NULL, 0};
 

@@ -102,10 +102,10 @@ static json_t *
 session__totals_json(const struct kagent_session *session)
 {
 	return json_pack("{s:I, s:I, s:I, s:f, s:f, s:f}", "turns", (json_int_t)session->turn,
-			 "input_tokens", (json_int_t)session->totals.input_tokens,
-			 "output_tokens", (json_int_t)session->totals.output_tokens, "cost",
-			 session->totals.cost, "wall_seconds", kagent_session_wall_seconds(session),
-			 "gpu_seconds", session->totals.gpu_seconds);
+			 "input_tokens", (json_int_t)session->totals.input_tokens, "output_tokens",
+			 (json_int_t)session->totals.output_tokens, "cost", session->totals.cost,
+			 "wall_seconds", kagent_session_wall_seconds(session), "gpu_seconds",
+			 session->totals.gpu_seconds);
 }
 
 static json_t *
@@ -114,9 +114,9 @@ session__limits_json(const struct kagent_session *session)
 	const struct kagent_budget_config *budget = &session->config->budget;
 
 	return json_pack("{s:I, s:I, s:f, s:f, s:f}", "max_turns", (json_int_t)budget->max_turns,
-			 "max_tokens", (json_int_t)budget->max_tokens, "max_cost",
-			 budget->max_cost, "max_wall_seconds", budget->max_wall_seconds,
-			 "max_gpu_seconds", budget->max_gpu_seconds);
+			 "max_tokens", (json_int_t)budget->max_tokens, "max_cost", budget->max_cost,
+			 "max_wall_seconds", budget->max_wall_seconds, "max_gpu_seconds",
+			 budget->max_gpu_seconds);
 }
 
 static json_t *
@@ -311,8 +311,8 @@ kagent_session_add_variant(struct kagent_session *session, const char *source, c
 				       "Python file, with ModelNew and its kernels");
 		return NULL;
 	}
-	path = kagent_asprintf("%s/v%zu.py", session->variants_directory,
-			       session->variant_count + 1);
+	path =
+	    kagent_asprintf("%s/v%zu.py", session->variants_directory, session->variant_count + 1);
 	if (kagent_fileio_write_atomic(path, source, length, error) < 0) {
 		free(path);
 		return NULL;
@@ -511,17 +511,17 @@ session__evaluated(int status, const json_t *object, void *data)
 		session__remember_seeds(session, object);
 		kagent_session_record(
 		    session, "verdict",
-		    json_pack("{s:s, s:s, s:O, s:O, s:f, s:f, s:f, s:f, s:O}", "variant",
-			      variant->id, "purpose", session__purpose_name(evaluation->purpose),
-			      "status", json_object_get(object, "status"), "reason",
-			      json_object_get(object, "reason"), "speedup", speedup,
-			      "speedup_vs_eager", session__timing_number(object, "speedup_vs_eager"),
-			      "speedup_vs_compile",
-			      session__timing_number(object, "speedup_vs_compile"), "candidate_ms",
-			      json_number_value(json_object_get(
-				  json_object_get(json_object_get(object, "timing"), "candidate"),
-				  "median_ms")),
-			      "verdict", object));
+		    json_pack(
+			"{s:s, s:s, s:O, s:O, s:f, s:f, s:f, s:f, s:O}", "variant", variant->id,
+			"purpose", session__purpose_name(evaluation->purpose), "status",
+			json_object_get(object, "status"), "reason",
+			json_object_get(object, "reason"), "speedup", speedup, "speedup_vs_eager",
+			session__timing_number(object, "speedup_vs_eager"), "speedup_vs_compile",
+			session__timing_number(object, "speedup_vs_compile"), "candidate_ms",
+			json_number_value(json_object_get(
+			    json_object_get(json_object_get(object, "timing"), "candidate"),
+			    "median_ms")),
+			"verdict", object));
 		if (evaluation->purpose == KAGENT_SESSION_EVALUATE) {
 			json_decref(variant->verdict);
 			variant->verdict = json_incref((json_t *)object);
@@ -536,11 +536,11 @@ session__evaluated(int status, const json_t *object, void *data)
 	} else {
 		const char *kind = json_string_value(json_object_get(object, "error"));
 
-		kagent_session_record(session, "verdict",
-				      json_pack("{s:s, s:s, s:s, s:O}", "variant", variant->id,
-						"purpose", session__purpose_name(evaluation->purpose),
-						"status", "error", "reason",
-						json_object_get(object, "message")));
+		kagent_session_record(
+		    session, "verdict",
+		    json_pack("{s:s, s:s, s:s, s:O}", "variant", variant->id, "purpose",
+			      session__purpose_name(evaluation->purpose), "status", "error",
+			      "reason", json_object_get(object, "message")));
 		/* Without a GPU or a worker no later evaluation can work either. */
 		if (kind != NULL && (strcmp(kind, "no_gpu") == 0 || strcmp(kind, "worker") == 0) &&
 		    session->evaluator_failure == NULL)
@@ -611,11 +611,11 @@ struct session_promotion {
 
 /* Moves best to variant after a confirmation; returns 0 or a negative errno with *error. */
 static int
-session__move_best(struct kagent_session *session, struct kagent_variant *variant,
-		   double speedup, char **error)
+session__move_best(struct kagent_session *session, struct kagent_variant *variant, double speedup,
+		   char **error)
 {
 	int status = kagent_variant_repository_move_best(session->repository, session->run_id,
-							  variant->commit_id, error);
+							 variant->commit_id, error);
 	json_t *previous = session->best != NULL ? json_real(session->best_speedup) : json_null();
 
 	if (status < 0) {
@@ -653,10 +653,10 @@ session__confirmed(int status, const json_t *verdict, void *data)
 					  json_string_value(json_object_get(verdict, "status")),
 					  json_string_value(json_object_get(verdict, "reason")));
 	else if (session->best != NULL && speedup <= session->best_speedup)
-		message = kagent_asprintf("%s confirmed at %.2fx, not faster than the best %s at "
-					  "%.2fx; best not moved",
-					  variant->id, speedup, session->best->id,
-					  session->best_speedup);
+		message =
+		    kagent_asprintf("%s confirmed at %.2fx, not faster than the best %s at "
+				    "%.2fx; best not moved",
+				    variant->id, speedup, session->best->id, session->best_speedup);
 	else if (session__move_best(session, variant, speedup, &error) < 0)
 		message = kagent_asprintf("%s confirmed at %.2fx, but the best ref could not "
 					  "move: %s",
@@ -684,10 +684,9 @@ kagent_session_promote(struct kagent_session *session, struct kagent_variant *va
 		text = kagent_asprintf("%s cannot become the best: only a correct, evaluated "
 				       "variant can (its status: %s)",
 				       variant->id,
-				       variant->verdict != NULL
-					   ? json_string_value(json_object_get(variant->verdict,
-									       "status"))
-					   : "not evaluated");
+				       variant->verdict != NULL ? json_string_value(json_object_get(
+								      variant->verdict, "status"))
+								: "not evaluated");
 		callback(0, text, data);
 		free(text);
 		return;
@@ -718,14 +717,13 @@ session__llm_attempt(int attempt, const char *url, const json_t *body, void *dat
 {
 	struct kagent_session *session = data;
 
-	kagent_session_record(session, "request",
-			      json_pack("{s:i, s:s, s:O}", "attempt", attempt, "url", url, "body",
-					body));
+	kagent_session_record(
+	    session, "request",
+	    json_pack("{s:i, s:s, s:O}", "attempt", attempt, "url", url, "body", body));
 }
 
 static void
-session__llm_event(int attempt, const char *name, const char *event_data, size_t length,
-		   void *data)
+session__llm_event(int attempt, const char *name, const char *event_data, size_t length, void *data)
 {
 	struct kagent_session *session = data;
 
@@ -777,23 +775,22 @@ session__llm_failure_advice(const struct kagent_session *session,
 	}
 }
 
-static void
-session__run_next_tool(struct kagent_session *session);
+static void session__run_next_tool(struct kagent_session *session);
 
 static void
 session__tool_done(struct kagent_tool_call *call, void *data)
 {
 	struct kagent_session *session = data;
-	const char *name = call->tool != NULL ? call->tool->name : json_string_value(json_object_get(
-								       session->pending_call,
-								       "name"));
+	const char *name = call->tool != NULL
+			       ? call->tool->name
+			       : json_string_value(json_object_get(session->pending_call, "name"));
 	double seconds = session__now() - session->tool_started;
 
-	kagent_session_record(
-	    session, "tool_result",
-	    json_pack("{s:s, s:s, s:b, s:s, s:f, s:f}", "id", call->id, "name", name, "is_error",
-		      call->is_error, "content", call->content, "seconds", seconds, "gpu_seconds",
-		      session->totals.gpu_seconds - session->tool_gpu_before));
+	kagent_session_record(session, "tool_result",
+			      json_pack("{s:s, s:s, s:b, s:s, s:f, s:f}", "id", call->id, "name",
+					name, "is_error", call->is_error, "content", call->content,
+					"seconds", seconds, "gpu_seconds",
+					session->totals.gpu_seconds - session->tool_gpu_before));
 	kagent_session_add_message(session,
 				   json_pack("{s:s, s:s, s:s, s:s, s:b}", "role", "tool",
 					     "tool_call_id", call->id, "name", name, "content",
@@ -826,8 +823,8 @@ session__run_next_tool(struct kagent_session *session)
 					"name", json_object_get(call_json, "name"), "arguments",
 					arguments_text != NULL ? arguments_text : ""));
 	json_decref(session->tool_arguments);
-	session->tool_arguments = json_loads(arguments_text != NULL ? arguments_text : "",
-					     JSON_DECODE_ANY, &json_error);
+	session->tool_arguments =
+	    json_loads(arguments_text != NULL ? arguments_text : "", JSON_DECODE_ANY, &json_error);
 	memset(call, 0, sizeof *call);
 	call->session = session;
 	call->id = json_string_value(json_object_get(call_json, "id"));
@@ -879,8 +876,8 @@ session__llm_done(struct kagent_llm_call_outcome *outcome, void *data)
 		return;
 	}
 	message = kagent_llm_request_assistant_message(reply);
-	session->totals.input_tokens += reply->usage.input_tokens > 0 ? reply->usage.input_tokens
-								      : 0;
+	session->totals.input_tokens +=
+	    reply->usage.input_tokens > 0 ? reply->usage.input_tokens : 0;
 	session->totals.output_tokens +=
 	    reply->usage.output_tokens > 0 ? reply->usage.output_tokens : 0;
 	session->totals.cost += outcome->cost;
@@ -934,8 +931,8 @@ session__ask_model(struct kagent_session *session)
 						  session__llm_done, session, &error);
 	if (session->llm_call == NULL) {
 		kagent_session_record(session, "llm_error",
-				      json_pack("{s:s, s:i, s:s}", "failure", "request", "http_status",
-						0, "message", error));
+				      json_pack("{s:s, s:i, s:s}", "failure", "request",
+						"http_status", 0, "message", error));
 		session__conclude(session, "llm_error", error);
 	}
 }
@@ -1014,12 +1011,13 @@ static void
 session__announce(struct kagent_session *session, struct kagent_variant *variant,
 		  const json_t *confirmation, int confirmed, char *path)
 {
-	json_t *final = json_pack(
-	    "{s:s?, s:s?, s:s?, s:b, s:s, s:s, s:s, s:s?, s:o}", "variant",
-	    variant != NULL ? variant->id : NULL, "commit", variant != NULL ? variant->commit_id : NULL,
-	    "path", path, "confirmed", confirmed, "stop_reason", session->stop_reason, "run_id",
-	    session->run_id, "trace", session->trace_path, "summary", session->finish_summary,
-	    "totals", session__totals_json(session));
+	json_t *final =
+	    json_pack("{s:s?, s:s?, s:s?, s:b, s:s, s:s, s:s, s:s?, s:o}", "variant",
+		      variant != NULL ? variant->id : NULL, "commit",
+		      variant != NULL ? variant->commit_id : NULL, "path", path, "confirmed",
+		      confirmed, "stop_reason", session->stop_reason, "run_id", session->run_id,
+		      "trace", session->trace_path, "summary", session->finish_summary, "totals",
+		      session__totals_json(session));
 
 	json_object_set_new(final, "worktree", json_string(session->worktree));
 	json_object_set_new(final, "stop_detail",
@@ -1027,11 +1025,11 @@ session__announce(struct kagent_session *session, struct kagent_variant *variant
 	json_object_set_new(final, "target_reached",
 			    json_boolean(strcmp(session->stop_reason, "target_reached") == 0));
 	if (confirmation != NULL)
-		json_object_set_new(
-		    final, "confirmation",
-		    json_pack("{s:O, s:O, s:f}", "status", json_object_get(confirmation, "status"),
-			      "reason", json_object_get(confirmation, "reason"), "speedup",
-			      kagent_session_speedup(session, confirmation)));
+		json_object_set_new(final, "confirmation",
+				    json_pack("{s:O, s:O, s:f}", "status",
+					      json_object_get(confirmation, "status"), "reason",
+					      json_object_get(confirmation, "reason"), "speedup",
+					      kagent_session_speedup(session, confirmation)));
 	else
 		json_object_set_new(final, "confirmation", json_null());
 	kagent_session_record(session, "final", json_incref(final));
@@ -1087,15 +1085,16 @@ session__conclude(struct kagent_session *session, const char *reason, char *deta
 
 	free(session->stop_reason);
 	session->stop_reason = kagent_strdup(reason);
-	kagent_session_record(session, "stop",
-			      json_pack("{s:s, s:s}", "reason", reason, "detail",
-					detail != NULL ? detail : ""));
+	kagent_session_record(
+	    session, "stop",
+	    json_pack("{s:s, s:s}", "reason", reason, "detail", detail != NULL ? detail : ""));
 	free(session->stop_detail);
 	session->stop_detail = detail;
 	variant = session__final_candidate(session);
 	/* Interrupted or without an evaluator, the best so far stands as it was confirmed. */
 	if (variant == NULL || session->interrupted || session->evaluator_failure != NULL) {
-		session__announce(session, variant, NULL, variant != NULL && variant == session->best,
+		session__announce(session, variant, NULL,
+				  variant != NULL && variant == session->best,
 				  variant != NULL && variant == session->best
 				      ? kagent_asprintf("%s/best.py", session->worktree)
 				      : NULL);
@@ -1126,9 +1125,9 @@ session__step(uv_timer_t *timer)
 		session__turn_end(session);
 		break;
 	case KAGENT_SESSION_STEP_TARGET_REACHED: {
-		char *detail = kagent_asprintf("%s confirmed at %.2fx, target %.2fx",
-					       session->best->id, session->best_speedup,
-					       session->config->target.speedup);
+		char *detail =
+		    kagent_asprintf("%s confirmed at %.2fx, target %.2fx", session->best->id,
+				    session->best_speedup, session->config->target.speedup);
 
 		session__conclude(session, "target_reached", detail);
 		break;

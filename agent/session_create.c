@@ -129,14 +129,13 @@ kagent_session_run_start_fields(const struct kagent_session *session)
 	char hex[KAGENT_SHA256_HEX_SIZE];
 
 	kagent_sha256_hex(session->problem_source, strlen(session->problem_source), hex);
-	return json_pack("{s:s, s:b, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:O}", "run_id",
-			 session->run_id, "resumed", session->resumed, "problem",
-			 session->problem_path, "problem_name", session->problem_name,
-			 "problem_sha256", hex, "repository",
-			 kagent_variant_repository_directory(session->repository), "worktree",
-			 session->worktree, "kagent_version", KAGENT_VERSION, "config",
-			 kagent_config_to_json(session->config), "system", session->system_prompt,
-			 "tools", session->tools);
+	return json_pack(
+	    "{s:s, s:b, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:O}", "run_id", session->run_id,
+	    "resumed", session->resumed, "problem", session->problem_path, "problem_name",
+	    session->problem_name, "problem_sha256", hex, "repository",
+	    kagent_variant_repository_directory(session->repository), "worktree", session->worktree,
+	    "kagent_version", KAGENT_VERSION, "config", kagent_config_to_json(session->config),
+	    "system", session->system_prompt, "tools", session->tools);
 }
 
 /* ---- resume ---- */
@@ -152,9 +151,8 @@ session_create__remember_verdict(struct kagent_session *session, const json_t *r
 {
 	const json_t *verdict = json_object_get(record, "verdict"), *trial;
 	const char *purpose = json_string_value(json_object_get(record, "purpose"));
-	struct kagent_variant *variant =
-	    kagent_session_find_variant(session, json_string_value(json_object_get(record,
-										    "variant")));
+	struct kagent_variant *variant = kagent_session_find_variant(
+	    session, json_string_value(json_object_get(record, "variant")));
 	size_t index;
 
 	json_array_foreach(json_object_get(verdict, "trials"), index, trial)
@@ -211,7 +209,8 @@ session_create__replay(const json_t *record, void *data)
 		kagent_session_add_message(session,
 					   json_pack("{s:s, s:O}", "role", "user", "content",
 						     json_object_get(record, "content")));
-	} else if (strcmp(type, "reply") == 0 && json_is_object(json_object_get(record, "message"))) {
+	} else if (strcmp(type, "reply") == 0 &&
+		   json_is_object(json_object_get(record, "message"))) {
 		kagent_session_add_message(session,
 					   json_deep_copy(json_object_get(record, "message")));
 		usage = json_object_get(record, "usage");
@@ -250,7 +249,8 @@ session_create__replay(const json_t *record, void *data)
 
 		if (variant != NULL) {
 			session->best = variant;
-			session->best_speedup = json_number_value(json_object_get(record, "speedup"));
+			session->best_speedup =
+			    json_number_value(json_object_get(record, "speedup"));
 		}
 	} else if (strcmp(type, "turn_end") == 0) {
 		/* The totals of a turn_end already count every reply and tool before it. */
@@ -397,17 +397,17 @@ kagent_session_create(const struct kagent_session_options *options,
 		status = -EINVAL;
 		goto out;
 	}
-	session->run_id = options->run_id != NULL ? kagent_strdup(options->run_id)
-						  : session_create__run_id();
+	session->run_id =
+	    options->run_id != NULL ? kagent_strdup(options->run_id) : session_create__run_id();
 	if (config->prompts_directory != NULL)
 		session->prompts_directory = kagent_strdup(config->prompts_directory);
 	else if ((status = kagent_paths_prompts_dir(&session->prompts_directory, error)) < 0)
 		goto out;
 	if ((status = session_create__prompts(session, error)) < 0)
 		goto out;
-	status = kagent_variant_repository_open(config->output_directory, session->problem_name,
-						session->problem_source, &session->repository,
-						error);
+	status =
+	    kagent_variant_repository_open(config->output_directory, session->problem_name,
+					   session->problem_source, &session->repository, error);
 	if (status < 0)
 		goto out;
 	status = kagent_variant_repository_start_run(session->repository, session->run_id,

@@ -31,9 +31,10 @@ tool_commit__run(struct kagent_tool_call *call)
 
 const struct kagent_tool kagent_tool_commit = {
     .name = "commit",
-    .parameters = "{\"type\": \"object\", \"properties\": {"
-		  "\"variant\": {\"type\": \"string\", \"description\": \"v1, v2, ... or latest\"}, "
-		  "\"message\": {\"type\": \"string\", \"description\": \"why it is better\"}}, "
-		  "\"required\": [\"variant\"]}",
+    .parameters =
+	"{\"type\": \"object\", \"properties\": {"
+	"\"variant\": {\"type\": \"string\", \"description\": \"v1, v2, ... or latest\"}, "
+	"\"message\": {\"type\": \"string\", \"description\": \"why it is better\"}}, "
+	"\"required\": [\"variant\"]}",
     .run = tool_commit__run,
 };

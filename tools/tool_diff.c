@@ -37,13 +37,15 @@ tool_diff__numbers(struct kagent_buffer *text, const json_t *verdict)
 	if (trial == NULL)
 		trial = json_array_get(trials, 0);
 	if (trial == NULL) {
-		kagent_buffer_append_string(text, "no trial ran, so there is no numerical comparison\n");
+		kagent_buffer_append_string(text,
+					    "no trial ran, so there is no numerical comparison\n");
 		return;
 	}
-	line = kagent_asprintf("trial seed %lld (%s inputs): %s\n",
-			       (long long)json_integer_value(json_object_get(trial, "seed")),
-			       json_string_value(json_object_get(trial, "distribution")),
-			       json_is_true(json_object_get(trial, "passed")) ? "passed" : "failed");
+	line =
+	    kagent_asprintf("trial seed %lld (%s inputs): %s\n",
+			    (long long)json_integer_value(json_object_get(trial, "seed")),
+			    json_string_value(json_object_get(trial, "distribution")),
+			    json_is_true(json_object_get(trial, "passed")) ? "passed" : "failed");
 	kagent_buffer_append_string(text, line);
 	free(line);
 	json_array_foreach(json_object_get(trial, "outputs"), index, output)
@@ -56,7 +58,8 @@ tool_diff__numbers(struct kagent_buffer *text, const json_t *verdict)
 
 		line = kagent_asprintf(
 		    "  %s %s%s: max abs %.3g, max rel %.3g, norm-relative %.3g, %.1f%% of "
-		    "elements mismatched, first at %s, %lld non-finite; shape %s (candidate %s)%s%s\n",
+		    "elements mismatched, first at %s, %lld non-finite; shape %s (candidate "
+		    "%s)%s%s\n",
 		    json_string_value(json_object_get(output, "path")),
 		    json_is_string(json_object_get(output, "dtype"))
 			? json_string_value(json_object_get(output, "dtype"))
@@ -86,7 +89,8 @@ tool_diff__run(struct kagent_tool_call *call)
 	struct kagent_session *session = call->session;
 	const char *name = kagent_tool_string_argument(call, "variant");
 	const char *against_name = kagent_tool_string_argument(call, "against");
-	struct kagent_variant *variant = kagent_session_find_variant(session, name), *against = NULL;
+	struct kagent_variant *variant = kagent_session_find_variant(session, name),
+			      *against = NULL;
 	const char *old_text, *old_name;
 	struct kagent_buffer text = {0};
 	char *diff = NULL, *error = NULL, *old_label = NULL, *new_label = NULL;
@@ -106,7 +110,8 @@ tool_diff__run(struct kagent_tool_call *call)
 						kagent_asprintf("no variant %s", against_name));
 			return;
 		}
-		old_text = against != NULL ? against->source : kagent_session_problem_source(session);
+		old_text =
+		    against != NULL ? against->source : kagent_session_problem_source(session);
 		old_name = against != NULL ? against->id : "reference";
 	}
 	if (variant->verdict != NULL)
@@ -134,9 +139,10 @@ out:
 
 const struct kagent_tool kagent_tool_diff = {
     .name = "diff",
-    .parameters = "{\"type\": \"object\", \"properties\": {"
-		  "\"variant\": {\"type\": \"string\", \"description\": \"v1, v2, ... or latest\"}, "
-		  "\"against\": {\"type\": \"string\", \"description\": \"another variant, or "
-		  "reference; default: the previous variant\"}}, \"required\": [\"variant\"]}",
+    .parameters =
+	"{\"type\": \"object\", \"properties\": {"
+	"\"variant\": {\"type\": \"string\", \"description\": \"v1, v2, ... or latest\"}, "
+	"\"against\": {\"type\": \"string\", \"description\": \"another variant, or "
+	"reference; default: the previous variant\"}}, \"required\": [\"variant\"]}",
     .run = tool_diff__run,
 };

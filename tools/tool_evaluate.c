@@ -38,9 +38,9 @@ tool_evaluate__run(struct kagent_tool_call *call)
 	struct kagent_variant *variant;
 	char *error = NULL;
 
-	variant = kagent_session_add_variant(call->session,
-					     kagent_tool_string_argument(call, "source"),
-					     note != NULL ? note : "", &error);
+	variant =
+	    kagent_session_add_variant(call->session, kagent_tool_string_argument(call, "source"),
+				       note != NULL ? note : "", &error);
 	if (variant == NULL) {
 		kagent_tool_call_finish(call, 1, error);
 		return;
@@ -52,10 +52,11 @@ tool_evaluate__run(struct kagent_tool_call *call)
 
 const struct kagent_tool kagent_tool_evaluate = {
     .name = "evaluate",
-    .parameters = "{\"type\": \"object\", \"properties\": {"
-		  "\"source\": {\"type\": \"string\", \"description\": \"the whole Python file "
-		  "defining ModelNew\"}, "
-		  "\"note\": {\"type\": \"string\", \"description\": \"what this variant tries\"}}, "
-		  "\"required\": [\"source\"]}",
+    .parameters =
+	"{\"type\": \"object\", \"properties\": {"
+	"\"source\": {\"type\": \"string\", \"description\": \"the whole Python file "
+	"defining ModelNew\"}, "
+	"\"note\": {\"type\": \"string\", \"description\": \"what this variant tries\"}}, "
+	"\"required\": [\"source\"]}",
     .run = tool_evaluate__run,
 };

@@ -22,11 +22,11 @@ tool_read_variant__run(struct kagent_tool_call *call)
 	verdict = variant->verdict != NULL
 		      ? kagent_tool_render_verdict(kagent_verdict_render_text, variant->verdict)
 		      : kagent_strdup("not evaluated\n");
-	kagent_tool_call_finish(call, 0,
-				kagent_asprintf("%s (turn %d)%s%s:\n```python\n%s\n```\nverdict: %s",
-						variant->id, variant->turn,
-						variant->note[0] != '\0' ? ", note: " : "",
-						variant->note, variant->source, verdict));
+	kagent_tool_call_finish(
+	    call, 0,
+	    kagent_asprintf("%s (turn %d)%s%s:\n```python\n%s\n```\nverdict: %s", variant->id,
+			    variant->turn, variant->note[0] != '\0' ? ", note: " : "",
+			    variant->note, variant->source, verdict));
 	free(verdict);
 }
 

@@ -67,8 +67,8 @@ kagent_tool_definitions(const char *prompts_directory, char **error)
 
 	for (entry = kagent_tool_table; *entry != NULL; entry++) {
 		path = kagent_asprintf("%s/tools/%s.md", prompts_directory, (*entry)->name);
-		status = kagent_fileio_read(path, TOOL_DESCRIPTION_CAP, &description, &length,
-						 error);
+		status =
+		    kagent_fileio_read(path, TOOL_DESCRIPTION_CAP, &description, &length, error);
 		if (status < 0)
 			goto fail;
 		parameters = json_loads((*entry)->parameters, 0, &json_error);
@@ -80,10 +80,9 @@ kagent_tool_definitions(const char *prompts_directory, char **error)
 		/* Trailing newlines are noise in a JSON description. */
 		while (length > 0 && description[length - 1] == '\n')
 			description[--length] = '\0';
-		json_array_append_new(definitions,
-				      json_pack("{s:s, s:s, s:o}", "name", (*entry)->name,
-						"description", description, "parameters",
-						parameters));
+		json_array_append_new(
+		    definitions, json_pack("{s:s, s:s, s:o}", "name", (*entry)->name, "description",
+					   description, "parameters", parameters));
 		free(path);
 		free(description);
 		path = description = NULL;
@@ -163,14 +162,15 @@ kagent_tool_call_start(struct kagent_tool_call *call)
 	char *problem;
 
 	if (call->tool == NULL) {
-		kagent_tool_call_finish(call, 1, kagent_strdup("no such tool; the tools are listed "
-							       "in your tool definitions"));
+		kagent_tool_call_finish(call, 1,
+					kagent_strdup("no such tool; the tools are listed "
+						      "in your tool definitions"));
 		return;
 	}
 	if (!json_is_object(call->arguments)) {
-		kagent_tool_call_finish(call, 1,
-					kagent_asprintf("%s: the arguments must be one JSON object",
-							call->tool->name));
+		kagent_tool_call_finish(
+		    call, 1,
+		    kagent_asprintf("%s: the arguments must be one JSON object", call->tool->name));
 		return;
 	}
 	problem = tool_table__check_arguments(call->tool, call->arguments);

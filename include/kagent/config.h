@@ -26,12 +26,12 @@ struct kagent_provider_config {
 	enum kagent_llm_format format; /* provider.api: chat_completions, responses, anthropic */
 	char *base_url;		       /* e.g. https://api.openai.com/v1; NULL until resolved */
 	char *model;		       /* NULL when not configured */
-	char *api_key_env;	       /* the variable holding the key; NULL: the format's default */
-	char *api_key;		       /* from api_key_env by apply_environment; NULL when unset */
-	double temperature;	       /* < 0: not sent */
-	double top_p;		       /* < 0: not sent */
-	long long max_output_tokens;   /* 0: not sent (Anthropic requires one: 16384 then) */
-	char *reasoning_effort;	       /* "low", "medium", "high" or NULL: not sent */
+	char *api_key_env;	     /* the variable holding the key; NULL: the format's default */
+	char *api_key;		     /* from api_key_env by apply_environment; NULL when unset */
+	double temperature;	     /* < 0: not sent */
+	double top_p;		     /* < 0: not sent */
+	long long max_output_tokens; /* 0: not sent (Anthropic requires one: 16384 then) */
+	char *reasoning_effort;	     /* "low", "medium", "high" or NULL: not sent */
 	long long thinking_budget_tokens; /* Anthropic extended thinking; 0: off */
 	/* Prices in US dollars per million tokens; 0 when unknown (cost is then reported as 0). */
 	double input_price;
@@ -45,16 +45,16 @@ struct kagent_provider_config {
 
 struct kagent_budget_config {
 	/* 0 means no limit, for each. */
-	long long max_turns;	   /* default 40 */
-	long long max_tokens;	   /* input + output tokens over the run */
-	double max_cost;	   /* US dollars */
-	double max_wall_seconds;   /* default 3600 */
-	double max_gpu_seconds;	   /* seconds spent in evaluations and profiles */
+	long long max_turns;	 /* default 40 */
+	long long max_tokens;	 /* input + output tokens over the run */
+	double max_cost;	 /* US dollars */
+	double max_wall_seconds; /* default 3600 */
+	double max_gpu_seconds;	 /* seconds spent in evaluations and profiles */
 };
 
 struct kagent_target_config {
-	double speedup;				/* default 1.5; 0: no target, run until the budget */
-	enum kagent_target_baseline baseline;	/* default best */
+	double speedup;			      /* default 1.5; 0: no target, run until the budget */
+	enum kagent_target_baseline baseline; /* default best */
 };
 
 struct kagent_evaluation_config {

@@ -15,12 +15,12 @@ struct kagent_http_client;
 struct kagent_http_request;
 
 enum kagent_http_failure {
-	KAGENT_HTTP_OK,		 /* a complete response arrived (any status) */
-	KAGENT_HTTP_CONNECT,	 /* could not connect or resolve; nothing was sent */
-	KAGENT_HTTP_STALLED,	 /* no byte for stall_seconds */
-	KAGENT_HTTP_CUT,	 /* the connection ended in the middle of the response */
-	KAGENT_HTTP_ABORTED,	 /* the caller's body callback returned non-zero, or cancel */
-	KAGENT_HTTP_OTHER,	 /* any other transport error (TLS, protocol) */
+	KAGENT_HTTP_OK,	     /* a complete response arrived (any status) */
+	KAGENT_HTTP_CONNECT, /* could not connect or resolve; nothing was sent */
+	KAGENT_HTTP_STALLED, /* no byte for stall_seconds */
+	KAGENT_HTTP_CUT,     /* the connection ended in the middle of the response */
+	KAGENT_HTTP_ABORTED, /* the caller's body callback returned non-zero, or cancel */
+	KAGENT_HTTP_OTHER,   /* any other transport error (TLS, protocol) */
 };
 
 struct kagent_http_response_head {
@@ -32,13 +32,14 @@ struct kagent_http_response_head {
 
 struct kagent_http_result {
 	enum kagent_http_failure failure;
-	long status;		  /* 0 when no response head came */
-	char *error_message;	  /* NULL when failure is KAGENT_HTTP_OK */
+	long status;	     /* 0 when no response head came */
+	char *error_message; /* NULL when failure is KAGENT_HTTP_OK */
 	/* Copied from the response head for the retry decision; NULL when absent. */
-	char *retry_after;	  /* Retry-After */
-	char *retry_after_ms;	  /* retry-after-ms */
-	char *should_retry;	  /* x-should-retry */
-	/* The body when the status is not 2xx (capped at 64 KiB), for error reporting; else NULL. */
+	char *retry_after;    /* Retry-After */
+	char *retry_after_ms; /* retry-after-ms */
+	char *should_retry;   /* x-should-retry */
+	/* The body when the status is not 2xx (capped at 64 KiB), for error reporting; else NULL.
+	 */
 	char *error_body;
 	double seconds;		  /* from start to done */
 	unsigned long long bytes; /* body bytes received */
@@ -54,7 +55,8 @@ struct kagent_http_request_options {
 	long stall_seconds;	 /* 0: 120 s */
 	/* Called once when the head of a 2xx response arrives; may be NULL. */
 	void (*on_head)(const struct kagent_http_response_head *head, void *data);
-	/* Body bytes of a 2xx response as they arrive. Return 0, or non-zero to abort the request. */
+	/* Body bytes of a 2xx response as they arrive. Return 0, or non-zero to abort the request.
+	 */
 	int (*on_body)(const char *bytes, size_t size, void *data);
 	/* Called exactly once, from the loop, never from start. result is borrowed. */
 	void (*on_done)(const struct kagent_http_result *result, void *data);
@@ -71,9 +73,9 @@ void kagent_http_client_free(struct kagent_http_client *client);
 /* The loop the client runs on (for the timers of callers that retry). */
 uv_loop_t *kagent_http_client_loop(struct kagent_http_client *client);
 /* Starts a request; NULL on a bad option (*error set). The handle is valid until on_done. */
-struct kagent_http_request *kagent_http_request_start(struct kagent_http_client *client,
-						      const struct kagent_http_request_options *options,
-						      char **error);
+struct kagent_http_request *
+kagent_http_request_start(struct kagent_http_client *client,
+			  const struct kagent_http_request_options *options, char **error);
 /* on_done follows with KAGENT_HTTP_ABORTED, from the loop. */
 void kagent_http_request_cancel(struct kagent_http_request *request);
 

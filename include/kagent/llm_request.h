@@ -43,7 +43,8 @@ void kagent_llm_request_headers_free(char **headers);
  * caller releases the body.
  */
 json_t *kagent_llm_request_body(const struct kagent_llm_request *request, char **error);
-/* The assistant message in the neutral form above, from a finished reply. The caller releases it. */
+/* The assistant message in the neutral form above, from a finished reply. The caller releases it.
+ */
 json_t *kagent_llm_request_assistant_message(const struct kagent_llm_result *result);
 
 #endif

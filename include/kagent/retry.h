@@ -14,9 +14,10 @@
 #include "kagent/http_client.h"
 
 struct kagent_retry_decision {
-	int retry;	   /* 1: retry after delay_ms */
+	int retry; /* 1: retry after delay_ms */
 	uint64_t delay_ms;
-	/* Why, for the trace and the terminal ("429 rate limited, server asked 2000 ms"). Static. */
+	/* Why, for the trace and the terminal ("429 rate limited, server asked 2000 ms"). Static.
+	 */
 	const char *reason;
 };
 

@@ -38,10 +38,11 @@ struct kagent_session_options {
 	struct kagent_http_client *http; /* shared by the sessions of a process */
 	const struct kagent_config *config;
 	const char *problem_path;
-	const char *run_id;  /* NULL: a new id from the time and random bits */
-	int resume;	     /* continue run_id from its trace and git history */
+	const char *run_id;   /* NULL: a new id from the time and random bits */
+	int resume;	      /* continue run_id from its trace and git history */
 	const char *gpu_name; /* for the prompt; NULL when unknown */
-	/* Called with every trace record as it is written (borrowed), e.g. for the terminal view. */
+	/* Called with every trace record as it is written (borrowed), e.g. for the terminal view.
+	 */
 	void (*observer)(const json_t *record, void *data);
 	/* Called once when the run ends; the summary is the `final` record's fields (borrowed). */
 	void (*done)(struct kagent_session *session, int status, const json_t *summary, void *data);
@@ -88,8 +89,7 @@ enum kagent_session_evaluation {
 	KAGENT_SESSION_FINAL,	 /* unseen seeds in a fresh worker process, before announcing */
 };
 /* status 0 and a verdict, or a negative errno and an error object; both borrowed. */
-typedef void (*kagent_session_evaluation_callback)(int status, const json_t *verdict,
-						   void *data);
+typedef void (*kagent_session_evaluation_callback)(int status, const json_t *verdict, void *data);
 /* Runs an evaluation of the variant, accounts its GPU time and traces its verdict. */
 void kagent_session_evaluate(struct kagent_session *session, struct kagent_variant *variant,
 			     enum kagent_session_evaluation purpose,

@@ -19,8 +19,8 @@ struct kagent_terminal_view_options {
 
 struct kagent_terminal_view;
 
-struct kagent_terminal_view *kagent_terminal_view_create(FILE *stream,
-							 const struct kagent_terminal_view_options *options);
+struct kagent_terminal_view *
+kagent_terminal_view_create(FILE *stream, const struct kagent_terminal_view_options *options);
 /* Renders one trace record; unknown types are ignored (newer traces stay readable). */
 void kagent_terminal_view_record(struct kagent_terminal_view *view, const json_t *record);
 /* Clears the status line; call before printing anything else to the stream. */

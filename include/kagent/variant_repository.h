@@ -31,7 +31,7 @@ struct kagent_variant_commit {
 	struct kagent_trailer_copy {
 		char *key;
 		char *value;
-	} *trailers;
+	} * trailers;
 	size_t trailer_count;
 };
 
@@ -70,11 +70,12 @@ int kagent_variant_repository_commit(struct kagent_variant_repository *repositor
 int kagent_variant_repository_move_best(struct kagent_variant_repository *repository,
 					const char *run_id, const char *commit_id, char **error);
 /* The commit best/<run_id> points at, or NULL in *commit_id_out when there is none. */
-int kagent_variant_repository_best(struct kagent_variant_repository *repository,
-				   const char *run_id, char **commit_id_out, char **error);
+int kagent_variant_repository_best(struct kagent_variant_repository *repository, const char *run_id,
+				   char **commit_id_out, char **error);
 /* The run's commits, oldest first, with their parsed trailers (for resume). */
 int kagent_variant_repository_list_run(struct kagent_variant_repository *repository,
-				       const char *run_id, struct kagent_variant_commit **commits_out,
+				       const char *run_id,
+				       struct kagent_variant_commit **commits_out,
 				       size_t *count_out, char **error);
 void kagent_variant_commits_free(struct kagent_variant_commit *commits, size_t count);
 /* The content of file_name at commit_id (caller frees). */

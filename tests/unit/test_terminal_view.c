@@ -196,7 +196,8 @@ test_missing_and_mistyped_fields(void)
 		next = kagent_asprintf(
 		    "%s{\"type\":\"%s\"}\n{\"type\":\"%s\",\"turn\":\"x\",\"config\":3,"
 		    "\"usage\":[],\"message\":7,\"arguments\":5,\"totals\":\"t\",\"limits\":[1],"
-		    "\"best\":2,\"confirmation\":1,\"content\":{},\"name\":{},\"variant\":3,\"speedup\":\"x\","
+		    "\"best\":2,\"confirmation\":1,\"content\":{},\"name\":{},\"variant\":3,"
+		    "\"speedup\":\"x\","
 		    "\"attempt\":\"1\",\"body\":null,\"reason\":[],\"detail\":{},\"path\":1}\n",
 		    records, types[i], types[i]);
 		free(records);
