@@ -553,37 +553,53 @@ session__evaluated(int status, const json_t *object, void *data)
 	free(evaluation);
 }
 
+/* Starts an evaluation once the session's worker is ready (or known to be gone). */
+static void
+session__evaluation_run(void *data)
+{
+	struct session_evaluation *evaluation = data;
+	struct kagent_session *session = evaluation->session;
+	const struct kagent_evaluation_config *evaluation_config = &session->config->evaluation;
+	struct kagent_evaluate_options options = {
+	    .problem_path = session->problem_copy_path,
+	    .candidate_path = evaluation->variant->path,
+	    .device = evaluation_config->device,
+	    .gpu_index = evaluation_config->gpu_index,
+	    .worker_socket = evaluation_config->worker_socket != NULL
+				 ? evaluation_config->worker_socket
+				 : kagent_session_worker_socket(session),
+	    .measure_compile = evaluation_config->measure_compile,
+	    .call_timeout_seconds = evaluation_config->call_timeout_seconds,
+	    .profile_reference = evaluation->purpose == KAGENT_SESSION_PROFILE,
+	};
+
+	if (evaluation->purpose == KAGENT_SESSION_CONFIRM ||
+	    evaluation->purpose == KAGENT_SESSION_FINAL)
+		options.seed = session__unseen_seed(session);
+	/* The final check runs in a fresh worker process: nothing the candidate left behind in a
+	 * warm one can help it. */
+	options.cold = evaluation->purpose == KAGENT_SESSION_FINAL;
+	evaluation->started = session__now();
+	kagent_evaluate_start(session->loop, &options, session__evaluated, evaluation);
+}
+
 void
 kagent_session_evaluate(struct kagent_session *session, struct kagent_variant *variant,
 			enum kagent_session_evaluation purpose,
 			kagent_session_evaluation_callback callback, void *data)
 {
-	const struct kagent_evaluation_config *evaluation_config = &session->config->evaluation;
 	struct session_evaluation *evaluation = kagent_calloc(1, sizeof *evaluation);
-	struct kagent_evaluate_options options = {
-	    .problem_path = session->problem_copy_path,
-	    .candidate_path = variant->path,
-	    .device = evaluation_config->device,
-	    .gpu_index = evaluation_config->gpu_index,
-	    .worker_socket = evaluation_config->worker_socket,
-	    .measure_compile = evaluation_config->measure_compile,
-	    .call_timeout_seconds = evaluation_config->call_timeout_seconds,
-	    .profile_reference = purpose == KAGENT_SESSION_PROFILE,
-	};
 
-	if (purpose == KAGENT_SESSION_CONFIRM || purpose == KAGENT_SESSION_FINAL)
-		options.seed = session__unseen_seed(session);
-	/* The final check runs in a fresh worker process: nothing the candidate left behind in a
-	 * warm one can help it. */
-	options.cold = purpose == KAGENT_SESSION_FINAL;
 	evaluation->session = session;
 	evaluation->variant = variant;
 	evaluation->purpose = purpose;
 	evaluation->callback = callback;
 	evaluation->data = data;
-	evaluation->started = session__now();
 	session->evaluations_in_flight++;
-	kagent_evaluate_start(session->loop, &options, session__evaluated, evaluation);
+	if (purpose != KAGENT_SESSION_FINAL &&
+	    kagent_session_worker_wait(session, session__evaluation_run, evaluation))
+		return;
+	session__evaluation_run(evaluation);
 }
 
 /* ---- the best ref ---- */
@@ -1083,6 +1099,7 @@ session__conclude(struct kagent_session *session, const char *reason, char *deta
 {
 	struct kagent_variant *variant;
 
+	kagent_session_worker_stop(session);
 	free(session->stop_reason);
 	session->stop_reason = kagent_strdup(reason);
 	kagent_session_record(
@@ -1139,6 +1156,14 @@ void
 kagent_session_start(struct kagent_session *session)
 {
 	session->started = session__now();
+	if (session->config->evaluation.worker_socket == NULL) {
+		char *log_path = kagent_asprintf(
+		    "%.*s.worker.log", (int)(strlen(session->trace_path) - strlen(".jsonl")),
+		    session->trace_path);
+
+		kagent_session_worker_start(session, log_path);
+		free(log_path);
+	}
 	kagent_session_record(session, "run_start", kagent_session_run_start_fields(session));
 	if (!session->resumed)
 		session__tell_model(session, session->problem_prompt);
@@ -1155,11 +1180,14 @@ kagent_session_interrupt(struct kagent_session *session)
 		kagent_llm_call_cancel(session->llm_call);
 }
 
-static void
-session__timer_closed(uv_handle_t *handle)
+void
+kagent_session_handle_closed(uv_handle_t *handle)
 {
 	struct kagent_session *session = handle->data;
 	size_t index;
+
+	if (--session->handles_open > 0)
+		return;
 
 	for (index = 0; index < session->variant_count; index++)
 		session__variant_free(session->variants[index]);
@@ -1190,6 +1218,8 @@ session__timer_closed(uv_handle_t *handle)
 	free(session->stop_reason);
 	free(session->stop_detail);
 	free(session->evaluator_failure);
+	free(session->worker.socket_path);
+	free(session->worker.log_path);
 	free(session);
 }
 
@@ -1198,5 +1228,8 @@ kagent_session_free(struct kagent_session *session)
 {
 	if (session == NULL)
 		return;
-	uv_close((uv_handle_t *)&session->step_timer, session__timer_closed);
+	/* A worker still running is told to stop; its handle closes when it has exited. */
+	kagent_session_worker_stop(session);
+	uv_close((uv_handle_t *)&session->step_timer, kagent_session_handle_closed);
+	uv_close((uv_handle_t *)&session->worker.poll_timer, kagent_session_handle_closed);
 }

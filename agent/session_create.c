@@ -26,7 +26,11 @@
 #define SESSION_PROBLEM_CAP ((size_t)1 << 20)
 #define SESSION_VARIANT_CAP ((size_t)1 << 20)
 
-/* "19_ReLU" from "path/to/19_ReLU.py": the repository's folder name. */
+/*
+ * "19_ReLU" from "path/to/19_ReLU.py": the repository's folder name. A generic
+ * file name (problem.py, model.py) takes its folder's name instead, so that
+ * examples/relu/problem.py is "relu".
+ */
 static char *
 session_create__problem_name(const char *path)
 {
@@ -36,6 +40,17 @@ session_create__problem_name(const char *path)
 
 	if (length > 3 && strcmp(base + length - 3, ".py") == 0)
 		length -= 3;
+	if ((strncmp(base, "problem", length) == 0 && length == 7) ||
+	    (strncmp(base, "model", length) == 0 && length == 5)) {
+		const char *folder_end = base - 1, *folder = folder_end;
+
+		while (folder > path && folder[-1] != '/')
+			folder--;
+		if (folder_end > path && folder < folder_end && strncmp(folder, ".", 1) != 0) {
+			base = folder;
+			length = (size_t)(folder_end - folder);
+		}
+	}
 	if (length > 64)
 		length = 64;
 	name = kagent_strndup(base, length);
@@ -379,6 +394,9 @@ kagent_session_create(const struct kagent_session_options *options,
 	session->seen_seeds = json_array();
 	uv_timer_init(session->loop, &session->step_timer);
 	session->step_timer.data = session;
+	uv_timer_init(session->loop, &session->worker.poll_timer);
+	session->worker.poll_timer.data = session;
+	session->handles_open = 2;
 
 	status = kagent_fileio_read(options->problem_path, SESSION_PROBLEM_CAP,
 				    &session->problem_source, &size, error);

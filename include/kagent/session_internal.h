@@ -19,6 +19,25 @@ enum kagent_session_step {
 	KAGENT_SESSION_STEP_TARGET_REACHED,
 };
 
+enum kagent_session_worker_state {
+	KAGENT_SESSION_WORKER_GONE, /* none: evaluations start their own */
+	KAGENT_SESSION_WORKER_STARTING,
+	KAGENT_SESSION_WORKER_READY,
+	KAGENT_SESSION_WORKER_STOPPING,
+};
+
+/* The warm worker of the session (agent/session_worker.c). */
+struct kagent_session_worker {
+	enum kagent_session_worker_state state;
+	uv_process_t process;
+	uv_timer_t poll_timer;
+	char *socket_path;
+	char *log_path;
+	long polls;
+	void *pending; /* an evaluation waiting for the socket */
+	void (*on_ready)(void *data);
+};
+
 struct kagent_session_totals {
 	long long input_tokens;
 	long long output_tokens;
@@ -68,6 +87,8 @@ struct kagent_session {
 	double started;
 
 	uv_timer_t step_timer;
+	struct kagent_session_worker worker;
+	int handles_open; /* the session is freed when the last one has closed */
 	enum kagent_session_step next_step;
 	struct kagent_llm_call *llm_call;
 	json_t *reply_message;
@@ -94,6 +115,16 @@ void kagent_session_add_message(struct kagent_session *session, json_t *message)
 double kagent_session_wall_seconds(const struct kagent_session *session);
 struct kagent_variant *kagent_session_append_variant(struct kagent_session *session, char *source,
 						     char *path, const char *note, int turn);
+/* A close callback for the session's handles: frees the session after the last one. */
+void kagent_session_handle_closed(uv_handle_t *handle);
+/* Starts the warm worker, its output going to log_path. Failure only costs speed. */
+void kagent_session_worker_start(struct kagent_session *session, const char *log_path);
+/* 1 when the worker is still starting: on_ready(data) runs once it is ready or gone. */
+int kagent_session_worker_wait(struct kagent_session *session, void (*on_ready)(void *data),
+			       void *data);
+/* The worker's socket when it is ready, else NULL. */
+const char *kagent_session_worker_socket(const struct kagent_session *session);
+void kagent_session_worker_stop(struct kagent_session *session);
 /* The fields of the run_start record. */
 json_t *kagent_session_run_start_fields(const struct kagent_session *session);
 
