@@ -428,9 +428,11 @@ def resume_after_kill():
         process.send_signal(signal.SIGKILL)
         process.communicate(timeout=30)
         traces = os.path.join(run.output, "relu", "traces")
-        if not os.path.isdir(traces) or not os.listdir(traces):
+        names = [name for name in os.listdir(traces) if name.endswith(".jsonl")] \
+            if os.path.isdir(traces) else []
+        if not names:
             return ["no trace after the first turn"]
-        run_id = os.listdir(traces)[0][:-len(".jsonl")]
+        run_id = names[0][:-len(".jsonl")]
         run.server.terminate()
         run.server.wait(timeout=10)
         with open(run.script, "w") as f:
