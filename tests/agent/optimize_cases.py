@@ -307,6 +307,26 @@ def budget_turns():
         run.close()
 
 
+def budget_cost():
+    """Prices from the config make each turn cost $1.20: a $1 budget stops after one turn,
+    and the cost is accounted in the reply and the totals."""
+    run = Run([chat_reply([("evaluate", {"source": candidate({"speedup": 1.1}, "a")})]),
+               chat_reply([("finish", {"summary": "x"})])])
+    try:
+        with open(os.path.join(run.folder, "kagent.yaml"), "w") as f:
+            f.write("provider:\n  prices: {input: 1000, output: 1000}\n")
+        run.optimize("--target", "3", "--max-cost", "1")
+        final = run.final or {}
+        if final.get("stop_reason") != "budget_cost" or len(run.requests()) != 1:
+            return ["expected a budget_cost stop after one request: " + run.describe()]
+        replies = [r for r in run.trace() if r["type"] == "reply"]
+        if abs(replies[0]["cost"] - 1.2) > 1e-9 or abs(final["totals"]["cost"] - 1.2) > 1e-9:
+            return [f"cost {replies[0]['cost']}, totals {final['totals']}, expected 1.2"]
+        return []
+    finally:
+        run.close()
+
+
 def unconfirmed_target():
     """A variant fast in its evaluation but not on unseen seeds does not end the run."""
     lucky = candidate({"speedups": [2.0, 1.0]}, "lucky")
@@ -491,6 +511,7 @@ CASES = [
     ("faults: 429, 500, a cut stream, split and malformed tool calls", faults),
     ("turn budget ends the run; the fastest correct variant is confirmed", budget_turns),
     ("a target missed on unseen seeds does not end the run", unconfirmed_target),
+    ("the cost budget, from the configured prices, ends the run", budget_cost),
     ("no model configured: says what to set", no_model_configured),
     ("a refused key: says what to set, no retry", refused_key),
     ("no GPU: says so before any token", no_gpu),

@@ -516,6 +516,9 @@ test_validate(void)
 						     "provider.api_key_env", "TEAM_KEY"};
 	static const char *const anthropic[] = {"provider.model", "claude", "provider.api",
 						"anthropic"};
+	static const char *const anthropic_thinking[] = {
+	    "provider.model", "claude", "provider.api", "anthropic", "provider.thinking_budget_tokens",
+	    "2048"};
 	static const char *const local[] = {"provider.model", "qwen", "provider.base_url",
 					    "http://127.0.0.1:8000/v1"};
 	static const char *const disguised[] = {"provider.model", "gpt-5", "provider.base_url",
@@ -545,6 +548,12 @@ test_validate(void)
 	free(error);
 	/* Local servers need no key. */
 	CHECK(validate_with(local, 4) == NULL);
+	setenv("ANTHROPIC_API_KEY", "sk-ant", 1);
+	CHECK(validate_with(anthropic, 4) == NULL);
+	error = validate_with(anthropic_thinking, 6);
+	CHECK_CONTAINS(error, "provider.thinking_budget_tokens");
+	CHECK_CONTAINS(error, "set it to 0");
+	free(error);
 	setenv("OPENAI_API_KEY", "sk-two", 1);
 	CHECK(validate_with(official, 2) == NULL);
 
