@@ -322,25 +322,30 @@ kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t e
 /* Hardware counters: the range profiler, one range per kernel, kernel replay              */
 
 /* libcuda is not linked (the library must load where no driver is): the two calls that name
- * the current context come from dlopen, where torch has already loaded the driver. */
+ * the current context come from dlopen, where torch has already loaded the driver
+ * (KAGENT_LIBCUDA names another, as for libkagent-cuda.so). */
 static int
 counters_current_context(CUcontext *context_out, CUdevice *device_out, char *error,
 			 size_t error_size)
 {
 	CUresult (*get_current)(CUcontext *) = NULL;
 	CUresult (*get_device)(CUdevice *) = NULL;
-	void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	const char *name = getenv("KAGENT_LIBCUDA");
+	void *driver;
 	int status = 0;
 
+	if (name == NULL || name[0] == '\0')
+		name = "libcuda.so.1";
+	driver = dlopen(name, RTLD_NOW | RTLD_LOCAL);
 	if (driver == NULL)
 		return kagent_ctypes_buffer_error(error, error_size, -ENODEV,
-						  "no NVIDIA driver (libcuda.so.1): %s", dlerror());
+						  "no NVIDIA driver (%s): %s", name, dlerror());
 	*(void **)(&get_current) = dlsym(driver, "cuCtxGetCurrent");
 	*(void **)(&get_device) = dlsym(driver, "cuCtxGetDevice");
 	*context_out = NULL;
 	if (get_current == NULL || get_device == NULL)
-		status = kagent_ctypes_buffer_error(error, error_size, -ENOSYS,
-						    "libcuda.so.1 lacks cuCtxGetCurrent");
+		status = kagent_ctypes_buffer_error(
+		    error, error_size, -ENOSYS, "%s lacks cuCtxGetCurrent or cuCtxGetDevice", name);
 	else if (get_current(context_out) != CUDA_SUCCESS || *context_out == NULL)
 		status = kagent_ctypes_buffer_error(
 		    error, error_size, -ENODEV,
