@@ -88,6 +88,8 @@ def summary_caps_records_and_uncounted():
     summary = judge.counters_summary({"kernels": [record()] * 1000, "uncounted": True}, [])
     assert len(summary["kernels"]) == 200 and summary["uncounted"] == 0, len(summary["kernels"])
     assert judge.counters_summary({"kernels": [], "uncounted": -7}, [])["uncounted"] == 0
+    huge = judge.counters_summary({"kernels": [record(count=10 ** 40)], "uncounted": 10 ** 40}, [])
+    assert huge["kernels"][0]["count"] == 1 << 31 and huge["uncounted"] == 1 << 31, huge
 
 
 @test

@@ -797,12 +797,14 @@ def counters_summary(answer, own_names):
                 or not math.isfinite(milliseconds) or milliseconds < 0):
             continue
         name = str(record.get("name", ""))[:500]
-        kernels.append({"name": name, "count": max(0, count), "ms": float(milliseconds),
+        # counts held to 2**31: the verdict's JSON parser refuses huge integers
+        kernels.append({"name": name, "count": min(max(0, count), 1 << 31),
+                        "ms": float(milliseconds),
                         "dram_percent": dram, "sm_percent": sm,
                         "own": is_own_kernel(name, own_names)})
     uncounted = answer.get("uncounted")
-    return {"kernels": kernels,
-            "uncounted": uncounted if type(uncounted) is int and uncounted > 0 else 0}
+    return {"kernels": kernels, "uncounted": min(max(0, uncounted), 1 << 31)
+            if type(uncounted) is int else 0}
 
 
 def is_own_kernel(name, own_names):
