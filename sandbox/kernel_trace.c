@@ -1,15 +1,23 @@
 /*
- * CUPTI kernel tracing for the candidate child (see include/kagent/kernel_trace.h).
- * Records arrive in buffers that CUPTI fills and hands back, possibly on its own thread,
- * so the per-name totals are guarded by a mutex.
+ * CUPTI kernel tracing and hardware counters for the candidate child (see
+ * include/kagent/kernel_trace.h). Records arrive in buffers that CUPTI fills and hands back,
+ * possibly on its own thread, so what they feed (the per-name totals of a trace, the launch
+ * list of a counters pass) is guarded by a mutex.
  */
 #include "kagent/ctypes_buffer.h"
 #include "kagent/kernel_trace.h"
 
+#include "kagent/alloc.h"
 #include "kagent/demangle.h"
 
 #include <cupti.h>
+#include <cupti_profiler_host.h>
+#include <cupti_profiler_target.h>
+#include <cupti_range_profiler.h>
+#include <cupti_target.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <math.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -20,6 +28,10 @@
 #define TRACE_BUFFER_BYTES (4u << 20)
 #define TRACE_MAX_KERNELS 512
 #define TRACE_MAX_STREAMS 4
+/* Kernels a counters pass can tell apart; later launches are counted as uncounted. */
+#define COUNTERS_MAX_RANGES 2048
+/* Launch records kept during a counters pass (a replayed kernel may be recorded again). */
+#define COUNTERS_MAX_LAUNCHES (8 * COUNTERS_MAX_RANGES)
 
 struct trace_kernel {
 	char *name;
@@ -32,20 +44,56 @@ struct trace_kernel {
 	unsigned stream_count;
 };
 
+/* A launch seen during a counters pass: its correlation id orders it among the ranges. */
+struct counters_launch {
+	uint32_t correlation;
+	char *name;
+};
+
+/* What the activity records feed: nothing, a trace, or a counters pass. */
+enum trace_mode { TRACE_IDLE, TRACE_KERNELS, TRACE_COUNTERS };
+
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct trace_kernel trace_kernels[TRACE_MAX_KERNELS];
 static size_t trace_kernel_count;
 static unsigned long long trace_dropped;
-static int trace_running;
+static enum trace_mode trace_mode;
+static uint32_t counters_context_id;
+static struct counters_launch *counters_launches;
+static size_t counters_launch_count;
+
+static const char *const counters_metrics[] = {
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__time_duration.sum",
+};
+#define COUNTERS_METRIC_COUNT (sizeof counters_metrics / sizeof counters_metrics[0])
+
+/* The profiler's state between start and stop. */
+static struct {
+	CUpti_Profiler_Host_Object *host;
+	CUpti_RangeProfiler_Object *profiler;
+	uint8_t *config;
+	size_t config_size;
+	uint8_t *data;
+	size_t data_size;
+} counters_session;
 
 static int
 trace_cupti_fail(char *error, size_t error_size, const char *call, CUptiResult result)
 {
-	const char *text = NULL;
+	const char *name = NULL, *message = NULL;
 
-	cuptiGetResultString(result, &text);
-	return kagent_ctypes_buffer_error(error, error_size, -EIO, "%s failed: %s", call,
-					  text ? text : "?");
+	cuptiGetResultString(result, &name);
+	cuptiGetErrorMessage(result, &message);
+	return kagent_ctypes_buffer_error(
+	    error, error_size, -EIO, "%s failed: %s (%s)%s", call, name ? name : "?",
+	    message ? message : "no description",
+	    result == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES
+		? ": profiling needs admin on this machine (the NVIDIA driver's "
+		  "RmProfilingAdminOnly=1); an administrator can allow it with the module "
+		  "option NVreg_RestrictProfilingToAdminUsers=0"
+		: "");
 }
 
 static void
@@ -62,6 +110,24 @@ trace_note_stream(struct trace_kernel *kernel, uint32_t stream)
 }
 
 static void
+counters_add_launch(const CUpti_ActivityKernel10 *record)
+{
+	char *name;
+
+	/* the range profiler sees one context; a kernel elsewhere has no range */
+	if (record->contextId != counters_context_id)
+		return;
+	if (counters_launch_count == COUNTERS_MAX_LAUNCHES ||
+	    (name = strdup(record->name)) == NULL) {
+		trace_dropped++;
+		return;
+	}
+	counters_launches[counters_launch_count].correlation = record->correlationId;
+	counters_launches[counters_launch_count].name = name;
+	counters_launch_count++;
+}
+
+static void
 trace_add(const CUpti_ActivityKernel10 *record)
 {
 	struct trace_kernel *kernel = NULL;
@@ -70,6 +136,11 @@ trace_add(const CUpti_ActivityKernel10 *record)
 	if (record->name == NULL)
 		return;
 	pthread_mutex_lock(&trace_lock);
+	if (trace_mode == TRACE_COUNTERS) {
+		counters_add_launch(record);
+		pthread_mutex_unlock(&trace_lock);
+		return;
+	}
 	for (index = 0; index < trace_kernel_count; index++) {
 		if (strcmp(trace_kernels[index].name, record->name) == 0) {
 			kernel = &trace_kernels[index];
@@ -141,16 +212,21 @@ trace_reset(void)
 	pthread_mutex_unlock(&trace_lock);
 }
 
-int
-kagent_kernel_trace_start(char *error, size_t error_size)
+static void
+trace_set_mode(enum trace_mode mode)
+{
+	pthread_mutex_lock(&trace_lock);
+	trace_mode = mode;
+	pthread_mutex_unlock(&trace_lock);
+}
+
+/* Starts kernel records flowing to whatever `mode` feeds. */
+static int
+trace_enable_records(enum trace_mode mode, char *error, size_t error_size)
 {
 	static int callbacks_registered;
 	CUptiResult result;
 
-	if (trace_running)
-		return kagent_ctypes_buffer_error(error, error_size, -EBUSY,
-						  "a kernel trace is already running");
-	trace_reset();
 	if (!callbacks_registered) {
 		result =
 		    cuptiActivityRegisterCallbacks(trace_buffer_requested, trace_buffer_completed);
@@ -159,12 +235,36 @@ kagent_kernel_trace_start(char *error, size_t error_size)
 						result);
 		callbacks_registered = 1;
 	}
+	trace_set_mode(mode);
 	/* Concurrent records keep kernels on different streams overlapping, as they ran. */
 	result = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-	if (result != CUPTI_SUCCESS)
+	if (result != CUPTI_SUCCESS) {
+		trace_set_mode(TRACE_IDLE);
 		return trace_cupti_fail(error, error_size, "cuptiActivityEnable", result);
-	trace_running = 1;
+	}
 	return 0;
+}
+
+/* Delivers every pending record, then stops them. */
+static CUptiResult
+trace_disable_records(void)
+{
+	CUptiResult result = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+
+	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+	trace_set_mode(TRACE_IDLE);
+	return result;
+}
+
+int
+kagent_kernel_trace_start(char *error, size_t error_size)
+{
+	if (trace_mode != TRACE_IDLE)
+		return kagent_ctypes_buffer_error(error, error_size, -EBUSY,
+						  "a kernel trace or counters pass is already "
+						  "running");
+	trace_reset();
+	return trace_enable_records(TRACE_KERNELS, error, error_size);
 }
 
 static int
@@ -183,12 +283,10 @@ kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t e
 	size_t index;
 	int status;
 
-	if (!trace_running)
+	if (trace_mode != TRACE_KERNELS)
 		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
 						  "no kernel trace is running");
-	result = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-	trace_running = 0;
+	result = trace_disable_records();
 	if (result != CUPTI_SUCCESS)
 		return trace_cupti_fail(error, error_size, "cuptiActivityFlushAll", result);
 	kernels = json_array();
@@ -217,5 +315,416 @@ kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t e
 	pthread_mutex_unlock(&trace_lock);
 	status = kagent_ctypes_buffer_json(kernels, buffer, buffer_size, error, error_size);
 	json_decref(kernels);
+	return status;
+}
+
+/* -------------------------------------------------------------------------------------- */
+/* Hardware counters: the range profiler, one range per kernel, kernel replay              */
+
+/* libcuda is not linked (the library must load where no driver is): the two calls that name
+ * the current context come from dlopen, where torch has already loaded the driver
+ * (KAGENT_LIBCUDA names another, as for libkagent-cuda.so). */
+static int
+counters_current_context(CUcontext *context_out, CUdevice *device_out, char *error,
+			 size_t error_size)
+{
+	CUresult (*get_current)(CUcontext *) = NULL;
+	CUresult (*get_device)(CUdevice *) = NULL;
+	const char *name = getenv("KAGENT_LIBCUDA");
+	void *driver;
+	int status = 0;
+
+	if (name == NULL || name[0] == '\0')
+		name = "libcuda.so.1";
+	driver = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+	if (driver == NULL)
+		return kagent_ctypes_buffer_error(error, error_size, -ENODEV,
+						  "no NVIDIA driver (%s): %s", name, dlerror());
+	*(void **)(&get_current) = dlsym(driver, "cuCtxGetCurrent");
+	*(void **)(&get_device) = dlsym(driver, "cuCtxGetDevice");
+	*context_out = NULL;
+	if (get_current == NULL || get_device == NULL)
+		status = kagent_ctypes_buffer_error(
+		    error, error_size, -ENOSYS, "%s lacks cuCtxGetCurrent or cuCtxGetDevice", name);
+	else if (get_current(context_out) != CUDA_SUCCESS || *context_out == NULL)
+		status = kagent_ctypes_buffer_error(
+		    error, error_size, -ENODEV,
+		    "no CUDA context is current on this thread: run one CUDA call first");
+	else if (get_device(device_out) != CUDA_SUCCESS)
+		status =
+		    kagent_ctypes_buffer_error(error, error_size, -ENODEV, "cuCtxGetDevice failed");
+	dlclose(driver);
+	return status;
+}
+
+/* The config image (which counters to collect, in which passes) for this chip's metrics. */
+static int
+counters_configure(const char *chip, char *error, size_t error_size)
+{
+	CUpti_Profiler_Host_Initialize_Params initialize = {
+	    .structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE,
+	    .profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER,
+	    .pChipName = chip};
+	CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
+	    .structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE,
+	    .ppMetricNames = (const char **)counters_metrics,
+	    .numMetrics = COUNTERS_METRIC_COUNT};
+	CUpti_Profiler_Host_GetConfigImageSize_Params size = {
+	    .structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+	CUpti_Profiler_Host_GetConfigImage_Params image = {
+	    .structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+	CUptiResult result;
+
+	result = cuptiProfilerHostInitialize(&initialize);
+	if (result != CUPTI_SUCCESS)
+		return trace_cupti_fail(error, error_size, "cuptiProfilerHostInitialize", result);
+	counters_session.host = initialize.pHostObject;
+	add.pHostObject = counters_session.host;
+	result = cuptiProfilerHostConfigAddMetrics(&add);
+	if (result != CUPTI_SUCCESS)
+		return trace_cupti_fail(error, error_size, "cuptiProfilerHostConfigAddMetrics",
+					result);
+	size.pHostObject = counters_session.host;
+	result = cuptiProfilerHostGetConfigImageSize(&size);
+	if (result != CUPTI_SUCCESS)
+		return trace_cupti_fail(error, error_size, "cuptiProfilerHostGetConfigImageSize",
+					result);
+	counters_session.config_size = size.configImageSize;
+	counters_session.config = kagent_calloc(1, size.configImageSize);
+	image.pHostObject = counters_session.host;
+	image.configImageSize = counters_session.config_size;
+	image.pConfigImage = counters_session.config;
+	result = cuptiProfilerHostGetConfigImage(&image);
+	if (result != CUPTI_SUCCESS)
+		return trace_cupti_fail(error, error_size, "cuptiProfilerHostGetConfigImage",
+					result);
+	return 0;
+}
+
+/* The counter data image the decoded ranges go to, and the profiler's configuration. */
+static int
+counters_set_config(char *error, size_t error_size)
+{
+	CUpti_RangeProfiler_GetCounterDataSize_Params size = {
+	    .structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE,
+	    .pRangeProfilerObject = counters_session.profiler,
+	    .pMetricNames = (const char **)counters_metrics,
+	    .numMetrics = COUNTERS_METRIC_COUNT,
+	    .maxNumOfRanges = COUNTERS_MAX_RANGES,
+	    .maxNumRangeTreeNodes = COUNTERS_MAX_RANGES};
+	CUpti_RangeProfiler_CounterDataImage_Initialize_Params initialize = {
+	    .structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE,
+	    .pRangeProfilerObject = counters_session.profiler};
+	CUpti_RangeProfiler_SetConfig_Params config = {
+	    .structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE,
+	    .pRangeProfilerObject = counters_session.profiler,
+	    .range = CUPTI_AutoRange,
+	    .replayMode = CUPTI_KernelReplay,
+	    .maxRangesPerPass = COUNTERS_MAX_RANGES,
+	    .numNestingLevels = 1,
+	    .minNestingLevel = 1};
+	CUptiResult result;
+
+	result = cuptiRangeProfilerGetCounterDataSize(&size);
+	if (result != CUPTI_SUCCESS)
+		return trace_cupti_fail(error, error_size, "cuptiRangeProfilerGetCounterDataSize",
+					result);
+	counters_session.data_size = size.counterDataSize;
+	counters_session.data = kagent_calloc(1, size.counterDataSize);
+	initialize.counterDataSize = counters_session.data_size;
+	initialize.pCounterData = counters_session.data;
+	result = cuptiRangeProfilerCounterDataImageInitialize(&initialize);
+	if (result != CUPTI_SUCCESS)
+		return trace_cupti_fail(error, error_size,
+					"cuptiRangeProfilerCounterDataImageInitialize", result);
+	config.configSize = counters_session.config_size;
+	config.pConfig = counters_session.config;
+	config.counterDataImageSize = counters_session.data_size;
+	config.pCounterDataImage = counters_session.data;
+	result = cuptiRangeProfilerSetConfig(&config);
+	if (result != CUPTI_SUCCESS)
+		return trace_cupti_fail(error, error_size, "cuptiRangeProfilerSetConfig", result);
+	return 0;
+}
+
+/* Ends a counters pass, whatever state it reached. */
+static void
+counters_release(void)
+{
+	size_t index;
+
+	if (trace_mode == TRACE_COUNTERS)
+		trace_disable_records();
+	if (counters_session.profiler != NULL) {
+		CUpti_RangeProfiler_Disable_Params disable = {
+		    .structSize = CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
+		    .pRangeProfilerObject = counters_session.profiler};
+
+		cuptiRangeProfilerDisable(&disable);
+	}
+	if (counters_session.host != NULL) {
+		CUpti_Profiler_Host_Deinitialize_Params deinitialize = {
+		    .structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE,
+		    .pHostObject = counters_session.host};
+
+		cuptiProfilerHostDeinitialize(&deinitialize);
+	}
+	free(counters_session.config);
+	free(counters_session.data);
+	memset(&counters_session, 0, sizeof counters_session);
+	pthread_mutex_lock(&trace_lock);
+	for (index = 0; index < counters_launch_count; index++)
+		free(counters_launches[index].name);
+	counters_launch_count = 0;
+	pthread_mutex_unlock(&trace_lock);
+}
+
+int
+kagent_kernel_counters_start(char *error, size_t error_size)
+{
+	static int profiler_initialized;
+	CUpti_Profiler_Initialize_Params initialize = {
+	    .structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+	CUpti_Device_GetChipName_Params chip = {.structSize =
+						    CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+	CUpti_RangeProfiler_Enable_Params enable = {
+	    .structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
+	CUpti_RangeProfiler_Start_Params start = {.structSize =
+						      CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
+	CUptiResult result;
+	CUcontext context;
+	CUdevice device = 0;
+	int status;
+
+	if (trace_mode != TRACE_IDLE)
+		return kagent_ctypes_buffer_error(error, error_size, -EBUSY,
+						  "a kernel trace or counters pass is already "
+						  "running");
+	status = counters_current_context(&context, &device, error, error_size);
+	if (status < 0)
+		return status;
+	if (!profiler_initialized) {
+		result = cuptiProfilerInitialize(&initialize);
+		if (result != CUPTI_SUCCESS)
+			return trace_cupti_fail(error, error_size, "cuptiProfilerInitialize",
+						result);
+		profiler_initialized = 1;
+	}
+	if (counters_launches == NULL)
+		counters_launches =
+		    kagent_calloc(COUNTERS_MAX_LAUNCHES, sizeof counters_launches[0]);
+	chip.deviceIndex = (size_t)device;
+	result = cuptiDeviceGetChipName(&chip);
+	if (result != CUPTI_SUCCESS) {
+		status = trace_cupti_fail(error, error_size, "cuptiDeviceGetChipName", result);
+		goto out;
+	}
+	status = counters_configure(chip.pChipName, error, error_size);
+	if (status < 0)
+		goto out;
+	enable.ctx = context;
+	result = cuptiRangeProfilerEnable(&enable);
+	if (result != CUPTI_SUCCESS) {
+		status = trace_cupti_fail(error, error_size, "cuptiRangeProfilerEnable", result);
+		goto out;
+	}
+	counters_session.profiler = enable.pRangeProfilerObject;
+	status = counters_set_config(error, error_size);
+	if (status < 0)
+		goto out;
+	result = cuptiGetContextId(context, &counters_context_id);
+	if (result != CUPTI_SUCCESS) {
+		status = trace_cupti_fail(error, error_size, "cuptiGetContextId", result);
+		goto out;
+	}
+	/* kernel records name the ranges, which auto range only numbers */
+	status = trace_enable_records(TRACE_COUNTERS, error, error_size);
+	if (status < 0)
+		goto out;
+	start.pRangeProfilerObject = counters_session.profiler;
+	result = cuptiRangeProfilerStart(&start);
+	if (result != CUPTI_SUCCESS)
+		status = trace_cupti_fail(error, error_size, "cuptiRangeProfilerStart", result);
+out:
+	if (status < 0)
+		counters_release();
+	return status;
+}
+
+static int
+counters_compare_launch(const void *first, const void *second)
+{
+	const struct counters_launch *a = first, *b = second;
+
+	return a->correlation < b->correlation ? -1 : a->correlation > b->correlation ? 1 : 0;
+}
+
+/* Launch order, each launch once (a replayed kernel may have been recorded again). */
+static size_t
+counters_unique_launches(void)
+{
+	size_t index, kept = 0;
+
+	qsort(counters_launches, counters_launch_count, sizeof counters_launches[0],
+	      counters_compare_launch);
+	for (index = 0; index < counters_launch_count; index++) {
+		if (kept > 0 && counters_launches[kept - 1].correlation ==
+				    counters_launches[index].correlation) {
+			free(counters_launches[index].name);
+			continue;
+		}
+		counters_launches[kept++] = counters_launches[index];
+	}
+	counters_launch_count = kept;
+	return kept;
+}
+
+struct counters_kernel {
+	const char *name;
+	unsigned long long count;
+	double nanoseconds, dram_weighted, sm_weighted;
+};
+
+static int
+counters_compare_time(const void *first, const void *second)
+{
+	const struct counters_kernel *a = first, *b = second;
+
+	return a->nanoseconds < b->nanoseconds ? 1 : a->nanoseconds > b->nanoseconds ? -1 : 0;
+}
+
+/* The metrics of each range, added up per kernel name: {"kernels": [...], "uncounted": n}. */
+static int
+counters_evaluate(size_t ranges, json_t **result_out, char *error, size_t error_size)
+{
+	struct counters_kernel *kernels = kagent_calloc(ranges + 1, sizeof kernels[0]);
+	size_t launches = counters_unique_launches(), kernel_count = 0, index, search;
+	json_t *list = json_array();
+	int status = 0;
+
+	/* launches past the counter data image's ranges are dropped, never shifted */
+	if (launches < ranges || (launches > ranges && ranges < COUNTERS_MAX_RANGES)) {
+		status = kagent_ctypes_buffer_error(
+		    error, error_size, -EPROTO,
+		    "CUPTI recorded %zu kernel launches but the range profiler %zu ranges: "
+		    "kernels and counters cannot be matched",
+		    launches, ranges);
+		goto out;
+	}
+	for (index = 0; index < ranges; index++) {
+		double values[COUNTERS_METRIC_COUNT] = {0};
+		CUpti_Profiler_Host_EvaluateToGpuValues_Params evaluate = {
+		    .structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE,
+		    .pHostObject = counters_session.host,
+		    .pCounterDataImage = counters_session.data,
+		    .counterDataImageSize = counters_session.data_size,
+		    .rangeIndex = index,
+		    .ppMetricNames = (const char **)counters_metrics,
+		    .numMetrics = COUNTERS_METRIC_COUNT,
+		    .pMetricValues = values};
+		CUptiResult result = cuptiProfilerHostEvaluateToGpuValues(&evaluate);
+		struct counters_kernel *kernel = NULL;
+		double weight;
+
+		if (result != CUPTI_SUCCESS) {
+			status = trace_cupti_fail(error, error_size,
+						  "cuptiProfilerHostEvaluateToGpuValues", result);
+			goto out;
+		}
+		for (search = 0; search < kernel_count; search++) {
+			if (strcmp(kernels[search].name, counters_launches[index].name) == 0) {
+				kernel = &kernels[search];
+				break;
+			}
+		}
+		if (kernel == NULL) {
+			kernel = &kernels[kernel_count++];
+			kernel->name = counters_launches[index].name;
+		}
+		/* percentages of launches averaged by their time; 1 ns keeps empty ones */
+		weight = isfinite(values[2]) && values[2] > 1.0 ? values[2] : 1.0;
+		kernel->count++;
+		kernel->nanoseconds += weight;
+		kernel->dram_weighted += (isfinite(values[0]) ? values[0] : 0.0) * weight;
+		kernel->sm_weighted += (isfinite(values[1]) ? values[1] : 0.0) * weight;
+	}
+	qsort(kernels, kernel_count, sizeof kernels[0], counters_compare_time);
+	for (index = 0; index < kernel_count; index++) {
+		const struct counters_kernel *kernel = &kernels[index];
+		int exact = 0;
+		char *shown = kagent_demangle_display(kernel->name, &exact);
+
+		json_array_append_new(
+		    list,
+		    json_pack("{s:s, s:s, s:I, s:f, s:f, s:f}", "name",
+			      shown != NULL ? shown : kernel->name, "mangled", kernel->name,
+			      "count", (json_int_t)kernel->count, "ms", kernel->nanoseconds / 1e6,
+			      "dram_percent", kernel->dram_weighted / kernel->nanoseconds,
+			      "sm_percent", kernel->sm_weighted / kernel->nanoseconds));
+		free(shown);
+	}
+	*result_out =
+	    json_pack("{s:O, s:I}", "kernels", list, "uncounted", (json_int_t)(launches - ranges));
+out:
+	json_decref(list);
+	free(kernels);
+	return status;
+}
+
+int
+kagent_kernel_counters_stop(char *buffer, size_t buffer_size, char *error, size_t error_size)
+{
+	CUpti_RangeProfiler_Stop_Params stop = {.structSize =
+						    CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
+	CUpti_RangeProfiler_DecodeData_Params decode = {
+	    .structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE};
+	CUpti_RangeProfiler_GetCounterDataInfo_Params info = {
+	    .structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE};
+	json_t *result_json = NULL;
+	CUptiResult result;
+	int status = 0;
+
+	if (trace_mode != TRACE_COUNTERS)
+		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+						  "no counters pass is running");
+	stop.pRangeProfilerObject = counters_session.profiler;
+	result = cuptiRangeProfilerStop(&stop);
+	if (result != CUPTI_SUCCESS) {
+		status = trace_cupti_fail(error, error_size, "cuptiRangeProfilerStop", result);
+		goto out;
+	}
+	if (!stop.isAllPassSubmitted) {
+		status = kagent_ctypes_buffer_error(
+		    error, error_size, -EPROTO,
+		    "cuptiRangeProfilerStop: kernel replay left counter passes unsubmitted");
+		goto out;
+	}
+	decode.pRangeProfilerObject = counters_session.profiler;
+	result = cuptiRangeProfilerDecodeData(&decode);
+	if (result != CUPTI_SUCCESS) {
+		status =
+		    trace_cupti_fail(error, error_size, "cuptiRangeProfilerDecodeData", result);
+		goto out;
+	}
+	result = trace_disable_records();
+	if (result != CUPTI_SUCCESS) {
+		status = trace_cupti_fail(error, error_size, "cuptiActivityFlushAll", result);
+		goto out;
+	}
+	info.pCounterDataImage = counters_session.data;
+	info.counterDataImageSize = counters_session.data_size;
+	result = cuptiRangeProfilerGetCounterDataInfo(&info);
+	if (result != CUPTI_SUCCESS) {
+		status = trace_cupti_fail(error, error_size, "cuptiRangeProfilerGetCounterDataInfo",
+					  result);
+		goto out;
+	}
+	status = counters_evaluate(info.numTotalRanges, &result_json, error, error_size);
+	if (status == 0)
+		status =
+		    kagent_ctypes_buffer_json(result_json, buffer, buffer_size, error, error_size);
+out:
+	json_decref(result_json);
+	counters_release();
 	return status;
 }

@@ -88,6 +88,80 @@ profile__compute(FILE *stream, const json_t *compute, double candidate_ms)
 		fprintf(stream, "; no peak rate was measured on this device\n");
 }
 
+/* What a kernel's two throughputs say, when they say something plain. */
+static const char *
+profile__bound(double dram, double sm)
+{
+	if (dram >= 60 && dram >= sm)
+		return "  (DRAM-bound)";
+	if (sm >= 60)
+		return "  (SM-bound)";
+	if (dram < 30 && sm < 30)
+		return "  (latency-bound: neither DRAM nor SM is busy)";
+	return "";
+}
+
+static void
+profile__counters_side(FILE *stream, const char *who, const json_t *counters)
+{
+	const json_t *kernels = json_object_get(counters, "kernels"), *kernel;
+	const char *error = json_string_value(json_object_get(counters, "error"));
+	json_int_t uncounted = json_integer_value(json_object_get(counters, "uncounted"));
+	size_t index;
+
+	if (!json_is_array(kernels)) {
+		fprintf(stream, "  %-10s not collected: %s\n", who,
+			error != NULL ? error : "no counters pass was run");
+		return;
+	}
+	if (json_array_size(kernels) == 0)
+		fprintf(stream, "  %-10s no kernel was counted\n", who);
+	json_array_foreach(kernels, index, kernel)
+	{
+		double dram = profile__number(kernel, "dram_percent");
+		double sm = profile__number(kernel, "sm_percent");
+		const char *name = json_string_value(json_object_get(kernel, "name"));
+
+		if (index == 4) {
+			fprintf(stream, "             ... %zu more\n",
+				json_array_size(kernels) - 4);
+			break;
+		}
+		fprintf(stream, "  %-10s DRAM %3.0f%%  SM %3.0f%%  %s%s%s\n", index == 0 ? who : "",
+			dram, sm, name != NULL ? name : "?",
+			json_is_true(json_object_get(kernel, "own")) ? "  [own]" : "",
+			profile__bound(dram, sm));
+	}
+	if (uncounted > 0)
+		fprintf(stream, "             %lld later launches were not counted\n",
+			(long long)uncounted);
+}
+
+static void
+profile__counters(FILE *stream, const json_t *verdict)
+{
+	const json_t *candidate = json_object_get(verdict, "counters");
+	const json_t *reference = json_object_get(verdict, "reference_counters");
+	const char *candidate_error = json_string_value(json_object_get(candidate, "error"));
+	const char *reference_error = json_string_value(json_object_get(reference, "error"));
+
+	if (!json_is_object(candidate) && !json_is_object(reference)) {
+		fprintf(stream, "hardware counters: not collected (no counters pass was run)\n");
+		return;
+	}
+	/* one reason for both, as when the machine does not permit profiling */
+	if (candidate_error != NULL &&
+	    (!json_is_object(reference) ||
+	     (reference_error != NULL && strcmp(candidate_error, reference_error) == 0))) {
+		fprintf(stream, "hardware counters: not collected: %s\n", candidate_error);
+		return;
+	}
+	fprintf(stream, "hardware counters (one more forward, every kernel replayed; %% of peak "
+			"sustained throughput):\n");
+	profile__counters_side(stream, "reference", reference);
+	profile__counters_side(stream, "candidate", candidate);
+}
+
 const char *
 kagent_profile_first_target(const json_t *verdict, double *share_out)
 {
@@ -135,7 +209,5 @@ kagent_profile_render_text(const json_t *verdict, FILE *stream)
 	if (target != NULL)
 		fprintf(stream, "attack first: %s (%.0f%% of the candidate's GPU time)\n", target,
 			100.0 * share);
-	fprintf(stream, "hardware counters: not collected (DRAM and SM throughput need ncu or "
-			"CUPTI range profiling, with profiling permission, in a separate replayed "
-			"run)\n");
+	profile__counters(stream, verdict);
 }

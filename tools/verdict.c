@@ -886,6 +886,10 @@ kagent_verdict_build(const struct kagent_verdict_input *in, json_t **verdict_out
 			    verdict__copy(judge, "roofline", JSON_OBJECT, json_null()));
 	json_object_set_new(verdict, "compute",
 			    verdict__copy(judge, "compute", JSON_OBJECT, json_null()));
+	json_object_set_new(verdict, "counters",
+			    verdict__copy(judge, "counters", JSON_OBJECT, json_null()));
+	json_object_set_new(verdict, "reference_counters",
+			    verdict__copy(judge, "reference_counters", JSON_OBJECT, json_null()));
 	json_object_set_new(verdict, "phase_seconds",
 			    verdict__copy(judge, "phase_seconds", JSON_OBJECT, json_object()));
 	json_object_set_new(verdict, "candidate_output", verdict__candidate_output(result));

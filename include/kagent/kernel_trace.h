@@ -2,8 +2,9 @@
  * Kernel tracing with CUPTI's activity API, for the sandboxed candidate child: which
  * kernels a forward launched and how much GPU time each took. It subscribes to kernel
  * records only, so it starts in a fraction of the time torch.profiler needs (which
- * enables every activity kind). Built as libkagent-trace.so and called through ctypes;
- * one trace at a time per process.
+ * enables every activity kind). And hardware counters with CUPTI's range profiler: DRAM and
+ * SM throughput of each kernel, for `kagent profile`. Built as libkagent-trace.so and called
+ * through ctypes; one trace or counters pass at a time per process.
  */
 #ifndef KAGENT_KERNEL_TRACE_H
 #define KAGENT_KERNEL_TRACE_H
@@ -21,5 +22,24 @@ int kagent_kernel_trace_start(char *error, size_t error_size);
  * (-ENOSPC when the buffer is too small).
  */
 int kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t error_size);
+
+/*
+ * Starts a counters pass on the CUDA context current on the calling thread: one range per
+ * kernel (auto range), each kernel replayed by CUPTI until every counter is collected (kernel
+ * replay), so the calls in between run several times slower and must never be timed. Needs
+ * profiling permission (root, or the driver's RmProfilingAdminOnly=0). Returns 0 or a
+ * negative errno with a message naming the CUPTI call and its error
+ * ("cuptiRangeProfilerEnable failed: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (...)").
+ */
+int kagent_kernel_counters_start(char *error, size_t error_size);
+/*
+ * Ends the pass (after the caller synchronised the device) and writes a JSON object:
+ * {"kernels": [{"name", "mangled", "count", "ms", "dram_percent", "sm_percent"}], "uncounted":
+ * launches past the range limit}, one entry per kernel name, longest total time first; the
+ * percentages are of the peak sustained throughput over the kernel's elapsed time, averaged
+ * over its launches weighted by their time, and ms is the replayed kernels' own GPU time.
+ * Returns the length written or a negative errno (-ENOSPC when the buffer is too small).
+ */
+int kagent_kernel_counters_stop(char *buffer, size_t buffer_size, char *error, size_t error_size);
 
 #endif

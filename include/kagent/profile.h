@@ -1,8 +1,9 @@
 /*
  * The profile view of a verdict (`kagent profile`): where the GPU time goes in the reference
  * and in the candidate, kernel by kernel, the candidate's position against the memory
- * bound, and which kernel to attack first. Reads the verdict's reference_kernels, kernels,
- * roofline and timing; anything missing is said, not guessed.
+ * bound, which kernel to attack first, and each kernel's DRAM and SM throughput. Reads the
+ * verdict's reference_kernels, kernels, roofline, timing, counters and reference_counters;
+ * anything missing is said, not guessed.
  */
 #ifndef KAGENT_PROFILE_H
 #define KAGENT_PROFILE_H

@@ -84,6 +84,18 @@ def profile_relu(verdict):
     roofline = verdict.get("roofline") or {}
     if not roofline.get("floor_ms", 0) > 0 or not roofline.get("bandwidth_bytes_per_second", 0) > 1e11:
         problems.append(f"roofline {roofline}")
+    # hardware counters (CUPTI range profiler): a ReLU over 256 MB is bound by memory
+    counters = verdict.get("counters") or {}
+    own_counted = [kernel for kernel in counters.get("kernels") or [] if kernel.get("own")]
+    if not own_counted:
+        problems.append(f"no hardware counters for the own kernel: {json.dumps(counters)[:600]}")
+    elif not own_counted[0]["dram_percent"] > 30:
+        problems.append(f"own kernel at {own_counted[0]['dram_percent']:.1f}% of peak DRAM "
+                        f"throughput: a ReLU over 256 MB is memory-bound ({own_counted[0]})")
+    reference_counters = verdict.get("reference_counters") or {}
+    if not reference_counters.get("kernels"):
+        problems.append(f"no hardware counters for the reference: "
+                        f"{json.dumps(reference_counters)[:600]}")
     return problems
 
 
@@ -110,7 +122,7 @@ def profile_text(suite):
                os.path.join(suite.candidates, "triton_matmul.py")]
     result = subprocess.run(command, capture_output=True, text=True, timeout=900)
     needles = ("where the time goes", "reference", "attack first: matmul_kernel",
-               "compute bound", "hardware counters")
+               "compute bound", "hardware counters (")
     missing = [needle for needle in needles if needle not in result.stdout]
     suite.report(result.returncode == 0 and not missing,
                  f"kagent profile text names the kernel to attack first (missing {missing})",

@@ -20,7 +20,15 @@ static const char verdict_text[] =
     "   {\"name\": \"relu_kernel\", \"count\": 1, \"ms\": 3.5, \"own\": true,"
     "    \"grid\": [1024, 1, 1], \"block\": [128, 1, 1], \"registers\": 16,"
     "    \"shared_bytes\": 0},"
-    "   {\"name\": \"void at::native::copy\", \"count\": 1, \"ms\": 0.4, \"own\": false}]}}";
+    "   {\"name\": \"void at::native::copy\", \"count\": 1, \"ms\": 0.4, \"own\": false}]},"
+    " \"counters\": {\"uncounted\": 0, \"kernels\": ["
+    "   {\"name\": \"relu_kernel\", \"count\": 1, \"ms\": 3.4, \"dram_percent\": 91.4,"
+    "    \"sm_percent\": 12.2, \"own\": true},"
+    "   {\"name\": \"void at::native::copy\", \"count\": 1, \"ms\": 0.4,"
+    "    \"dram_percent\": 40.0, \"sm_percent\": 45.0, \"own\": false}]},"
+    " \"reference_counters\": {\"uncounted\": 3, \"kernels\": ["
+    "   {\"name\": \"void at::native::vectorized_elementwise_kernel\", \"count\": 2,"
+    "    \"ms\": 5.4, \"dram_percent\": 9.0, \"sm_percent\": 4.6, \"own\": false}]}}";
 
 static char *
 render(const json_t *verdict)
@@ -55,7 +63,39 @@ test_full_profile(void)
 	CHECK_CONTAINS(text, "attack first: relu_kernel (90%");
 	CHECK_CONTAINS(text, "compute bound: 2 GFLOP");
 	CHECK_CONTAINS(text, "50.0 TFLOP/s (float32); the candidate runs at 1% of that bound");
-	CHECK_CONTAINS(text, "hardware counters: not collected");
+	CHECK_CONTAINS(text, "hardware counters (one more forward");
+	CHECK_CONTAINS(text, "  candidate  DRAM  91%  SM  12%  relu_kernel  [own]  (DRAM-bound)\n");
+	CHECK_CONTAINS(text, "             DRAM  40%  SM  45%  void at::native::copy\n");
+	CHECK_CONTAINS(text,
+		       "  reference  DRAM   9%  SM   5%  void at::native::vectorized_elementwise_"
+		       "kernel  (latency-bound");
+	CHECK_CONTAINS(text, "3 later launches were not counted");
+	free(text);
+	json_decref(verdict);
+}
+
+static void
+test_counters_refused(void)
+{
+	static const char refused[] = "cuptiRangeProfilerEnable failed: "
+				      "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (no permission)";
+	json_t *verdict =
+	    json_pack("{s:s, s:s, s:{s:s}, s:{s:s}}", "status", "correct", "reason", "fast",
+		      "counters", "error", refused, "reference_counters", "error", refused);
+	char *text = render(verdict);
+
+	CHECK_CONTAINS(text, "hardware counters: not collected: cuptiRangeProfilerEnable failed: "
+			     "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES");
+	free(text);
+	json_decref(verdict);
+	/* the candidate alone failed (a kernel that hangs when replayed): both sides are said */
+	verdict = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:f, s:f}], s:i}}", "status",
+			    "correct", "reason", "fast", "counters", "error", "timed out",
+			    "reference_counters", "kernels", "name", "k", "dram_percent", 70.0,
+			    "sm_percent", 20.0, "uncounted", 0);
+	text = render(verdict);
+	CHECK_CONTAINS(text, "  reference  DRAM  70%  SM  20%  k  (DRAM-bound)\n");
+	CHECK_CONTAINS(text, "  candidate  not collected: timed out\n");
 	free(text);
 	json_decref(verdict);
 }
@@ -71,6 +111,7 @@ test_missing_parts_are_said(void)
 	CHECK_CONTAINS(text, "reference  no kernel trace was recorded");
 	CHECK_CONTAINS(text, "memory bound: not known");
 	CHECK_CONTAINS(text, "compute bound: not derived (no FLOP count was taken)");
+	CHECK_CONTAINS(text, "hardware counters: not collected (no counters pass was run)");
 	free(text);
 	json_decref(verdict);
 }
@@ -78,6 +119,7 @@ test_missing_parts_are_said(void)
 static const struct kagent_test tests[] = {
     {"full_profile", test_full_profile},
     {"missing_parts_are_said", test_missing_parts_are_said},
+    {"counters_refused", test_counters_refused},
     {NULL, NULL},
 };
 

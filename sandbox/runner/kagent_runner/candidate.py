@@ -54,7 +54,7 @@ def _watched_objects():
         ("the channel class", lambda: Channel),
     ]
     for name in ("forward", "synchronize", "serve", "deliver", "flush_l2", "poison", "profile",
-                 "tamper_check"):
+                 "counters", "tamper_check"):
         watched.append((f"CandidateRunner.{name}",
                         lambda name=name: getattr(globals().get("CandidateRunner"), name, None)))
     for name in ("send_json", "_send", "receive", "_fill"):
@@ -260,6 +260,15 @@ class CandidateRunner:
             return None
         return kernel_trace.trace(self.forward, self.request.get("trace_library"), _profile)
 
+    def counters(self):
+        """One more forward, every kernel replayed under CUPTI's range profiler (never timed)."""
+        if self.device != "cuda":
+            return {"error": "hardware counters need a GPU"}
+        try:
+            return kernel_trace.counters(self.forward, self.request.get("trace_library"))
+        except kernel_trace.CountersUnavailable as error:
+            return {"error": str(error)}
+
     def tamper_check(self):
         findings = [f"CandidateRunner.{name} was replaced on the runner itself"
                     for name in ("forward", "synchronize", "deliver", "flush_l2", "poison")
@@ -309,6 +318,8 @@ class CandidateRunner:
                 self.channel.send_json({"op": "result", "outputs": self.deliver()})
             elif operation == "profile":
                 self.channel.send_json({"op": "profile", "kernels": self.profile()})
+            elif operation == "counters":
+                self.channel.send_json({"op": "counters", "counters": self.counters()})
             elif operation == "tamper":
                 self.channel.send_json({"op": "tamper", "findings": self.tamper_check()})
             elif operation == "exit":

@@ -93,7 +93,8 @@ class Judge:
                        "environment": None, "trials": [], "signed_skipped": None,
                        "degenerate": None, "timing": None, "baselines": None, "kernels": None,
                        "tamper": [], "roofline": None, "compute": None,
-                       "reference_kernels": None, "phase_seconds": {}}
+                       "reference_kernels": None, "counters": None, "reference_counters": None,
+                       "phase_seconds": {}}
         self.phase_started = time.monotonic()
 
     # -- talking to the candidate --------------------------------------------------------
@@ -559,6 +560,31 @@ class Judge:
 
         return kernel_summary(kernel_trace.trace(run, self.request.get("trace_library")), [])
 
+    def counters(self):
+        """DRAM and SM throughput of the candidate's kernels: the candidate replays one more
+        forward under CUPTI's range profiler. Its failure (a replayed kernel that hangs or
+        crashes) is reported here and changes nothing else."""
+        timeout = max(60.0, 3 * float(self.limits.get("call_seconds", 20)))
+        try:
+            reply = self.ask({"op": "counters"}, timeout)
+        except CandidateFailure as failure:
+            return {"error": f"the candidate failed during the counters pass ({failure.kind}): "
+                             f"{failure.message[:600]}"}
+        return counters_summary(reply.get("counters"), self.own_names)
+
+    def reference_counters(self):
+        """The reference's DRAM and SM throughput, replayed in this (trusted) process."""
+
+        def run():
+            self.reference(self.result_inputs)
+            self.synchronize()
+
+        try:
+            answer = kernel_trace.counters(run, self.request.get("trace_library"))
+        except kernel_trace.CountersUnavailable as error:
+            answer = {"error": str(error)}
+        return counters_summary(answer, [])
+
     # -- the whole evaluation --------------------------------------------------------------
     def enter(self, phase):
         """Starts a phase; the time spent in the previous one goes into phase_seconds."""
@@ -594,7 +620,13 @@ class Judge:
                 self.result["compute"] = self.compute_bound()
                 if self.device == "cuda":
                     self.result["reference_kernels"] = self.reference_kernels()
+                    self.result["reference_counters"] = self.reference_counters()
             self.result["tamper"] = self.ask({"op": "tamper"}, 20).get("findings", [])
+            if self.request.get("profile_reference") and self.device == "cuda":
+                # after timing (replay is slow) and after the tamper check (a candidate that
+                # dies under replay must not lose its verdict)
+                self.enter("counters")
+                self.result["counters"] = self.counters()
             self.enter("done")
             try:
                 self.channel.send_json({"op": "exit"})
@@ -733,6 +765,46 @@ def kernel_summary(records, own_names):
     return {"own_ms": own_ms, "total_ms": total_ms,
             "own_share": own_ms / total_ms if total_ms > 0 else 0.0,
             "own_names": own_names, "launches": launches}
+
+
+def _percent(value):
+    """A percentage from untrusted JSON: a finite number, held to [0, 100], or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return min(100.0, max(0.0, float(value)))
+
+
+def counters_summary(answer, own_names):
+    """{"kernels": [{"name", "count", "ms", "dram_percent", "sm_percent", "own"}], "uncounted"}
+    or {"error"}, from a counters pass's answer (untrusted when it comes from the candidate:
+    fields are checked, records that fail are left out)."""
+    if not isinstance(answer, dict):
+        return {"error": "the counters pass returned nothing"}
+    if "error" in answer:
+        return {"error": str(answer["error"])[:1000]}
+    records = answer.get("kernels")
+    if not isinstance(records, list):
+        return {"error": "the counters pass returned no kernel list"}
+    kernels = []
+    for record in records[:200]:
+        if not isinstance(record, dict):
+            continue
+        dram, sm = _percent(record.get("dram_percent")), _percent(record.get("sm_percent"))
+        milliseconds = record.get("ms")
+        count = record.get("count")
+        if (dram is None or sm is None or not isinstance(count, int) or isinstance(count, bool)
+                or isinstance(milliseconds, bool) or not isinstance(milliseconds, (int, float))
+                or not math.isfinite(milliseconds) or milliseconds < 0):
+            continue
+        name = str(record.get("name", ""))[:500]
+        # counts held to 2**31: the verdict's JSON parser refuses huge integers
+        kernels.append({"name": name, "count": min(max(0, count), 1 << 31),
+                        "ms": float(milliseconds),
+                        "dram_percent": dram, "sm_percent": sm,
+                        "own": is_own_kernel(name, own_names)})
+    uncounted = answer.get("uncounted")
+    return {"kernels": kernels, "uncounted": min(max(0, uncounted), 1 << 31)
+            if type(uncounted) is int else 0}
 
 
 def is_own_kernel(name, own_names):
