@@ -17,16 +17,11 @@
 #include "kagent/fileio.h"
 #include "kagent/llm_client.h"
 #include "kagent/log.h"
-#include "kagent/paths.h"
-#include "kagent/prompt.h"
-#include "kagent/sha256.h"
 #include "kagent/tool.h"
 #include "kagent/trace.h"
 #include "kagent/variant_repository.h"
 
 #include <errno.h>
-#include <inttypes.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -36,7 +31,6 @@
 #define SESSION_REPLIES_WITHOUT_TOOLS_CAP 2
 /* A candidate file larger than this is not a kernel. */
 #define SESSION_SOURCE_CAP ((size_t)1 << 20)
-#define SESSION_PROBLEM_CAP ((size_t)1 << 20)
 
 static void session__step(uv_timer_t *timer);
 static void session__conclude(struct kagent_session *session, const char *reason, char *detail);
@@ -504,7 +498,6 @@ session__evaluated(int status, const json_t *object, void *data)
 	double seconds = session__now() - evaluation->started;
 
 	session->totals.gpu_seconds += seconds;
-	session->evaluations_in_flight--;
 	if (status == 0) {
 		double speedup = kagent_session_speedup(session, object);
 
@@ -595,7 +588,6 @@ kagent_session_evaluate(struct kagent_session *session, struct kagent_variant *v
 	evaluation->purpose = purpose;
 	evaluation->callback = callback;
 	evaluation->data = data;
-	session->evaluations_in_flight++;
 	if (purpose != KAGENT_SESSION_FINAL &&
 	    kagent_session_worker_wait(session, session__evaluation_run, evaluation))
 		return;
@@ -790,8 +782,6 @@ session__llm_failure_advice(const struct kagent_session *session,
 								    : "the model call failed");
 	}
 }
-
-static void session__run_next_tool(struct kagent_session *session);
 
 static void
 session__tool_done(struct kagent_tool_call *call, void *data)

@@ -98,7 +98,6 @@ struct kagent_session {
 	struct kagent_tool_call tool_call;
 	double tool_started;
 	double tool_gpu_before;
-	int evaluations_in_flight;
 	int replies_without_tools;
 	int finish_requested;
 	char *finish_summary;
