@@ -935,10 +935,12 @@ kagent_config_validate(const struct kagent_config *config, char **error)
 	}
 	/* Anthropic wants the signed thinking blocks of a tool-using turn sent back, and the
 	 * stream parser keeps the thinking text but not the signatures. */
-	if (provider->format == KAGENT_LLM_FORMAT_ANTHROPIC && provider->thinking_budget_tokens > 0) {
-		*error = kagent_strdup("provider.thinking_budget_tokens: Anthropic's extended "
-				       "thinking with tool calls needs each turn's signed thinking "
-				       "blocks sent back, which kagent does not keep yet; set it to 0");
+	if (provider->format == KAGENT_LLM_FORMAT_ANTHROPIC &&
+	    provider->thinking_budget_tokens > 0) {
+		*error =
+		    kagent_strdup("provider.thinking_budget_tokens: Anthropic's extended "
+				  "thinking with tool calls needs each turn's signed thinking "
+				  "blocks sent back, which kagent does not keep yet; set it to 0");
 		goto out;
 	}
 	status = 0;

@@ -516,9 +516,12 @@ test_validate(void)
 						     "provider.api_key_env", "TEAM_KEY"};
 	static const char *const anthropic[] = {"provider.model", "claude", "provider.api",
 						"anthropic"};
-	static const char *const anthropic_thinking[] = {
-	    "provider.model", "claude", "provider.api", "anthropic", "provider.thinking_budget_tokens",
-	    "2048"};
+	static const char *const anthropic_thinking[] = {"provider.model",
+							 "claude",
+							 "provider.api",
+							 "anthropic",
+							 "provider.thinking_budget_tokens",
+							 "2048"};
 	static const char *const local[] = {"provider.model", "qwen", "provider.base_url",
 					    "http://127.0.0.1:8000/v1"};
 	static const char *const disguised[] = {"provider.model", "gpt-5", "provider.base_url",
