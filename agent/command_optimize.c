@@ -273,6 +273,8 @@ optimize__run(int argc, char **argv)
 	    .run_id = resume,
 	    .resume = resume != NULL,
 	    .gpu_name = gpu.name[0] != '\0' ? gpu.name : NULL,
+	    /* This binary, whatever its path: `kagent worker` is one of its commands. */
+	    .worker_executable = "/proc/self/exe",
 	    .observer = optimize__observe,
 	    .done = optimize__done,
 	    .data = &run,

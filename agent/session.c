@@ -1146,7 +1146,8 @@ void
 kagent_session_start(struct kagent_session *session)
 {
 	session->started = session__now();
-	if (session->config->evaluation.worker_socket == NULL) {
+	if (session->config->evaluation.worker_socket == NULL &&
+	    session->worker_executable != NULL) {
 		char *log_path = kagent_asprintf(
 		    "%.*s.worker.log", (int)(strlen(session->trace_path) - strlen(".jsonl")),
 		    session->trace_path);
@@ -1198,6 +1199,7 @@ kagent_session_handle_closed(uv_handle_t *handle)
 	free(session->problem_name);
 	free(session->run_id);
 	free(session->gpu_name);
+	free(session->worker_executable);
 	free(session->worktree);
 	free(session->variants_directory);
 	free(session->trace_path);

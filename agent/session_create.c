@@ -390,6 +390,8 @@ kagent_session_create(const struct kagent_session_options *options,
 	session->resumed = options->resume;
 	session->problem_path = kagent_strdup(options->problem_path);
 	session->gpu_name = options->gpu_name != NULL ? kagent_strdup(options->gpu_name) : NULL;
+	session->worker_executable =
+	    options->worker_executable != NULL ? kagent_strdup(options->worker_executable) : NULL;
 	session->messages = json_array();
 	session->seen_seeds = json_array();
 	uv_timer_init(session->loop, &session->step_timer);

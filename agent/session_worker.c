@@ -111,8 +111,7 @@ kagent_session_worker_start(struct kagent_session *session, const char *log_path
 		error = kagent_asprintf("%s: %s", log_path, strerror(errno));
 		goto fail;
 	}
-	/* The same binary, whatever its path: the worker command is part of it. */
-	executable = kagent_strdup("/proc/self/exe");
+	executable = kagent_strdup(session->worker_executable);
 	snprintf(gpu, sizeof gpu, "%d", session->config->evaluation.gpu_index);
 	{
 		char *arguments[] = {"kagent", "worker", "--socket", worker->socket_path,

@@ -41,6 +41,9 @@ struct kagent_session_options {
 	const char *run_id;   /* NULL: a new id from the time and random bits */
 	int resume;	      /* continue run_id from its trace and git history */
 	const char *gpu_name; /* for the prompt; NULL when unknown */
+	/* The kagent binary whose `kagent worker` keeps torch warm for the run's evaluations;
+	 * NULL: each evaluation starts a worker of its own. */
+	const char *worker_executable;
 	/* Called with every trace record as it is written (borrowed), e.g. for the terminal view.
 	 */
 	void (*observer)(const json_t *record, void *data);

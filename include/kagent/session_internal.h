@@ -60,6 +60,7 @@ struct kagent_session {
 	char *problem_name;
 	char *run_id;
 	char *gpu_name;
+	char *worker_executable;
 	int resumed;
 
 	struct kagent_variant_repository *repository;
@@ -116,7 +117,8 @@ struct kagent_variant *kagent_session_append_variant(struct kagent_session *sess
 						     char *path, const char *note, int turn);
 /* A close callback for the session's handles: frees the session after the last one. */
 void kagent_session_handle_closed(uv_handle_t *handle);
-/* Starts the warm worker, its output going to log_path. Failure only costs speed. */
+/* Starts the warm worker (session->worker_executable), its output going to log_path. Failure
+ * only costs speed. */
 void kagent_session_worker_start(struct kagent_session *session, const char *log_path);
 /* 1 when the worker is still starting: on_ready(data) runs once it is ready or gone. */
 int kagent_session_worker_wait(struct kagent_session *session, void (*on_ready)(void *data),
