@@ -486,6 +486,36 @@ def resume_after_kill():
         run.close()
 
 
+def interrupted():
+    """Ctrl-C during an evaluation: the run stops after that step, keeps its trace and says
+    how to resume."""
+    slow = candidate({"speedup": 1.2, "delay_seconds": 3}, "slow")
+    run = Run([chat_reply([("evaluate", {"source": slow})]),
+               chat_reply([("finish", {"summary": "x"})])])
+    try:
+        process = subprocess.Popen(run.command("--target", "1.5"), cwd=run.folder,
+                                   env=run.environment, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not os.path.exists(run.worker_log):
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+        run.code, run.stdout, run.stderr = process.returncode, stdout, stderr
+        run.final = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else None
+        final = run.final or {}
+        if final.get("stop_reason") != "interrupted" or "--resume" not in stderr:
+            return ["an interrupted run should stop and say how to resume: " + run.describe()]
+        if len(run.requests()) != 1:
+            return [f"{len(run.requests())} model requests after Ctrl-C, expected 1"]
+        verdicts = [r for r in run.trace() if r["type"] == "verdict"]
+        if not verdicts or verdicts[0]["status"] != "correct":
+            return ["the evaluation in flight should finish and be traced"]
+        return []
+    finally:
+        run.close()
+
+
 def trace_renders():
     run = Run([chat_reply([("evaluate", {"source": candidate({"speedup": 2.0}, "x")})]),
                chat_reply([("finish", {"summary": "x"})])])
@@ -518,6 +548,7 @@ CASES = [
     ("a malformed problem is refused", malformed_problem),
     ("a stalled reply is retried", stalled_reply),
     ("kill -9 then --resume", resume_after_kill),
+    ("Ctrl-C stops after the current step", interrupted),
     ("kagent trace renders a run", trace_renders),
 ]
 
