@@ -896,6 +896,40 @@ config__url_host(const char *url)
 	return host;
 }
 
+/* What Anthropic refuses when extended thinking is on, said before a request is spent on it;
+ * NULL when the settings fit. */
+static char *
+config__check_anthropic_thinking(const struct kagent_provider_config *provider)
+{
+	long long budget = provider->thinking_budget_tokens;
+	long long max_tokens = provider->max_output_tokens > 0 ? provider->max_output_tokens
+							       : KAGENT_CONFIG_ANTHROPIC_MAX_TOKENS;
+
+	if (provider->temperature >= 0 && provider->temperature != 1)
+		return kagent_asprintf("provider.temperature is %g, but Anthropic's extended "
+				       "thinking (provider.thinking_budget_tokens) allows only the "
+				       "default: unset provider.temperature or set it to 1",
+				       provider->temperature);
+	if (provider->top_p >= 0 && provider->top_p < 0.95)
+		return kagent_asprintf("provider.top_p is %g, but Anthropic's extended thinking "
+				       "(provider.thinking_budget_tokens) allows only 0.95 to 1: "
+				       "unset provider.top_p or raise it",
+				       provider->top_p);
+	if (budget < 1024)
+		return kagent_asprintf("provider.thinking_budget_tokens is %lld, but Anthropic "
+				       "needs at least 1024 (or 0: thinking off)",
+				       budget);
+	if (budget >= max_tokens)
+		return kagent_asprintf(
+		    "provider.thinking_budget_tokens (%lld) must be less than the reply's "
+		    "max_tokens (%lld%s), which counts the thinking too: raise "
+		    "provider.max_output_tokens or lower the budget",
+		    budget, max_tokens,
+		    provider->max_output_tokens > 0 ? ", provider.max_output_tokens"
+						    : ", sent when provider.max_output_tokens is 0");
+	return NULL;
+}
+
 int
 kagent_config_validate(const struct kagent_config *config, char **error)
 {
@@ -933,16 +967,10 @@ kagent_config_validate(const struct kagent_config *config, char **error)
 					 key_env, key_env);
 		goto out;
 	}
-	/* Anthropic wants the signed thinking blocks of a tool-using turn sent back, and the
-	 * stream parser keeps the thinking text but not the signatures. */
 	if (provider->format == KAGENT_LLM_FORMAT_ANTHROPIC &&
-	    provider->thinking_budget_tokens > 0) {
-		*error =
-		    kagent_strdup("provider.thinking_budget_tokens: Anthropic's extended "
-				  "thinking with tool calls needs each turn's signed thinking "
-				  "blocks sent back, which kagent does not keep yet; set it to 0");
+	    provider->thinking_budget_tokens > 0 &&
+	    (*error = config__check_anthropic_thinking(provider)) != NULL)
 		goto out;
-	}
 	status = 0;
 out:
 	free(host);

@@ -11,8 +11,6 @@
 #include <string.h>
 
 #define ANTHROPIC_VERSION "2023-06-01"
-/* Anthropic requires max_tokens; this is sent when the config leaves it unset. */
-#define ANTHROPIC_DEFAULT_MAX_TOKENS 16384
 
 enum llm_request__role {
 	LLM_REQUEST_USER,
@@ -25,6 +23,8 @@ struct llm_request__message {
 	enum llm_request__role role;
 	const char *content;	  /* NULL: an assistant message with no text */
 	const json_t *tool_calls; /* assistant: an array (possibly empty), else NULL */
+	/* assistant: provider_state's items or blocks when its format is the request's, else NULL */
+	const json_t *provider_parts;
 	const char *tool_call_id; /* tool */
 	int is_error;		  /* tool */
 };
@@ -79,14 +79,53 @@ llm_request__read_tool_calls(const json_t *tool_calls, size_t index, json_t *kno
 	return 0;
 }
 
+/* Checks an assistant message's provider_state and finds what it carries back to the request's
+ * format: Responses items or Anthropic blocks. State of another format means nothing there. */
+static int
+llm_request__read_provider_state(const json_t *state, size_t index, enum kagent_llm_format format,
+				 const json_t **parts_out, char **error)
+{
+	const char *state_format = json_string_value(json_object_get(state, "format"));
+	const char *key = format == KAGENT_LLM_FORMAT_RESPONSES	  ? "items"
+			  : format == KAGENT_LLM_FORMAT_ANTHROPIC ? "blocks"
+								  : NULL;
+	const json_t *parts, *part;
+	size_t i;
+
+	*parts_out = NULL;
+	if (!json_is_object(state) || state_format == NULL) {
+		*error = kagent_asprintf("messages[%zu]: \"provider_state\" must be an object "
+					 "with a string \"format\"",
+					 index);
+		return -1;
+	}
+	if (key == NULL || strcmp(state_format, kagent_llm_format_name(format)) != 0)
+		return 0;
+	parts = json_object_get(state, key);
+	json_array_foreach(parts, i, part)
+	{
+		if (!json_is_string(json_object_get(part, "type")))
+			break;
+	}
+	if (!json_is_array(parts) || i < json_array_size(parts)) {
+		*error = kagent_asprintf("messages[%zu]: \"provider_state\" of format %s needs "
+					 "\"%s\", an array of objects with a \"type\"",
+					 index, state_format, key);
+		return -1;
+	}
+	*parts_out = parts;
+	return 0;
+}
+
 /* Reads and checks message number index; tool results must answer an earlier call. */
 static int
-llm_request__read_message(const json_t *message, size_t index, json_t *known_ids,
-			  struct llm_request__message *out, char **error)
+llm_request__read_message(const json_t *message, size_t index, enum kagent_llm_format format,
+			  json_t *known_ids, struct llm_request__message *out, char **error)
 {
 	const char *role = json_string_value(json_object_get(message, "role"));
 	const json_t *content = json_object_get(message, "content");
 	const json_t *tool_calls = json_object_get(message, "tool_calls");
+	const json_t *provider_state = json_object_get(message, "provider_state");
 	int result = -1;
 
 	memset(out, 0, sizeof *out);
@@ -116,6 +155,10 @@ llm_request__read_message(const json_t *message, size_t index, json_t *known_ids
 				goto out;
 			out->tool_calls = tool_calls;
 		}
+		if (provider_state != NULL &&
+		    llm_request__read_provider_state(provider_state, index, format,
+						     &out->provider_parts, error) < 0)
+			goto out;
 	} else if (strcmp(role, "tool") == 0) {
 		out->role = LLM_REQUEST_TOOL;
 		out->tool_call_id = json_string_value(json_object_get(message, "tool_call_id"));
@@ -195,7 +238,7 @@ llm_request__chat_tool(const json_t *tool)
 static void
 llm_request__responses_append_items(json_t *input, const struct llm_request__message *message)
 {
-	const json_t *call;
+	const json_t *call, *item;
 	size_t i;
 
 	switch (message->role) {
@@ -210,6 +253,14 @@ llm_request__responses_append_items(json_t *input, const struct llm_request__mes
 		return;
 	case LLM_REQUEST_ASSISTANT:
 		break;
+	}
+	/* The turn's reasoning first, where the model put it. With store false a reasoning item
+	 * without its encrypted_content would name an item the server did not keep (a 404). */
+	json_array_foreach(message->provider_parts, i, item)
+	{
+		if (strcmp(json_string_value(json_object_get(item, "type")), "reasoning") != 0 ||
+		    json_is_string(json_object_get(item, "encrypted_content")))
+			json_array_append(input, (json_t *)item);
 	}
 	if (message->content != NULL && message->content[0] != '\0')
 		json_array_append_new(input, json_pack("{s:s, s:s}", "role", "assistant", "content",
@@ -269,7 +320,7 @@ static void
 llm_request__anthropic_append(json_t *messages, const struct llm_request__message *message)
 {
 	json_t *blocks, *block;
-	const json_t *call;
+	const json_t *call, *part;
 	size_t i, first_other;
 
 	switch (message->role) {
@@ -310,10 +361,16 @@ llm_request__anthropic_append(json_t *messages, const struct llm_request__messag
 							llm_request__anthropic_input(call)));
 	}
 	/* An assistant turn with nothing in it cannot be sent (empty content is refused);
-	 * dropping it lets the user messages around it merge, keeping the roles alternating. */
+	 * dropping it lets the user messages around it merge, keeping the roles alternating.
+	 * Its thinking alone would not matter: only a tool-using turn's thinking is read. */
 	if (json_array_size(blocks) == 0) {
 		json_decref(blocks);
 		return;
+	}
+	/* Thinking and redacted_thinking blocks go back unchanged, before the rest. */
+	json_array_foreach(message->provider_parts, i, part)
+	{
+		json_array_insert(blocks, i, (json_t *)part);
 	}
 	json_array_append_new(messages,
 			      json_pack("{s:s, s:o}", "role", "assistant", "content", blocks));
@@ -424,10 +481,15 @@ llm_request__start_body(const struct kagent_llm_request *request)
 		if (provider->max_output_tokens > 0)
 			json_object_set_new(body, "max_output_tokens",
 					    json_integer(provider->max_output_tokens));
-		if (provider->reasoning_effort != NULL)
+		/* A reasoning model: its reasoning items come back encrypted, for the next
+		 * request to carry (see llm_request__responses_append_items). */
+		if (provider->reasoning_effort != NULL) {
 			json_object_set_new(
 			    body, "reasoning",
 			    json_pack("{s:s}", "effort", provider->reasoning_effort));
+			json_object_set_new(body, "include",
+					    json_pack("[s]", "reasoning.encrypted_content"));
+		}
 		break;
 	case KAGENT_LLM_FORMAT_ANTHROPIC:
 		if (system[0] != '\0')
@@ -435,7 +497,7 @@ llm_request__start_body(const struct kagent_llm_request *request)
 		json_object_set_new(body, "max_tokens",
 				    json_integer(provider->max_output_tokens > 0
 						     ? provider->max_output_tokens
-						     : ANTHROPIC_DEFAULT_MAX_TOKENS));
+						     : KAGENT_CONFIG_ANTHROPIC_MAX_TOKENS));
 		json_object_set_new(body, "stream", json_true());
 		json_object_set_new(body, "messages", json_array());
 		if (provider->thinking_budget_tokens > 0)
@@ -481,7 +543,8 @@ kagent_llm_request_body(const struct kagent_llm_request *request, char **error)
 										     : "messages");
 	json_array_foreach(request->messages, i, message)
 	{
-		if (llm_request__read_message(message, i, known_ids, &checked, error) < 0)
+		if (llm_request__read_message(message, i, provider->format, known_ids, &checked,
+					      error) < 0)
 			goto failed;
 		switch (provider->format) {
 		case KAGENT_LLM_FORMAT_CHAT_COMPLETIONS:
@@ -585,6 +648,8 @@ kagent_llm_request_assistant_message(const struct kagent_llm_result *result)
 
 	if (result->reasoning[0] != '\0')
 		json_object_set_new(message, "reasoning", json_string(result->reasoning));
+	if (result->provider_state != NULL)
+		json_object_set(message, "provider_state", result->provider_state);
 	if (result->tool_call_count == 0)
 		return message;
 	calls = json_array();

@@ -3,12 +3,15 @@
  * include/kagent/llm_stream.h and docs/llm-streams.md). Each wire format has
  * its own event handler below; they share the buffers, the tool-call table and
  * the error path. Tool-call arguments arrive as JSON text in fragments, so they
- * are only parsed once the stream has ended.
+ * are only parsed once the stream has ended. Reasoning state the provider wants
+ * back (Responses' reasoning items, Anthropic's signed thinking blocks) is kept
+ * in parts, turned into the result's provider_state at the end.
  */
 #include "kagent/llm_stream.h"
 
 #include "kagent/alloc.h"
 #include "kagent/buffer.h"
+#include "kagent/config.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -27,6 +30,19 @@ struct llm_call {
 	char *initial_input;
 };
 
+/* One piece of the reply's provider state (see provider_state in llm_stream.h). */
+struct llm_state_part {
+	/* Responses' output_index or Anthropic's content block index; -1 when none came. */
+	long long index;
+	/* Responses: the reasoning item, whole. */
+	json_t *item;
+	/* Anthropic: a thinking block's text and signature, or (redacted set) a
+	 * redacted_thinking block's data in text. */
+	int redacted;
+	struct kagent_buffer text;
+	struct kagent_buffer signature;
+};
+
 struct kagent_llm_stream {
 	enum kagent_llm_format format;
 	int done;
@@ -36,6 +52,9 @@ struct kagent_llm_stream {
 	struct kagent_buffer reasoning;
 	struct llm_call *calls;
 	size_t call_count;
+	struct llm_state_part *parts; /* in output order */
+	size_t part_count;
+	size_t state_bytes; /* counted against KAGENT_LLM_STREAM_STATE_CAP */
 	char *finish_reason;
 	char *response_id;
 	char *model;
@@ -182,6 +201,57 @@ llm_find_call_by_item(struct kagent_llm_stream *stream, const char *item_id)
 		    strcmp(stream->calls[i - 1].item_id, item_id) == 0)
 			return &stream->calls[i - 1];
 	return NULL;
+}
+
+/* Counts size more bytes of provider state, or fails once the reply has too many. */
+static int
+llm_charge_state(struct kagent_llm_stream *stream, size_t size)
+{
+	if (size > KAGENT_LLM_STREAM_STATE_CAP - stream->state_bytes)
+		return llm_fail(stream, KAGENT_LLM_ERROR_TOO_LARGE, -EMSGSIZE, NULL,
+				kagent_asprintf("the model's reasoning state (reasoning items, "
+						"thinking blocks) is larger than %zu bytes",
+						KAGENT_LLM_STREAM_STATE_CAP));
+	stream->state_bytes += size;
+	return 0;
+}
+
+static int
+llm_append_state(struct kagent_llm_stream *stream, struct kagent_buffer *buffer,
+		 const json_t *value)
+{
+	int result;
+
+	if (!json_is_string(value))
+		return 0;
+	if ((result = llm_charge_state(stream, json_string_length(value))) == 0)
+		kagent_buffer_append(buffer, json_string_value(value), json_string_length(value));
+	return result;
+}
+
+/* Takes a state slot for index, placed after every part with an index not above it. */
+static int
+llm_new_state_part(struct kagent_llm_stream *stream, long long index,
+		   struct llm_state_part **part_out)
+{
+	size_t position = stream->part_count;
+
+	if (stream->part_count >= KAGENT_LLM_STREAM_STATE_PART_CAP)
+		return llm_fail(stream, KAGENT_LLM_ERROR_TOO_LARGE, -EMSGSIZE, NULL,
+				kagent_asprintf("the model sent more than %d reasoning items or "
+						"thinking blocks in one reply",
+						KAGENT_LLM_STREAM_STATE_PART_CAP));
+	stream->parts =
+	    kagent_realloc(stream->parts, (stream->part_count + 1) * sizeof *stream->parts);
+	while (index >= 0 && position > 0 && stream->parts[position - 1].index > index)
+		position--;
+	memmove(&stream->parts[position + 1], &stream->parts[position],
+		(stream->part_count - position) * sizeof *stream->parts);
+	stream->part_count++;
+	memset(&stream->parts[position], 0, sizeof *stream->parts);
+	stream->parts[position].index = index;
+	*part_out = &stream->parts[position];
+	return 0;
 }
 
 /* Arguments given as a JSON value rather than as text (lenient servers). */
@@ -360,6 +430,25 @@ out:
 	return result;
 }
 
+/* A finished reasoning item, kept whole: with store false, the next request must carry it
+ * (its encrypted_content) back for the model to keep its reasoning. */
+static int
+responses_reasoning_item(struct kagent_llm_stream *stream, const json_t *event)
+{
+	json_t *item = json_object_get(event, "item");
+	const json_t *output_index = json_object_get(event, "output_index");
+	struct llm_state_part *part;
+	int result;
+
+	if ((result = llm_charge_state(stream, json_dumpb(item, NULL, 0, JSON_COMPACT))) < 0 ||
+	    (result = llm_new_state_part(
+		 stream, json_is_integer(output_index) ? json_integer_value(output_index) : -1,
+		 &part)) < 0)
+		return result;
+	part->item = json_incref(item);
+	return 0;
+}
+
 static int
 responses_item(struct kagent_llm_stream *stream, const json_t *event, int done)
 {
@@ -371,6 +460,10 @@ responses_item(struct kagent_llm_stream *stream, const json_t *event, int done)
 	struct llm_call *call;
 	int result = 0;
 
+	if (type != NULL && strcmp(type, "reasoning") == 0 && done) {
+		result = responses_reasoning_item(stream, event);
+		goto out;
+	}
 	if (type == NULL || strcmp(type, "function_call") != 0)
 		goto out;
 	if ((result = responses_call_for(stream, event, json_string_member(item, "id"), &call)) < 0)
@@ -489,6 +582,22 @@ anthropic_usage(struct kagent_llm_stream *stream, const json_t *usage)
 		stream->usage.cached_tokens = stream->cache_read_tokens;
 }
 
+/* The thinking block at index; one is made for a delta whose block start never came. */
+static int
+anthropic_thinking_part(struct kagent_llm_stream *stream, const json_t *index,
+			struct llm_state_part **part_out)
+{
+	long long position = json_is_integer(index) ? json_integer_value(index) : -1;
+
+	for (size_t i = stream->part_count; i > 0; i--) {
+		if (stream->parts[i - 1].index == position && !stream->parts[i - 1].redacted) {
+			*part_out = &stream->parts[i - 1];
+			return 0;
+		}
+	}
+	return llm_new_state_part(stream, position, part_out);
+}
+
 static int
 anthropic_block_start(struct kagent_llm_stream *stream, const json_t *event)
 {
@@ -498,6 +607,7 @@ anthropic_block_start(struct kagent_llm_stream *stream, const json_t *event)
 	const char *type = json_string_member(block, "type");
 	const char *id = json_string_member(block, "id");
 	const char *name = json_string_member(block, "name");
+	struct llm_state_part *part;
 	struct llm_call *call;
 	int result = 0;
 
@@ -507,8 +617,25 @@ anthropic_block_start(struct kagent_llm_stream *stream, const json_t *event)
 		result =
 		    llm_append_text(stream, &stream->text, json_object_get(block, "text"), "text");
 	} else if (strcmp(type, "thinking") == 0) {
-		result = llm_append_text(stream, &stream->reasoning,
-					 json_object_get(block, "thinking"), "reasoning");
+		/* Anthropic wants the block back unchanged, signature included, before the
+		 * tool_use blocks of the turn. */
+		if ((result = llm_append_text(stream, &stream->reasoning,
+					      json_object_get(block, "thinking"), "reasoning")) < 0 ||
+		    (result = llm_new_state_part(
+			 stream, json_is_integer(index) ? json_integer_value(index) : -1, &part)) <
+			0 ||
+		    (result = llm_append_state(stream, &part->text,
+					       json_object_get(block, "thinking"))) < 0)
+			goto out;
+		result = llm_append_state(stream, &part->signature,
+					  json_object_get(block, "signature"));
+	} else if (strcmp(type, "redacted_thinking") == 0) {
+		if ((result = llm_new_state_part(
+			 stream, json_is_integer(index) ? json_integer_value(index) : -1, &part)) <
+		    0)
+			goto out;
+		part->redacted = 1;
+		result = llm_append_state(stream, &part->text, json_object_get(block, "data"));
 	} else if (strcmp(type, "tool_use") == 0) {
 		if ((result = llm_new_call(stream,
 					   json_is_integer(index) ? json_integer_value(index) : -1,
@@ -535,6 +662,7 @@ anthropic_block_delta(struct kagent_llm_stream *stream, const json_t *event)
 	const json_t *delta = json_object_get(event, "delta");
 	const json_t *index = json_object_get(event, "index");
 	const char *type = json_string_member(delta, "type");
+	struct llm_state_part *part;
 	struct llm_call *call;
 	int result = 0;
 
@@ -544,8 +672,16 @@ anthropic_block_delta(struct kagent_llm_stream *stream, const json_t *event)
 		result =
 		    llm_append_text(stream, &stream->text, json_object_get(delta, "text"), "text");
 	} else if (strcmp(type, "thinking_delta") == 0) {
-		result = llm_append_text(stream, &stream->reasoning,
-					 json_object_get(delta, "thinking"), "reasoning");
+		if ((result = llm_append_text(stream, &stream->reasoning,
+					      json_object_get(delta, "thinking"), "reasoning")) < 0 ||
+		    (result = anthropic_thinking_part(stream, index, &part)) < 0)
+			goto out;
+		result = llm_append_state(stream, &part->text, json_object_get(delta, "thinking"));
+	} else if (strcmp(type, "signature_delta") == 0) {
+		if ((result = anthropic_thinking_part(stream, index, &part)) < 0)
+			goto out;
+		result =
+		    llm_append_state(stream, &part->signature, json_object_get(delta, "signature"));
 	} else if (strcmp(type, "input_json_delta") == 0) {
 		call = json_is_integer(index)
 			   ? llm_find_call_by_index(stream, json_integer_value(index))
@@ -558,7 +694,7 @@ anthropic_block_delta(struct kagent_llm_stream *stream, const json_t *event)
 		}
 		result = llm_append_arguments(stream, call, json_object_get(delta, "partial_json"));
 	}
-	/* signature_delta and unknown deltas carry nothing the agent uses. */
+	/* Unknown deltas carry nothing the agent uses. */
 out:
 	return result;
 }
@@ -625,6 +761,14 @@ llm_call_release(struct llm_call *call)
 	free(call->initial_input);
 }
 
+static void
+llm_state_part_release(struct llm_state_part *part)
+{
+	json_decref(part->item);
+	kagent_buffer_free(&part->text);
+	kagent_buffer_free(&part->signature);
+}
+
 void
 kagent_llm_stream_free(struct kagent_llm_stream *stream)
 {
@@ -633,6 +777,9 @@ kagent_llm_stream_free(struct kagent_llm_stream *stream)
 	for (size_t i = 0; i < stream->call_count; i++)
 		llm_call_release(&stream->calls[i]);
 	free(stream->calls);
+	for (size_t i = 0; i < stream->part_count; i++)
+		llm_state_part_release(&stream->parts[i]);
+	free(stream->parts);
 	kagent_buffer_free(&stream->text);
 	kagent_buffer_free(&stream->reasoning);
 	free(stream->finish_reason);
@@ -783,6 +930,45 @@ llm_finish_call(struct llm_call *call, struct kagent_llm_tool_call *out)
 	llm_call_release(call);
 }
 
+static json_t *
+llm_buffer_json(const struct kagent_buffer *buffer)
+{
+	/* The bytes came from JSON strings, so they are UTF-8 (and may hold a NUL). */
+	return json_stringn(kagent_buffer_string(buffer), buffer->length);
+}
+
+/* The parts as the result's provider_state (see llm_stream.h); NULL when there are none. */
+static json_t *
+llm_take_provider_state(struct kagent_llm_stream *stream)
+{
+	json_t *list;
+
+	if (stream->part_count == 0)
+		return NULL;
+	list = json_array();
+	for (size_t i = 0; i < stream->part_count; i++) {
+		struct llm_state_part *part = &stream->parts[i];
+
+		if (part->item != NULL)
+			json_array_append(list, part->item);
+		else if (part->redacted)
+			json_array_append_new(list, json_pack("{s:s, s:o}", "type",
+							      "redacted_thinking", "data",
+							      llm_buffer_json(&part->text)));
+		else
+			json_array_append_new(
+			    list, json_pack("{s:s, s:o, s:o}", "type", "thinking", "thinking",
+					    llm_buffer_json(&part->text), "signature",
+					    llm_buffer_json(&part->signature)));
+		llm_state_part_release(part);
+	}
+	free(stream->parts);
+	stream->parts = NULL;
+	stream->part_count = 0;
+	return json_pack("{s:s, s:o}", "format", kagent_llm_format_name(stream->format),
+			 stream->format == KAGENT_LLM_FORMAT_RESPONSES ? "items" : "blocks", list);
+}
+
 int
 kagent_llm_stream_finish(struct kagent_llm_stream *stream, struct kagent_llm_result **result_out,
 			 char **cause)
@@ -813,6 +999,7 @@ kagent_llm_stream_finish(struct kagent_llm_stream *stream, struct kagent_llm_res
 	result->usage = stream->usage;
 	result->response_id = kagent_strdup(stream->response_id ? stream->response_id : "");
 	result->model = kagent_strdup(stream->model ? stream->model : "");
+	result->provider_state = llm_take_provider_state(stream);
 	result->error = stream->error;
 	result->error_type = kagent_strdup(stream->error_type ? stream->error_type : "");
 	result->error_message = stream->error_message ? kagent_strdup(stream->error_message) : NULL;
@@ -845,6 +1032,7 @@ kagent_llm_result_free(struct kagent_llm_result *result)
 	free(result->finish_reason);
 	free(result->response_id);
 	free(result->model);
+	json_decref(result->provider_state);
 	free(result->error_type);
 	free(result->error_message);
 	free(result);

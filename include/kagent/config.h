@@ -22,6 +22,9 @@ enum kagent_target_baseline {
 	KAGENT_TARGET_BEST,    /* the faster of the two */
 };
 
+/* Anthropic requires max_tokens: this is sent when provider.max_output_tokens is 0. */
+#define KAGENT_CONFIG_ANTHROPIC_MAX_TOKENS 16384
+
 struct kagent_provider_config {
 	enum kagent_llm_format format; /* provider.api: chat_completions, responses, anthropic */
 	char *base_url;		       /* e.g. https://api.openai.com/v1; NULL until resolved */

@@ -7,9 +7,15 @@
  * The conversation is a JSON array of messages, the same for every provider:
  *   {"role": "user", "content": "text"}
  *   {"role": "assistant", "content": "text", "reasoning": "text",
- *    "tool_calls": [{"id": "...", "name": "...", "arguments": "JSON text"}]}
+ *    "tool_calls": [{"id": "...", "name": "...", "arguments": "JSON text"}],
+ *    "provider_state": {"format": "responses", "items": [...]}
+ *                   or {"format": "anthropic", "blocks": [...]}}
  *   {"role": "tool", "tool_call_id": "...", "name": "...", "content": "text",
  *    "is_error": false}
+ * provider_state is what the reply's provider needs back to keep the model's reasoning (see
+ * struct kagent_llm_result); it is sent back only to that same format (reasoning items before
+ * the turn's text and function calls, thinking blocks first in the turn's content) and
+ * ignored by the others. The "reasoning" text is never sent back.
  * Tools are a JSON array of {"name", "description", "parameters" (a JSON schema)}.
  */
 #ifndef KAGENT_LLM_REQUEST_H

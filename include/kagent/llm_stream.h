@@ -1,6 +1,7 @@
 /*
  * Accumulates one streamed model reply into a provider-neutral result: text,
- * reasoning, tool calls, finish reason and token usage. It knows three wire
+ * reasoning, tool calls, finish reason, token usage, and the reasoning state the
+ * provider wants back in the next request. It knows three wire
  * formats (OpenAI Chat Completions, OpenAI Responses, Anthropic Messages) and
  * takes their server-sent events one at a time, as agent/sse.c delivers them;
  * it does no I/O, so the HTTP half can be tested apart. docs/llm-streams.md
@@ -19,6 +20,9 @@
 #define KAGENT_LLM_STREAM_ARGUMENTS_CAP ((size_t)8 << 20) /* one tool call's arguments */
 #define KAGENT_LLM_STREAM_TOOL_CALL_CAP 256		  /* tool calls in one reply */
 #define KAGENT_LLM_STREAM_NAME_CAP 1024			  /* a tool call's id or name */
+/* The provider state of one reply (see provider_state below): its bytes, and its pieces. */
+#define KAGENT_LLM_STREAM_STATE_CAP ((size_t)16 << 20)
+#define KAGENT_LLM_STREAM_STATE_PART_CAP 256
 
 enum kagent_llm_format {
 	KAGENT_LLM_FORMAT_CHAT_COMPLETIONS,
@@ -34,7 +38,7 @@ enum kagent_llm_error {
 	KAGENT_LLM_ERROR_OVERLOADED,
 	/* An event was not the JSON the format promises. */
 	KAGENT_LLM_ERROR_PROTOCOL,
-	/* A cap was passed (text, arguments, number of tool calls). */
+	/* A cap was passed (text, arguments, number of tool calls, provider state). */
 	KAGENT_LLM_ERROR_TOO_LARGE,
 	/* The stream ended before its terminal event. */
 	KAGENT_LLM_ERROR_TRUNCATED,
@@ -78,6 +82,16 @@ struct kagent_llm_result {
 	struct kagent_llm_usage usage;
 	char *response_id; /* "" when none came */
 	char *model;	   /* "" when none came */
+	/*
+	 * What the provider needs back, unchanged, to keep the model's reasoning across turns;
+	 * NULL when the reply had none. Responses: {"format": "responses", "items": [...]}, each
+	 * reasoning output item whole as output_item.done gave it (id, summary,
+	 * encrypted_content...), in output order. Anthropic: {"format": "anthropic", "blocks":
+	 * [...]}, the thinking blocks ({"type": "thinking", "thinking", "signature"}) and
+	 * redacted_thinking blocks ({"type": "redacted_thinking", "data"}) in block order.
+	 * kagent_llm_request_assistant_message keeps it in the neutral message.
+	 */
+	json_t *provider_state;
 	enum kagent_llm_error error;
 	char *error_type;    /* the provider's error type or code; "" otherwise */
 	char *error_message; /* NULL when error is KAGENT_LLM_ERROR_NONE */

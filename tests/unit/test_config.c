@@ -516,12 +516,6 @@ test_validate(void)
 						     "provider.api_key_env", "TEAM_KEY"};
 	static const char *const anthropic[] = {"provider.model", "claude", "provider.api",
 						"anthropic"};
-	static const char *const anthropic_thinking[] = {"provider.model",
-							 "claude",
-							 "provider.api",
-							 "anthropic",
-							 "provider.thinking_budget_tokens",
-							 "2048"};
 	static const char *const local[] = {"provider.model", "qwen", "provider.base_url",
 					    "http://127.0.0.1:8000/v1"};
 	static const char *const disguised[] = {"provider.model", "gpt-5", "provider.base_url",
@@ -553,10 +547,6 @@ test_validate(void)
 	CHECK(validate_with(local, 4) == NULL);
 	setenv("ANTHROPIC_API_KEY", "sk-ant", 1);
 	CHECK(validate_with(anthropic, 4) == NULL);
-	error = validate_with(anthropic_thinking, 6);
-	CHECK_CONTAINS(error, "provider.thinking_budget_tokens");
-	CHECK_CONTAINS(error, "set it to 0");
-	free(error);
 	setenv("OPENAI_API_KEY", "sk-two", 1);
 	CHECK(validate_with(official, 2) == NULL);
 
@@ -574,6 +564,74 @@ test_validate(void)
 	CHECK_CONTAINS(error, "no endpoint configured");
 	free(error);
 	kagent_config_clear(&config);
+}
+
+/* Runs validate on an Anthropic config with extended thinking and the given settings. */
+static char *
+validate_thinking(const char *budget, const char *max_output_tokens, const char *temperature,
+		  const char *top_p)
+{
+	const char *settings[] = {"provider.model",
+				  "claude",
+				  "provider.api",
+				  "anthropic",
+				  "provider.thinking_budget_tokens",
+				  budget,
+				  "provider.max_output_tokens",
+				  max_output_tokens,
+				  "provider.temperature",
+				  temperature,
+				  "provider.top_p",
+				  top_p};
+	/* The sampling settings only when given: unset means not sent. */
+	size_t count = top_p != NULL ? 12 : temperature != NULL ? 10 : 8;
+
+	return validate_with(settings, count);
+}
+
+/* Extended thinking is checked against what Anthropic refuses, before a request is spent. */
+static void
+test_validate_anthropic_thinking(void)
+{
+	char *error;
+
+	clear_environment();
+	setenv("ANTHROPIC_API_KEY", "sk-ant", 1);
+	/* max_output_tokens 0 sends 16384. */
+	CHECK(validate_thinking("2048", "0", NULL, NULL) == NULL);
+	CHECK(validate_thinking("1024", "0", "1", "0.95") == NULL);
+	CHECK(validate_thinking("31999", "32000", "1.0", "1") == NULL);
+	/* Off: nothing to check. */
+	CHECK(validate_thinking("0", "0", "0.2", "0.5") == NULL);
+
+	error = validate_thinking("2048", "0", "0.7", NULL);
+	CHECK_STRING(error, "provider.temperature is 0.7, but Anthropic's extended thinking "
+			    "(provider.thinking_budget_tokens) allows only the default: unset "
+			    "provider.temperature or set it to 1");
+	free(error);
+	error = validate_thinking("2048", "0", "0", NULL);
+	CHECK_CONTAINS(error, "provider.temperature is 0,");
+	free(error);
+	error = validate_thinking("2048", "0", "1", "0.9");
+	CHECK_STRING(error, "provider.top_p is 0.9, but Anthropic's extended thinking "
+			    "(provider.thinking_budget_tokens) allows only 0.95 to 1: unset "
+			    "provider.top_p or raise it");
+	free(error);
+	error = validate_thinking("1023", "0", NULL, NULL);
+	CHECK_STRING(error, "provider.thinking_budget_tokens is 1023, but Anthropic needs at "
+			    "least 1024 (or 0: thinking off)");
+	free(error);
+	error = validate_thinking("16384", "0", NULL, NULL);
+	CHECK_STRING(error, "provider.thinking_budget_tokens (16384) must be less than the "
+			    "reply's max_tokens (16384, sent when provider.max_output_tokens is 0), "
+			    "which counts the thinking too: raise provider.max_output_tokens or "
+			    "lower the budget");
+	free(error);
+	error = validate_thinking("4096", "4000", NULL, NULL);
+	CHECK_STRING(error, "provider.thinking_budget_tokens (4096) must be less than the "
+			    "reply's max_tokens (4000, provider.max_output_tokens), which counts the "
+			    "thinking too: raise provider.max_output_tokens or lower the budget");
+	free(error);
 }
 
 static void
@@ -773,6 +831,7 @@ static const struct kagent_test tests[] = {
     {"flags_override_file", test_flags_override_file},
     {"environment_precedence", test_environment_precedence},
     {"validate", test_validate},
+    {"validate_anthropic_thinking", test_validate_anthropic_thinking},
     {"json_never_holds_the_key", test_json_never_holds_the_key},
     {"example_file", test_example_file},
     {"every_key_settable", test_every_key_settable},

@@ -3,7 +3,8 @@
  * assistant message with two tool calls, their two results, a user text) in
  * each wire format, compared with the JSON the provider documents; the errors;
  * the headers with and without a key; URL joining; the assistant message made
- * from a streamed reply.
+ * from a streamed reply, and its provider state (reasoning items, thinking
+ * blocks) sent back to its own format only.
  */
 #include "kagent/llm_request.h"
 
@@ -141,6 +142,7 @@ test_responses_body(void)
 	    body,
 	    "{'model':'m-1','instructions':'Be brief.','stream':true,'store':false,"
 	    " 'top_p':0.25,'max_output_tokens':2000,'reasoning':{'effort':'low'},"
+	    " 'include':['reasoning.encrypted_content'],"
 	    " 'input':["
 	    "  {'role':'user','content':'Make it fast.'},"
 	    "  {'role':'assistant','content':'Looking.'},"
@@ -447,6 +449,173 @@ test_assistant_message_from_reply(void)
 	json_decref(message);
 }
 
+/* The conversation after a reply with provider state: the user's request, the reply, its result. */
+static json_t *
+conversation_after(const struct kagent_llm_result *reply)
+{
+	json_t *messages = json_array();
+
+	json_array_append_new(messages, json_from("{'role':'user','content':'Make it fast.'}"));
+	json_array_append_new(messages, kagent_llm_request_assistant_message(reply));
+	json_array_append_new(messages,
+			      json_from("{'role':'tool','tool_call_id':'c1','content':'code'}"));
+	return messages;
+}
+
+/* The body for messages in provider's format; the caller releases it. */
+static json_t *
+body_for(const struct kagent_provider_config *provider, const json_t *messages)
+{
+	struct kagent_llm_request request = {.provider = provider, .messages = messages};
+	char *error = NULL;
+	json_t *body = kagent_llm_request_body(&request, &error);
+
+	if (body == NULL)
+		fprintf(stderr, "error: %s\n", error);
+	CHECK(body != NULL);
+	return body;
+}
+
+/* Formats other than the state's send the same body as for the conversation without it. */
+static void
+check_state_ignored(enum kagent_llm_format format, const json_t *messages)
+{
+	struct kagent_provider_config provider;
+	json_t *stripped = json_deep_copy(messages);
+	json_t *with, *without;
+
+	CHECK_INT(json_object_del(json_array_get(stripped, 1), "provider_state"), 0);
+	provider_init(&provider, format, "http://h");
+	provider.reasoning_effort = "high";
+	with = body_for(&provider, messages);
+	without = body_for(&provider, stripped);
+	if (!json_equal(with, without)) {
+		char *dump = json_dumps(with, JSON_INDENT(1) | JSON_SORT_KEYS);
+
+		fprintf(stderr, "provider_state changed the body:\n%s\n", dump);
+		free(dump);
+	}
+	CHECK(json_equal(with, without));
+	json_decref(with);
+	json_decref(without);
+	json_decref(stripped);
+}
+
+/* Responses: the reply's reasoning items go back before its text and calls, in order; "include"
+ * asks for them only from a reasoning model. */
+static void
+test_responses_reasoning_round_trip(void)
+{
+	struct kagent_llm_tool_call calls[1] = {
+	    {.id = "c1", .name = "read_file", .arguments = "{}"},
+	};
+	json_t *state = json_from(
+	    "{'format':'responses','items':["
+	    " {'type':'reasoning','id':'rs_1','summary':[{'type':'summary_text','text':'Plan.'}],"
+	    "  'encrypted_content':'gAAAAB1'},"
+	    " {'type':'reasoning','id':'rs_2','summary':[]},"
+	    " {'type':'reasoning','id':'rs_3','summary':[],'encrypted_content':'gAAAAB3'}]}");
+	struct kagent_llm_result reply = {.text = "Reading.",
+					  .reasoning = "Plan.",
+					  .tool_calls = calls,
+					  .tool_call_count = 1,
+					  .provider_state = state};
+	struct kagent_provider_config provider;
+	json_t *messages = conversation_after(&reply);
+	json_t *body;
+
+	/* The neutral message holds the state unchanged (the trace and --resume keep it). */
+	CHECK(json_equal(json_object_get(json_array_get(messages, 1), "provider_state"), state));
+	provider_init(&provider, KAGENT_LLM_FORMAT_RESPONSES, "http://h");
+	provider.reasoning_effort = "medium";
+	body = body_for(&provider, messages);
+	check_json(json_object_get(body, "include"), "['reasoning.encrypted_content']");
+	/* rs_2 has no encrypted_content: with store false its id alone names nothing. */
+	check_json(
+	    json_object_get(body, "input"),
+	    "[{'role':'user','content':'Make it fast.'},"
+	    " {'type':'reasoning','id':'rs_1','summary':[{'type':'summary_text','text':'Plan.'}],"
+	    "  'encrypted_content':'gAAAAB1'},"
+	    " {'type':'reasoning','id':'rs_3','summary':[],'encrypted_content':'gAAAAB3'},"
+	    " {'role':'assistant','content':'Reading.'},"
+	    " {'type':'function_call','call_id':'c1','name':'read_file','arguments':'{}'},"
+	    " {'type':'function_call_output','call_id':'c1','output':'code'}]");
+	json_decref(body);
+
+	/* No reasoning effort: not a reasoning model as far as kagent knows, no "include". */
+	provider.reasoning_effort = NULL;
+	body = body_for(&provider, messages);
+	CHECK(json_object_get(body, "include") == NULL);
+	json_decref(body);
+
+	check_state_ignored(KAGENT_LLM_FORMAT_CHAT_COMPLETIONS, messages);
+	check_state_ignored(KAGENT_LLM_FORMAT_ANTHROPIC, messages);
+	json_decref(messages);
+	json_decref(state);
+}
+
+/* Anthropic: the turn's thinking and redacted_thinking blocks go back first, unchanged. */
+static void
+test_anthropic_thinking_round_trip(void)
+{
+	struct kagent_llm_tool_call calls[1] = {
+	    {.id = "c1", .name = "read_file", .arguments = "{\"path\":\"k.cu\"}"},
+	};
+	json_t *state =
+	    json_from("{'format':'anthropic','blocks':["
+		      " {'type':'thinking','thinking':'Read it.','signature':'EqQBCgIYAhIM'},"
+		      " {'type':'redacted_thinking','data':'EmwKAhgBEgy3va'}]}");
+	struct kagent_llm_result reply = {.text = "Let me look.",
+					  .reasoning = "Read it.",
+					  .tool_calls = calls,
+					  .tool_call_count = 1,
+					  .provider_state = state};
+	struct kagent_provider_config provider;
+	json_t *messages = conversation_after(&reply);
+	json_t *body;
+
+	provider_init(&provider, KAGENT_LLM_FORMAT_ANTHROPIC, "http://h");
+	provider.thinking_budget_tokens = 2048;
+	body = body_for(&provider, messages);
+	check_json(json_object_get(body, "messages"),
+		   "[{'role':'user','content':[{'type':'text','text':'Make it fast.'}]},"
+		   " {'role':'assistant','content':["
+		   "  {'type':'thinking','thinking':'Read it.','signature':'EqQBCgIYAhIM'},"
+		   "  {'type':'redacted_thinking','data':'EmwKAhgBEgy3va'},"
+		   "  {'type':'text','text':'Let me look.'},"
+		   "  {'type':'tool_use','id':'c1','name':'read_file','input':{'path':'k.cu'}}]},"
+		   " {'role':'user','content':[{'type':'tool_result','tool_use_id':'c1',"
+		   "  'content':'code','is_error':false}]}]");
+	json_decref(body);
+
+	check_state_ignored(KAGENT_LLM_FORMAT_CHAT_COMPLETIONS, messages);
+	check_state_ignored(KAGENT_LLM_FORMAT_RESPONSES, messages);
+	json_decref(messages);
+	json_decref(state);
+}
+
+static void
+test_provider_state_errors(void)
+{
+	for (int format = 0; format <= KAGENT_LLM_FORMAT_ANTHROPIC; format++) {
+		check_body_error(format, "[{'role':'assistant','content':'a','provider_state':3}]",
+				 "messages[0]: \"provider_state\" must be an object");
+		check_body_error(format,
+				 "[{'role':'assistant','content':'a','provider_state':{'items':[]}}]",
+				 "messages[0]: \"provider_state\" must be an object with a "
+				 "string \"format\"");
+	}
+	check_body_error(KAGENT_LLM_FORMAT_ANTHROPIC,
+			 "[{'role':'assistant','content':'a',"
+			 "  'provider_state':{'format':'anthropic','blocks':[{'type':'thinking'},3]}}]",
+			 "messages[0]: \"provider_state\" of format anthropic needs \"blocks\", an "
+			 "array of objects with a \"type\"");
+	check_body_error(KAGENT_LLM_FORMAT_RESPONSES,
+			 "[{'role':'assistant','content':'a',"
+			 "  'provider_state':{'format':'responses'}}]",
+			 "needs \"items\"");
+}
+
 static const struct kagent_test tests[] = {
     {"chat_completions_body", test_chat_completions_body},
     {"responses_body", test_responses_body},
@@ -458,6 +627,9 @@ static const struct kagent_test tests[] = {
     {"url_joining", test_url_joining},
     {"headers", test_headers},
     {"assistant_message_from_reply", test_assistant_message_from_reply},
+    {"responses_reasoning_round_trip", test_responses_reasoning_round_trip},
+    {"anthropic_thinking_round_trip", test_anthropic_thinking_round_trip},
+    {"provider_state_errors", test_provider_state_errors},
     {NULL, NULL},
 };
 

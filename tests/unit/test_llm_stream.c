@@ -116,6 +116,37 @@ static const char responses_tools[] =
     "\"completed\",\"usage\":{\"input_tokens\":500,\"input_tokens_details\":{\"cached_tokens\":"
     "128},\"output_tokens\":42}}}\n\n";
 
+/* A reasoning model asked for its encrypted reasoning (include reasoning.encrypted_content). */
+static const char responses_reasoning[] =
+    "event: response.output_item.added\n"
+    "data: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":"
+    "\"reasoning\",\"id\":\"rs_1\",\"summary\":[]}}\n\n"
+    "event: response.reasoning_summary_text.delta\n"
+    "data: {\"type\":\"response.reasoning_summary_text.delta\",\"item_id\":\"rs_1\","
+    "\"output_index\":0,\"delta\":\"Read first.\"}\n\n"
+    "event: response.output_item.done\n"
+    "data: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"type\":"
+    "\"reasoning\",\"id\":\"rs_1\",\"summary\":[{\"type\":\"summary_text\",\"text\":"
+    "\"Read first.\"}],\"encrypted_content\":\"gAAAAB-secret==\"}}\n\n"
+    "event: response.output_item.added\n"
+    "data: {\"type\":\"response.output_item.added\",\"output_index\":1,\"item\":{\"type\":"
+    "\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_1\",\"name\":\"read_file\","
+    "\"arguments\":\"\"}}\n\n"
+    "event: response.function_call_arguments.delta\n"
+    "data: {\"type\":\"response.function_call_arguments.delta\",\"item_id\":\"fc_1\","
+    "\"output_index\":1,\"delta\":\"{\\\"path\\\":\\\"k.cu\\\"}\"}\n\n"
+    "event: response.output_item.done\n"
+    "data: {\"type\":\"response.output_item.done\",\"output_index\":1,\"item\":{\"type\":"
+    "\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_1\",\"name\":\"read_file\","
+    "\"arguments\":\"{\\\"path\\\":\\\"k.cu\\\"}\",\"status\":\"completed\"}}\n\n"
+    "event: response.output_item.done\n"
+    "data: {\"type\":\"response.output_item.done\",\"output_index\":2,\"item\":{\"type\":"
+    "\"reasoning\",\"id\":\"rs_2\",\"summary\":[],\"encrypted_content\":\"gAAAAB-more\"}}"
+    "\n\n"
+    "event: response.completed\n"
+    "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_2\",\"status\":"
+    "\"completed\",\"usage\":{\"input_tokens\":50,\"output_tokens\":9}}}\n\n";
+
 static const char responses_error[] =
     "event: response.output_text.delta\n"
     "data: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"delta\":\"Hi\"}\n\n"
@@ -184,6 +215,44 @@ static const char anthropic_tools[] =
     "event: message_delta\n"
     "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\","
     "\"stop_sequence\":null},\"usage\":{\"output_tokens\":55}}\n\n"
+    "event: message_stop\n"
+    "data: {\"type\":\"message_stop\"}\n\n";
+
+/* Extended thinking with tool use: a signed thinking block and a redacted one before the call. */
+static const char anthropic_thinking[] =
+    "event: message_start\n"
+    "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_4\",\"model\":"
+    "\"claude-x\",\"usage\":{\"input_tokens\":7,\"output_tokens\":1}}}\n\n"
+    "event: content_block_start\n"
+    "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":"
+    "\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n"
+    "event: content_block_delta\n"
+    "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\","
+    "\"thinking\":\"Read the \"}}\n\n"
+    "event: content_block_delta\n"
+    "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\","
+    "\"thinking\":\"kernel.\"}}\n\n"
+    "event: content_block_delta\n"
+    "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+    "\"signature_delta\",\"signature\":\"EqQBCgIYAhIM\"}}\n\n"
+    "event: content_block_stop\n"
+    "data: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+    "event: content_block_start\n"
+    "data: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":"
+    "\"redacted_thinking\",\"data\":\"EmwKAhgBEgy3va\"}}\n\n"
+    "event: content_block_stop\n"
+    "data: {\"type\":\"content_block_stop\",\"index\":1}\n\n"
+    "event: content_block_start\n"
+    "data: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":"
+    "\"tool_use\",\"id\":\"toolu_5\",\"name\":\"read_file\",\"input\":{}}}\n\n"
+    "event: content_block_delta\n"
+    "data: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":"
+    "\"input_json_delta\",\"partial_json\":\"{\\\"path\\\": \\\"k.cu\\\"}\"}}\n\n"
+    "event: content_block_stop\n"
+    "data: {\"type\":\"content_block_stop\",\"index\":2}\n\n"
+    "event: message_delta\n"
+    "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},"
+    "\"usage\":{\"output_tokens\":30}}\n\n"
     "event: message_stop\n"
     "data: {\"type\":\"message_stop\"}\n\n";
 
@@ -258,14 +327,19 @@ static char *
 describe(const struct run *run)
 {
 	const struct kagent_llm_result *r = run->result;
+	char *state = r->provider_state != NULL
+			  ? json_dumps(r->provider_state, JSON_COMPACT | JSON_SORT_KEYS)
+			  : NULL;
 	char *text = kagent_asprintf(
 	    "status=%d feed=%d text=[%s] reasoning=[%s] finish=%s/%s usage=%lld/%lld/%lld id=%s "
-	    "model=%s error=%s/%s/%s cause=%s calls=%zu",
+	    "model=%s error=%s/%s/%s cause=%s state=%s calls=%zu",
 	    run->status, run->feed_status, r->text, r->reasoning, kagent_llm_finish_name(r->finish),
 	    r->finish_reason, r->usage.input_tokens, r->usage.output_tokens, r->usage.cached_tokens,
 	    r->response_id, r->model, kagent_llm_error_name(r->error), r->error_type,
 	    r->error_message ? r->error_message : "-", run->cause ? run->cause : "-",
-	    r->tool_call_count);
+	    state ? state : "-", r->tool_call_count);
+
+	free(state);
 
 	for (size_t i = 0; i < r->tool_call_count; i++) {
 		const struct kagent_llm_tool_call *call = &r->tool_calls[i];
@@ -579,6 +653,73 @@ test_responses_text_and_parallel_tool_calls(void)
 }
 
 static void
+check_json_text(const json_t *actual, const char *expected)
+{
+	char *dumped = json_dumps(actual, JSON_COMPACT | JSON_SORT_KEYS);
+
+	CHECK_STRING(dumped, expected);
+	free(dumped);
+}
+
+/* Reasoning items are kept whole, in output order, next to the calls read as before. */
+static void
+test_responses_reasoning_items_kept(void)
+{
+	struct run run;
+	const struct kagent_llm_result *r;
+
+	check_split_independent(KAGENT_LLM_FORMAT_RESPONSES, responses_reasoning, &run);
+	r = run.result;
+	CHECK_INT(run.status, 0);
+	CHECK_STRING(r->reasoning, "Read first.");
+	CHECK_INT(r->tool_call_count, 1);
+	CHECK_STRING(r->tool_calls[0].id, "call_1");
+	CHECK_STRING(r->tool_calls[0].arguments, "{\"path\":\"k.cu\"}");
+	check_json_text(
+	    r->provider_state,
+	    "{\"format\":\"responses\",\"items\":["
+	    "{\"encrypted_content\":\"gAAAAB-secret==\",\"id\":\"rs_1\",\"summary\":[{\"text\":"
+	    "\"Read first.\",\"type\":\"summary_text\"}],\"type\":\"reasoning\"},"
+	    "{\"encrypted_content\":\"gAAAAB-more\",\"id\":\"rs_2\",\"summary\":[],\"type\":"
+	    "\"reasoning\"}]}");
+	run_release(&run);
+
+	/* A reply without reasoning has no state. */
+	check_split_independent(KAGENT_LLM_FORMAT_RESPONSES, responses_error, &run);
+	CHECK(run.result->provider_state == NULL);
+	run_release(&run);
+}
+
+/* Items are placed by output_index, whatever order their done events come in. */
+static void
+test_responses_reasoning_output_order(void)
+{
+	static const char *const events[] = {
+	    "{\"type\":\"response.output_item.done\",\"output_index\":3,\"item\":{\"type\":"
+	    "\"reasoning\",\"id\":\"rs_c\"}}",
+	    "{\"type\":\"response.output_item.done\",\"output_index\":1,\"item\":{\"type\":"
+	    "\"reasoning\",\"id\":\"rs_a\"}}",
+	    "{\"type\":\"response.output_item.done\",\"output_index\":2,\"item\":{\"type\":"
+	    "\"reasoning\",\"id\":\"rs_b\"}}",
+	    "{\"type\":\"response.completed\",\"response\":{\"status\":\"completed\"}}",
+	};
+	struct kagent_llm_stream *stream = kagent_llm_stream_create(KAGENT_LLM_FORMAT_RESPONSES);
+	struct kagent_llm_result *result;
+	char *cause = NULL;
+
+	for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
+		CHECK_INT(kagent_llm_stream_event(stream, NULL, events[i], strlen(events[i]), &cause),
+			  0);
+	CHECK_INT(kagent_llm_stream_finish(stream, &result, &cause), 0);
+	check_json_text(result->provider_state,
+			"{\"format\":\"responses\",\"items\":[{\"id\":\"rs_a\",\"type\":"
+			"\"reasoning\"},{\"id\":\"rs_b\",\"type\":\"reasoning\"},{\"id\":\"rs_c\","
+			"\"type\":\"reasoning\"}]}");
+	kagent_llm_result_free(result);
+	kagent_llm_stream_free(stream);
+}
+
+static void
 test_responses_error_event(void)
 {
 	struct run run;
@@ -681,6 +822,89 @@ test_anthropic_text_thinking_and_tools(void)
 	run_release(&run);
 }
 
+/* Signed thinking and redacted thinking are kept as blocks to send back, in block order. */
+static void
+test_anthropic_thinking_blocks_kept(void)
+{
+	struct run run;
+	const struct kagent_llm_result *r;
+
+	check_split_independent(KAGENT_LLM_FORMAT_ANTHROPIC, anthropic_thinking, &run);
+	r = run.result;
+	CHECK_INT(run.status, 0);
+	CHECK_STRING(r->reasoning, "Read the kernel.");
+	CHECK_STRING(r->text, "");
+	CHECK_INT(r->finish, KAGENT_LLM_FINISH_TOOL_CALLS);
+	CHECK_INT(r->tool_call_count, 1);
+	CHECK_STRING(r->tool_calls[0].id, "toolu_5");
+	CHECK_STRING(r->tool_calls[0].arguments, "{\"path\": \"k.cu\"}");
+	check_json_text(r->provider_state,
+			"{\"blocks\":[{\"signature\":\"EqQBCgIYAhIM\",\"thinking\":\"Read the "
+			"kernel.\",\"type\":\"thinking\"},{\"data\":\"EmwKAhgBEgy3va\",\"type\":"
+			"\"redacted_thinking\"}],\"format\":\"anthropic\"}");
+	run_release(&run);
+
+	/* The older recorded stream has a thinking block too. */
+	check_split_independent(KAGENT_LLM_FORMAT_ANTHROPIC, anthropic_tools, &run);
+	check_json_text(run.result->provider_state,
+			"{\"blocks\":[{\"signature\":\"c2ln\",\"thinking\":\"Hmm.\",\"type\":"
+			"\"thinking\"}],\"format\":\"anthropic\"}");
+	run_release(&run);
+}
+
+/* Signatures are counted against the state cap (thinking text has the reasoning cap too). */
+static void
+test_state_caps(void)
+{
+	static const char start[] = "{\"type\":\"content_block_start\",\"index\":0,"
+				    "\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}";
+	static const char prefix[] = "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{"
+				     "\"type\":\"signature_delta\",\"signature\":\"";
+	struct kagent_llm_stream *stream = kagent_llm_stream_create(KAGENT_LLM_FORMAT_ANTHROPIC);
+	struct kagent_llm_result *result;
+	size_t piece = (size_t)1 << 20;
+	char *data = kagent_malloc(piece + 200), *cause = NULL;
+	int status = 0, i;
+
+	CHECK_INT(kagent_llm_stream_event(stream, NULL, start, strlen(start), &cause), 0);
+	memcpy(data, prefix, sizeof prefix - 1);
+	memset(data + sizeof prefix - 1, 's', piece);
+	memcpy(data + sizeof prefix - 1 + piece, "\"}}", 4);
+	for (i = 0; i < 40 && status == 0; i++)
+		status = kagent_llm_stream_event(stream, NULL, data, strlen(data), &cause);
+	CHECK_INT(status, -EMSGSIZE);
+	CHECK_INT(i, 17);
+	CHECK_CONTAINS(cause, "reasoning state (reasoning items, thinking blocks) is larger than "
+			      "16777216 bytes");
+	free(cause);
+	cause = NULL;
+	CHECK_INT(kagent_llm_stream_finish(stream, &result, &cause), -EMSGSIZE);
+	CHECK_INT(result->error, KAGENT_LLM_ERROR_TOO_LARGE);
+	free(cause);
+	free(data);
+	kagent_llm_result_free(result);
+	kagent_llm_stream_free(stream);
+
+	/* The number of pieces is capped too: blocks of a few bytes each. */
+	stream = kagent_llm_stream_create(KAGENT_LLM_FORMAT_ANTHROPIC);
+	cause = NULL;
+	status = 0;
+	for (i = 0; i < 1000 && status == 0; i++) {
+		char *event = kagent_asprintf("{\"type\":\"content_block_start\",\"index\":%d,"
+					      "\"content_block\":{\"type\":\"redacted_thinking\","
+					      "\"data\":\"x\"}}",
+					      i);
+
+		status = kagent_llm_stream_event(stream, NULL, event, strlen(event), &cause);
+		free(event);
+	}
+	CHECK_INT(status, -EMSGSIZE);
+	CHECK_INT(i, KAGENT_LLM_STREAM_STATE_PART_CAP + 1);
+	CHECK_CONTAINS(cause, "more than 256 reasoning items or thinking blocks");
+	free(cause);
+	kagent_llm_stream_free(stream);
+}
+
 static void
 test_anthropic_overloaded(void)
 {
@@ -761,7 +985,9 @@ test_mutated_streams_stay_consistent(void)
 	    {KAGENT_LLM_FORMAT_CHAT_COMPLETIONS, chat_tools},
 	    {KAGENT_LLM_FORMAT_CHAT_COMPLETIONS, chat_lenient},
 	    {KAGENT_LLM_FORMAT_RESPONSES, responses_tools},
+	    {KAGENT_LLM_FORMAT_RESPONSES, responses_reasoning},
 	    {KAGENT_LLM_FORMAT_ANTHROPIC, anthropic_tools},
+	    {KAGENT_LLM_FORMAT_ANTHROPIC, anthropic_thinking},
 	};
 	static const char alphabet[] = "{}[]\":,\\\n\r 0a-e";
 
@@ -857,10 +1083,14 @@ static const struct kagent_test tests[] = {
     {"chat_not_json", test_chat_not_json},
     {"too_many_tool_calls", test_too_many_tool_calls},
     {"responses_text_and_parallel_tool_calls", test_responses_text_and_parallel_tool_calls},
+    {"responses_reasoning_items_kept", test_responses_reasoning_items_kept},
+    {"responses_reasoning_output_order", test_responses_reasoning_output_order},
     {"responses_error_event", test_responses_error_event},
     {"responses_failed_and_incomplete", test_responses_failed_and_incomplete},
     {"responses_stream_cut", test_responses_stream_cut},
     {"anthropic_text_thinking_and_tools", test_anthropic_text_thinking_and_tools},
+    {"anthropic_thinking_blocks_kept", test_anthropic_thinking_blocks_kept},
+    {"state_caps", test_state_caps},
     {"anthropic_overloaded", test_anthropic_overloaded},
     {"anthropic_stream_cut", test_anthropic_stream_cut},
     {"anthropic_delta_for_unknown_block", test_anthropic_delta_for_unknown_block},
