@@ -925,8 +925,9 @@ config__check_anthropic_thinking(const struct kagent_provider_config *provider)
 		    "max_tokens (%lld%s), which counts the thinking too: raise "
 		    "provider.max_output_tokens or lower the budget",
 		    budget, max_tokens,
-		    provider->max_output_tokens > 0 ? ", provider.max_output_tokens"
-						    : ", sent when provider.max_output_tokens is 0");
+		    provider->max_output_tokens > 0
+			? ", provider.max_output_tokens"
+			: ", sent when provider.max_output_tokens is 0");
 	return NULL;
 }
 

@@ -23,7 +23,7 @@ struct llm_request__message {
 	enum llm_request__role role;
 	const char *content;	  /* NULL: an assistant message with no text */
 	const json_t *tool_calls; /* assistant: an array (possibly empty), else NULL */
-	/* assistant: provider_state's items or blocks when its format is the request's, else NULL */
+	/* assistant: provider_state's items or blocks for this format, else NULL */
 	const json_t *provider_parts;
 	const char *tool_call_id; /* tool */
 	int is_error;		  /* tool */

@@ -604,9 +604,11 @@ anthropic_block_start(struct kagent_llm_stream *stream, const json_t *event)
 	const json_t *block = json_object_get(event, "content_block");
 	const json_t *index = json_object_get(event, "index");
 	const json_t *input = json_object_get(block, "input");
+	const json_t *thinking = json_object_get(block, "thinking");
 	const char *type = json_string_member(block, "type");
 	const char *id = json_string_member(block, "id");
 	const char *name = json_string_member(block, "name");
+	long long position = json_is_integer(index) ? json_integer_value(index) : -1;
 	struct llm_state_part *part;
 	struct llm_call *call;
 	int result = 0;
@@ -619,27 +621,19 @@ anthropic_block_start(struct kagent_llm_stream *stream, const json_t *event)
 	} else if (strcmp(type, "thinking") == 0) {
 		/* Anthropic wants the block back unchanged, signature included, before the
 		 * tool_use blocks of the turn. */
-		if ((result = llm_append_text(stream, &stream->reasoning,
-					      json_object_get(block, "thinking"), "reasoning")) < 0 ||
-		    (result = llm_new_state_part(
-			 stream, json_is_integer(index) ? json_integer_value(index) : -1, &part)) <
-			0 ||
-		    (result = llm_append_state(stream, &part->text,
-					       json_object_get(block, "thinking"))) < 0)
+		result = llm_append_text(stream, &stream->reasoning, thinking, "reasoning");
+		if (result < 0 || (result = llm_new_state_part(stream, position, &part)) < 0 ||
+		    (result = llm_append_state(stream, &part->text, thinking)) < 0)
 			goto out;
-		result = llm_append_state(stream, &part->signature,
-					  json_object_get(block, "signature"));
+		result =
+		    llm_append_state(stream, &part->signature, json_object_get(block, "signature"));
 	} else if (strcmp(type, "redacted_thinking") == 0) {
-		if ((result = llm_new_state_part(
-			 stream, json_is_integer(index) ? json_integer_value(index) : -1, &part)) <
-		    0)
+		if ((result = llm_new_state_part(stream, position, &part)) < 0)
 			goto out;
 		part->redacted = 1;
 		result = llm_append_state(stream, &part->text, json_object_get(block, "data"));
 	} else if (strcmp(type, "tool_use") == 0) {
-		if ((result = llm_new_call(stream,
-					   json_is_integer(index) ? json_integer_value(index) : -1,
-					   &call)) < 0)
+		if ((result = llm_new_call(stream, position, &call)) < 0)
 			goto out;
 		if (id != NULL &&
 		    (result = llm_set(stream, &call->id, id, KAGENT_LLM_STREAM_NAME_CAP,
@@ -661,6 +655,7 @@ anthropic_block_delta(struct kagent_llm_stream *stream, const json_t *event)
 {
 	const json_t *delta = json_object_get(event, "delta");
 	const json_t *index = json_object_get(event, "index");
+	const json_t *thinking = json_object_get(delta, "thinking");
 	const char *type = json_string_member(delta, "type");
 	struct llm_state_part *part;
 	struct llm_call *call;
@@ -672,11 +667,10 @@ anthropic_block_delta(struct kagent_llm_stream *stream, const json_t *event)
 		result =
 		    llm_append_text(stream, &stream->text, json_object_get(delta, "text"), "text");
 	} else if (strcmp(type, "thinking_delta") == 0) {
-		if ((result = llm_append_text(stream, &stream->reasoning,
-					      json_object_get(delta, "thinking"), "reasoning")) < 0 ||
-		    (result = anthropic_thinking_part(stream, index, &part)) < 0)
+		result = llm_append_text(stream, &stream->reasoning, thinking, "reasoning");
+		if (result < 0 || (result = anthropic_thinking_part(stream, index, &part)) < 0)
 			goto out;
-		result = llm_append_state(stream, &part->text, json_object_get(delta, "thinking"));
+		result = llm_append_state(stream, &part->text, thinking);
 	} else if (strcmp(type, "signature_delta") == 0) {
 		if ((result = anthropic_thinking_part(stream, index, &part)) < 0)
 			goto out;
@@ -952,9 +946,9 @@ llm_take_provider_state(struct kagent_llm_stream *stream)
 		if (part->item != NULL)
 			json_array_append(list, part->item);
 		else if (part->redacted)
-			json_array_append_new(list, json_pack("{s:s, s:o}", "type",
-							      "redacted_thinking", "data",
-							      llm_buffer_json(&part->text)));
+			json_array_append_new(list,
+					      json_pack("{s:s, s:o}", "type", "redacted_thinking",
+							"data", llm_buffer_json(&part->text)));
 		else
 			json_array_append_new(
 			    list, json_pack("{s:s, s:o, s:o}", "type", "thinking", "thinking",

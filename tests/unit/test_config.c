@@ -622,15 +622,17 @@ test_validate_anthropic_thinking(void)
 			    "least 1024 (or 0: thinking off)");
 	free(error);
 	error = validate_thinking("16384", "0", NULL, NULL);
-	CHECK_STRING(error, "provider.thinking_budget_tokens (16384) must be less than the "
-			    "reply's max_tokens (16384, sent when provider.max_output_tokens is 0), "
-			    "which counts the thinking too: raise provider.max_output_tokens or "
-			    "lower the budget");
+	CHECK_STRING(error,
+		     "provider.thinking_budget_tokens (16384) must be less than the "
+		     "reply's max_tokens (16384, sent when provider.max_output_tokens is 0), "
+		     "which counts the thinking too: raise provider.max_output_tokens or "
+		     "lower the budget");
 	free(error);
 	error = validate_thinking("4096", "4000", NULL, NULL);
-	CHECK_STRING(error, "provider.thinking_budget_tokens (4096) must be less than the "
-			    "reply's max_tokens (4000, provider.max_output_tokens), which counts the "
-			    "thinking too: raise provider.max_output_tokens or lower the budget");
+	CHECK_STRING(error,
+		     "provider.thinking_budget_tokens (4096) must be less than the "
+		     "reply's max_tokens (4000, provider.max_output_tokens), which counts the "
+		     "thinking too: raise provider.max_output_tokens or lower the budget");
 	free(error);
 }
 

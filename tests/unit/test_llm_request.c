@@ -600,16 +600,17 @@ test_provider_state_errors(void)
 	for (int format = 0; format <= KAGENT_LLM_FORMAT_ANTHROPIC; format++) {
 		check_body_error(format, "[{'role':'assistant','content':'a','provider_state':3}]",
 				 "messages[0]: \"provider_state\" must be an object");
-		check_body_error(format,
-				 "[{'role':'assistant','content':'a','provider_state':{'items':[]}}]",
-				 "messages[0]: \"provider_state\" must be an object with a "
-				 "string \"format\"");
+		check_body_error(
+		    format, "[{'role':'assistant','content':'a','provider_state':{'items':[]}}]",
+		    "messages[0]: \"provider_state\" must be an object with a "
+		    "string \"format\"");
 	}
-	check_body_error(KAGENT_LLM_FORMAT_ANTHROPIC,
-			 "[{'role':'assistant','content':'a',"
-			 "  'provider_state':{'format':'anthropic','blocks':[{'type':'thinking'},3]}}]",
-			 "messages[0]: \"provider_state\" of format anthropic needs \"blocks\", an "
-			 "array of objects with a \"type\"");
+	check_body_error(
+	    KAGENT_LLM_FORMAT_ANTHROPIC,
+	    "[{'role':'assistant','content':'a',"
+	    "  'provider_state':{'format':'anthropic','blocks':[{'type':'thinking'},3]}}]",
+	    "messages[0]: \"provider_state\" of format anthropic needs \"blocks\", an "
+	    "array of objects with a \"type\"");
 	check_body_error(KAGENT_LLM_FORMAT_RESPONSES,
 			 "[{'role':'assistant','content':'a',"
 			 "  'provider_state':{'format':'responses'}}]",

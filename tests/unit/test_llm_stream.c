@@ -708,8 +708,8 @@ test_responses_reasoning_output_order(void)
 	char *cause = NULL;
 
 	for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
-		CHECK_INT(kagent_llm_stream_event(stream, NULL, events[i], strlen(events[i]), &cause),
-			  0);
+		CHECK_INT(
+		    kagent_llm_stream_event(stream, NULL, events[i], strlen(events[i]), &cause), 0);
 	CHECK_INT(kagent_llm_stream_finish(stream, &result, &cause), 0);
 	check_json_text(result->provider_state,
 			"{\"format\":\"responses\",\"items\":[{\"id\":\"rs_a\",\"type\":"
