@@ -108,7 +108,8 @@ static const struct config__key config__keys[] = {
 	 .help = "minimal, low, medium or high; unset: not sent"},
 	{.name = "provider.thinking_budget_tokens", .kind = CONFIG__INTEGER,
 	 CONFIG__FIELD(provider.thinking_budget_tokens),
-	 .help = "Anthropic extended thinking budget in tokens; 0: off"},
+	 .help = "Anthropic extended thinking budget in tokens, 1024 or more and below the "
+		 "reply's max_tokens; 0: off"},
 	{.name = "provider.prices.input", .kind = CONFIG__NUMBER, CONFIG__FIELD(provider.input_price),
 	 .maximum = DBL_MAX, .help = "US dollars per million input tokens; 0: unknown"},
 	{.name = "provider.prices.cached_input", .kind = CONFIG__NUMBER,
