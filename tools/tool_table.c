@@ -40,6 +40,10 @@ const struct kagent_tool *const kagent_tool_table[] = {
 };
 /* clang-format on */
 
+/* What one tool result may put into the model's context (a compile with a thousand errors must
+ * not crowd out the conversation); the rest is cut with a note. */
+#define TOOL_RESULT_CAP (32 * 1024)
+
 /* A tool description file is prose for the model; anything larger is a mistake. */
 #define TOOL_DESCRIPTION_CAP (64 * 1024)
 
@@ -181,9 +185,27 @@ kagent_tool_call_start(struct kagent_tool_call *call)
 	call->tool->run(call);
 }
 
+/* Cuts content at the cap, on a UTF-8 character boundary, and says how much was left out. */
+static char *
+tool_table__cap(char *content)
+{
+	size_t length = strlen(content), cut = TOOL_RESULT_CAP;
+	char *capped;
+
+	if (length <= TOOL_RESULT_CAP)
+		return content;
+	while (cut > 0 && ((unsigned char)content[cut] & 0xC0) == 0x80)
+		cut--;
+	capped = kagent_asprintf("%.*s\n[... %zu more bytes cut: the result was too long]",
+				 (int)cut, content, length - cut);
+	free(content);
+	return capped;
+}
+
 void
 kagent_tool_call_finish(struct kagent_tool_call *call, int is_error, char *content)
 {
+	content = tool_table__cap(content);
 	call->is_error = is_error;
 	call->content = content;
 	call->done(call, call->data);

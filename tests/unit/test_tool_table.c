@@ -117,6 +117,32 @@ test_arguments_are_checked(void)
 }
 
 static void
+test_long_results_are_cut(void)
+{
+	struct finished finished = {0};
+	struct kagent_tool_call call = {.id = "call_1", .done = record_finish, .data = &finished};
+	char *content = kagent_malloc(100001);
+
+	/* 2-byte characters, so a cut at an odd byte must back up to a boundary. */
+	for (size_t index = 0; index < 100000; index += 2) {
+		content[index] = (char)0xC3;
+		content[index + 1] = (char)0xA9;
+	}
+	content[100000] = '\0';
+	kagent_tool_call_finish(&call, 0, content);
+	CHECK(strlen(finished.content) < 33 * 1024);
+	CHECK(strstr(finished.content, "more bytes cut") != NULL);
+	CHECK(((unsigned char)finished
+		   .content[strstr(finished.content, "\n[...") - finished.content - 1] == 0xA9));
+	free(finished.content);
+	finished = (struct finished){0};
+	kagent_tool_call_finish(&call, 1, kagent_strdup("short"));
+	CHECK_STRING(finished.content, "short");
+	CHECK_INT(finished.is_error, 1);
+	free(finished.content);
+}
+
+static void
 render_status_and_reason(const json_t *verdict, FILE *stream)
 {
 	fprintf(stream, "%s/%s", json_string_value(json_object_get(verdict, "status")),
@@ -139,6 +165,7 @@ static const struct kagent_test tests[] = {
     {"missing_description_is_an_error", test_missing_description_is_an_error},
     {"arguments_are_checked", test_arguments_are_checked},
     {"render_verdict", test_render_verdict},
+    {"long_results_are_cut", test_long_results_are_cut},
     {NULL, NULL},
 };
 
