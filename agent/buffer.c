@@ -3,6 +3,7 @@
 
 #include "kagent/alloc.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,19 @@ void
 kagent_buffer_append_string(struct kagent_buffer *buffer, const char *string)
 {
 	kagent_buffer_append(buffer, string, strlen(string));
+}
+
+void
+kagent_buffer_appendf(struct kagent_buffer *buffer, const char *format, ...)
+{
+	va_list arguments;
+	char *text;
+
+	va_start(arguments, format);
+	text = kagent_vasprintf(format, arguments);
+	va_end(arguments);
+	kagent_buffer_append_string(buffer, text);
+	free(text);
 }
 
 char *

@@ -84,12 +84,6 @@ view__number_or(const json_t *object, const char *key, double fallback)
 	return view__number(object, key, &value) ? value : fallback;
 }
 
-static void
-view__append(struct kagent_buffer *buffer, const char *text)
-{
-	kagent_buffer_append(buffer, text, strlen(text));
-}
-
 /*
  * Text for one line of a terminal: control characters (escape sequences above all, and the
  * C1 controls U+0080 to U+009F, which some terminals obey) become '?', newlines spaces.
@@ -129,23 +123,7 @@ view__append_first_line(struct kagent_buffer *buffer, const char *text, size_t c
 	}
 	view__append_clean(buffer, text, length);
 	if (cut)
-		view__append(buffer, "...");
-}
-
-static void view__appendf(struct kagent_buffer *buffer, const char *format, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-view__appendf(struct kagent_buffer *buffer, const char *format, ...)
-{
-	va_list arguments;
-	char *text;
-
-	va_start(arguments, format);
-	text = kagent_vasprintf(format, arguments);
-	va_end(arguments);
-	view__append(buffer, text);
-	free(text);
+		kagent_buffer_append_string(buffer, "...");
 }
 
 /* 567, 1.2k, 12k, 1.2M, 12M. */
@@ -192,10 +170,10 @@ view__append_used(struct kagent_buffer *buffer, void (*format)(char *, size_t, d
 	char text[32];
 
 	format(text, sizeof text, used);
-	view__append(buffer, text);
+	kagent_buffer_append_string(buffer, text);
 	if (limit > 0) {
 		format(text, sizeof text, limit);
-		view__appendf(buffer, "/%s", text);
+		kagent_buffer_appendf(buffer, "/%s", text);
 	}
 }
 
@@ -209,10 +187,10 @@ static void
 view__append_best(const struct kagent_terminal_view *view, struct kagent_buffer *buffer)
 {
 	if (view->have_best)
-		view__appendf(buffer, "best %.2fx (%s)", view->best_speedup,
-			      view->best_variant != NULL ? view->best_variant : "?");
+		kagent_buffer_appendf(buffer, "best %.2fx (%s)", view->best_speedup,
+				      view->best_variant != NULL ? view->best_variant : "?");
 	else
-		view__append(buffer, "best none yet");
+		kagent_buffer_append_string(buffer, "best none yet");
 }
 
 /* The largest fraction of any budget spent, or -1 when nothing is limited. */
@@ -253,29 +231,29 @@ view__draw_status(struct kagent_terminal_view *view)
 
 	view__erase_status(view);
 	view__append_best(view, &line);
-	view__appendf(&line, " | turn %lld", turn);
+	kagent_buffer_appendf(&line, " | turn %lld", turn);
 	if (view->max_turns > 0)
-		view__appendf(&line, "/%lld", view->max_turns);
-	view__append(&line, " | tokens ");
+		kagent_buffer_appendf(&line, "/%lld", view->max_turns);
+	kagent_buffer_append_string(&line, " | tokens ");
 	view__append_used(&line, view__format_tokens,
 			  (double)(view->input_tokens + view->output_tokens),
 			  (double)view->max_tokens);
-	view__append(&line, " | ");
+	kagent_buffer_append_string(&line, " | ");
 	view__append_used(&line, view__format_dollars, view->cost, view->max_cost);
-	view__append(&line, " | ");
+	kagent_buffer_append_string(&line, " | ");
 	view__append_used(&line, view__format_duration, view->wall_seconds, view->max_wall_seconds);
 	if (view->max_gpu_seconds > 0) {
-		view__append(&line, " | gpu ");
+		kagent_buffer_append_string(&line, " | gpu ");
 		view__append_used(&line, view__format_duration, view->gpu_seconds,
 				  view->max_gpu_seconds);
 	}
 	if (fraction >= 0) {
 		int filled = (int)(fraction * VIEW_BAR_CELLS + 0.5);
 
-		view__append(&line, " | [");
+		kagent_buffer_append_string(&line, " | [");
 		for (int cell = 0; cell < VIEW_BAR_CELLS; cell++)
 			kagent_buffer_append(&line, cell < filled ? "#" : "-", 1);
-		view__append(&line, "]");
+		kagent_buffer_append_string(&line, "]");
 	}
 	/* A status line that wrapped could not be erased with one \r: keep it to the width. */
 	shown = line.length;
@@ -311,11 +289,11 @@ view__append_block(struct kagent_buffer *buffer, const char *label, const char *
 	if (text == NULL || text[0] == '\0')
 		return;
 	if (label != NULL)
-		view__appendf(buffer, "\n  %s:", label);
+		kagent_buffer_appendf(buffer, "\n  %s:", label);
 	while (*line != '\0') {
 		size_t length = strcspn(line, "\n");
 
-		view__append(buffer, indent);
+		kagent_buffer_append_string(buffer, indent);
 		view__append_clean(buffer, line, length);
 		line += length;
 		if (*line == '\n')
@@ -349,39 +327,40 @@ view__run_start(struct kagent_terminal_view *view, const json_t *record, struct 
 	const char *separator = ": ";
 	double speedup;
 
-	view__appendf(line, "run %s",
-		      view__string(record, "run_id") ? view__string(record, "run_id") : "(no id)");
+	kagent_buffer_appendf(line, "run %s",
+			      view__string(record, "run_id") ? view__string(record, "run_id")
+							     : "(no id)");
 	if (json_is_true(json_object_get(record, "resumed")))
-		view__append(line, " (resumed)");
+		kagent_buffer_append_string(line, " (resumed)");
 	if (name != NULL || path != NULL) {
-		view__append(line, separator);
+		kagent_buffer_append_string(line, separator);
 		view__append_first_line(line, name != NULL ? name : path, VIEW_SNIPPET_BYTES);
 		if (name != NULL && path != NULL) {
-			view__append(line, " (");
+			kagent_buffer_append_string(line, " (");
 			view__append_first_line(line, path, VIEW_SNIPPET_BYTES);
-			view__append(line, ")");
+			kagent_buffer_append_string(line, ")");
 		}
 		separator = ", ";
 	}
 	if (api == NULL)
 		api = view__string(provider, "format");
 	if (model != NULL) {
-		view__append(line, separator);
-		view__append(line, "model ");
+		kagent_buffer_append_string(line, separator);
+		kagent_buffer_append_string(line, "model ");
 		view__append_first_line(line, model, VIEW_SNIPPET_BYTES);
 		if (api != NULL) {
-			view__append(line, " via ");
+			kagent_buffer_append_string(line, " via ");
 			view__append_first_line(line, api, VIEW_SNIPPET_BYTES);
 		}
 		separator = ", ";
 	}
 	if (view__number(target, "speedup", &speedup)) {
-		view__append(line, separator);
+		kagent_buffer_append_string(line, separator);
 		if (speedup <= 0)
-			view__append(line, "no target");
+			kagent_buffer_append_string(line, "no target");
 		else
-			view__appendf(line, "target %.2fx vs %s", speedup,
-				      view__baseline_words(baseline));
+			kagent_buffer_appendf(line, "target %.2fx vs %s", speedup,
+					      view__baseline_words(baseline));
 	}
 	view->max_turns = (long long)view__number_or(budget, "max_turns", 0);
 	view->max_tokens = (long long)view__number_or(budget, "max_tokens", 0);
@@ -397,16 +376,16 @@ view__request(struct kagent_terminal_view *view, const json_t *record, struct ka
 	size_t bytes = body != NULL ? json_dumpb(body, NULL, 0, JSON_COMPACT) : 0;
 
 	view->stream_events = 0;
-	view__appendf(line, "request, attempt %lld",
-		      (long long)view__number_or(record, "attempt", 1));
+	kagent_buffer_appendf(line, "request, attempt %lld",
+			      (long long)view__number_or(record, "attempt", 1));
 	if (view__string(record, "url") != NULL) {
-		view__append(line, " to ");
+		kagent_buffer_append_string(line, " to ");
 		view__append_first_line(line, view__string(record, "url"), VIEW_SNIPPET_BYTES);
 	}
 	if (bytes >= 1000000)
-		view__appendf(line, ", %.1f MB", (double)bytes / 1e6);
+		kagent_buffer_appendf(line, ", %.1f MB", (double)bytes / 1e6);
 	else
-		view__appendf(line, ", %.1f kB", (double)bytes / 1e3);
+		kagent_buffer_appendf(line, ", %.1f kB", (double)bytes / 1e3);
 }
 
 static void
@@ -416,16 +395,18 @@ view__retry(struct kagent_terminal_view *view, const json_t *record, struct kage
 	const char *failure = view__string(record, "failure");
 	double status = view__number_or(record, "status", 0);
 
-	view__appendf(line, "retry %lld after ", (long long)view__number_or(record, "attempt", 1));
+	kagent_buffer_appendf(line, "retry %lld after ",
+			      (long long)view__number_or(record, "attempt", 1));
 	if (reason != NULL)
 		view__append_first_line(line, reason, VIEW_SNIPPET_BYTES);
 	else if (status > 0)
-		view__appendf(line, "HTTP %.0f", status);
+		kagent_buffer_appendf(line, "HTTP %.0f", status);
 	else if (failure != NULL)
 		view__append_first_line(line, failure, VIEW_SNIPPET_BYTES);
 	else
-		view__append(line, "a failure");
-	view__appendf(line, ": waiting %.1f s", view__number_or(record, "delay_ms", 0) / 1000);
+		kagent_buffer_append_string(line, "a failure");
+	kagent_buffer_appendf(line, ": waiting %.1f s",
+			      view__number_or(record, "delay_ms", 0) / 1000);
 }
 
 static void
@@ -442,34 +423,35 @@ view__reply(struct kagent_terminal_view *view, const json_t *record, struct kage
 
 	view__format_tokens(input, sizeof input, view__number_or(usage, "input_tokens", 0));
 	view__format_tokens(output, sizeof output, view__number_or(usage, "output_tokens", 0));
-	view__appendf(line, "%s in / %s out tokens", input, output);
+	kagent_buffer_appendf(line, "%s in / %s out tokens", input, output);
 	if (view__number(record, "cost", &value))
-		view__appendf(line, ", $%.4f", value);
+		kagent_buffer_appendf(line, ", $%.4f", value);
 	if (view__number(record, "seconds", &value))
-		view__appendf(line, ", %.1f s", value);
+		kagent_buffer_appendf(line, ", %.1f s", value);
 	if (view__number(record, "attempts", &value) && value > 1)
-		view__appendf(line, ", %.0f attempts", value);
+		kagent_buffer_appendf(line, ", %.0f attempts", value);
 	if (json_array_size(calls) > 0) {
-		view__append(line, "; calls ");
+		kagent_buffer_append_string(line, "; calls ");
 		json_array_foreach(calls, index, call)
 		{
 			const char *name = view__string(call, "name");
 
 			if (index > 0)
-				view__append(line, ", ");
+				kagent_buffer_append_string(line, ", ");
 			view__append_first_line(line, name != NULL ? name : "?",
 						VIEW_ARGUMENT_BYTES);
 		}
 	} else {
-		view__append(line, "; no tool call");
+		kagent_buffer_append_string(line, "; no tool call");
 	}
 	if (finish != NULL && strcmp(finish, "length") == 0)
-		view__append(line, " (cut at the output limit)");
+		kagent_buffer_append_string(line, " (cut at the output limit)");
 	if (view->verbose) {
 		view__append_block(line, "reasoning", view__string(message, "reasoning"));
 		view__append_block(line, "text", view__string(message, "content"));
 		if (view->stream_events > 0)
-			view__appendf(line, "\n  (%lld stream events)", view->stream_events);
+			kagent_buffer_appendf(line, "\n  (%lld stream events)",
+					      view->stream_events);
 	}
 	view->stream_events = 0;
 }
@@ -481,12 +463,12 @@ view__llm_error(struct kagent_terminal_view *view, const json_t *record, struct 
 	const char *message = view__string(record, "message");
 	double status = view__number_or(record, "http_status", 0);
 
-	view__appendf(line, "model error (%s", failure != NULL ? failure : "unknown");
+	kagent_buffer_appendf(line, "model error (%s", failure != NULL ? failure : "unknown");
 	if (status > 0)
-		view__appendf(line, ", HTTP %.0f", status);
-	view__append(line, ")");
+		kagent_buffer_appendf(line, ", HTTP %.0f", status);
+	kagent_buffer_append_string(line, ")");
 	if (message != NULL) {
-		view__append(line, ": ");
+		kagent_buffer_append_string(line, ": ");
 		view__append_first_line(line, message, VIEW_SNIPPET_BYTES);
 	}
 }
@@ -498,29 +480,29 @@ view__append_argument(struct kagent_buffer *line, const char *key, const json_t 
 	const char *text = json_string_value(value);
 
 	view__append_first_line(line, key, VIEW_ARGUMENT_BYTES);
-	view__append(line, ": ");
+	kagent_buffer_append_string(line, ": ");
 	if (text != NULL && strcmp(key, "source") == 0) {
 		size_t length = strlen(text), lines = length > 0 && text[length - 1] != '\n';
 
 		for (const char *at = text; (at = strchr(at, '\n')) != NULL; at++)
 			lines++;
-		view__appendf(line, "%zu line%s", lines, lines == 1 ? "" : "s");
+		kagent_buffer_appendf(line, "%zu line%s", lines, lines == 1 ? "" : "s");
 	} else if (text != NULL) {
-		view__append(line, "\"");
+		kagent_buffer_append_string(line, "\"");
 		view__append_first_line(line, text, VIEW_ARGUMENT_BYTES);
-		view__append(line, "\"");
+		kagent_buffer_append_string(line, "\"");
 	} else if (json_is_object(value)) {
 		size_t count = json_object_size(value);
 
-		view__appendf(line, "{%zu key%s}", count, count == 1 ? "" : "s");
+		kagent_buffer_appendf(line, "{%zu key%s}", count, count == 1 ? "" : "s");
 	} else if (json_is_array(value)) {
 		size_t count = json_array_size(value);
 
-		view__appendf(line, "[%zu item%s]", count, count == 1 ? "" : "s");
+		kagent_buffer_appendf(line, "[%zu item%s]", count, count == 1 ? "" : "s");
 	} else {
 		char *dumped = json_dumps(value, JSON_ENCODE_ANY);
 
-		view__append(line, dumped != NULL ? dumped : "?");
+		kagent_buffer_append_string(line, dumped != NULL ? dumped : "?");
 		free(dumped);
 	}
 }
@@ -532,16 +514,16 @@ view__tool_call(struct kagent_terminal_view *view, const json_t *record, struct 
 	const char *name = view__string(record, "name");
 	json_t *parsed = NULL;
 
-	view__append(line, "call ");
+	kagent_buffer_append_string(line, "call ");
 	view__append_first_line(line, name != NULL ? name : "?", VIEW_ARGUMENT_BYTES);
 	if (json_is_string(arguments)) {
 		parsed = json_loads(json_string_value(arguments), 0, NULL);
 		arguments = parsed;
 		if (parsed == NULL) {
-			view__append(line, " (arguments that are not JSON: ");
+			kagent_buffer_append_string(line, " (arguments that are not JSON: ");
 			view__append_first_line(line, view__string(record, "arguments"),
 						VIEW_ARGUMENT_BYTES);
-			view__append(line, ")");
+			kagent_buffer_append_string(line, ")");
 		}
 	}
 	if (json_object_size(arguments) > 0) {
@@ -549,15 +531,15 @@ view__tool_call(struct kagent_terminal_view *view, const json_t *record, struct 
 		json_t *value;
 		int first = 1;
 
-		view__append(line, " {");
+		kagent_buffer_append_string(line, " {");
 		json_object_foreach((json_t *)arguments, key, value)
 		{
 			if (!first)
-				view__append(line, ", ");
+				kagent_buffer_append_string(line, ", ");
 			view__append_argument(line, key, value);
 			first = 0;
 		}
-		view__append(line, "}");
+		kagent_buffer_append_string(line, "}");
 	}
 	json_decref(parsed);
 }
@@ -571,17 +553,17 @@ view__tool_result(struct kagent_terminal_view *view, const json_t *record,
 	double seconds;
 
 	view__append_first_line(line, name != NULL ? name : "tool", VIEW_ARGUMENT_BYTES);
-	view__append(line,
-		     json_is_true(json_object_get(record, "is_error")) ? " failed" : " returned");
+	kagent_buffer_append_string(
+	    line, json_is_true(json_object_get(record, "is_error")) ? " failed" : " returned");
 	if (view__number(record, "seconds", &seconds))
-		view__appendf(line, " in %.1f s", seconds);
+		kagent_buffer_appendf(line, " in %.1f s", seconds);
 	if (content == NULL || content[0] == '\0')
 		return;
-	view__append(line, ":");
+	kagent_buffer_append_string(line, ":");
 	if (view->verbose) {
 		view__append_block(line, NULL, content);
 	} else {
-		view__append(line, " ");
+		kagent_buffer_append_string(line, " ");
 		view__append_first_line(line, content, VIEW_SNIPPET_BYTES);
 	}
 }
@@ -595,18 +577,18 @@ view__verdict(struct kagent_terminal_view *view, const json_t *record, struct ka
 	const char *reason = view__string(record, "reason");
 	double value;
 
-	view__appendf(line, "%s %s -> ", purpose != NULL ? purpose : "evaluate",
-		      variant != NULL ? variant : "?");
+	kagent_buffer_appendf(line, "%s %s -> ", purpose != NULL ? purpose : "evaluate",
+			      variant != NULL ? variant : "?");
 	view__append_first_line(line, status != NULL ? status : "no status", VIEW_ARGUMENT_BYTES);
 	if (status != NULL && strcmp(status, "correct") == 0) {
 		if (view__number(record, "speedup_vs_eager", &value))
-			view__appendf(line, ", %.2fx eager", value);
+			kagent_buffer_appendf(line, ", %.2fx eager", value);
 		if (view__number(record, "speedup_vs_compile", &value))
-			view__appendf(line, ", %.2fx compile", value);
+			kagent_buffer_appendf(line, ", %.2fx compile", value);
 		if (view__number(record, "candidate_ms", &value))
-			view__appendf(line, " (%.4f ms)", value);
+			kagent_buffer_appendf(line, " (%.4f ms)", value);
 	} else if (reason != NULL) {
-		view__append(line, ": ");
+		kagent_buffer_append_string(line, ": ");
 		view__append_first_line(line, reason, VIEW_SNIPPET_BYTES);
 	}
 }
@@ -618,11 +600,11 @@ view__commit(struct kagent_terminal_view *view, const json_t *record, struct kag
 	const char *commit = view__string(record, "commit");
 	const char *branch = view__string(record, "branch");
 
-	view__appendf(line, "commit %s", variant != NULL ? variant : "?");
+	kagent_buffer_appendf(line, "commit %s", variant != NULL ? variant : "?");
 	if (commit != NULL)
-		view__appendf(line, " %.7s", commit);
+		kagent_buffer_appendf(line, " %.7s", commit);
 	if (branch != NULL) {
-		view__append(line, " on ");
+		kagent_buffer_append_string(line, " on ");
 		view__append_first_line(line, branch, VIEW_SNIPPET_BYTES);
 	}
 }
@@ -649,16 +631,16 @@ view__best(struct kagent_terminal_view *view, const json_t *record, struct kagen
 	const char *baseline = view__string(record, "baseline");
 	double value;
 
-	view__appendf(line, "best %s", variant != NULL ? variant : "?");
+	kagent_buffer_appendf(line, "best %s", variant != NULL ? variant : "?");
 	if (view__number(record, "speedup", &value))
-		view__appendf(line, " %.2fx", value);
+		kagent_buffer_appendf(line, " %.2fx", value);
 	if (baseline != NULL &&
 	    (strcmp(baseline, "eager") == 0 || strcmp(baseline, "compile") == 0))
-		view__appendf(line, " vs %s", baseline);
+		kagent_buffer_appendf(line, " vs %s", baseline);
 	if (view__number(record, "previous", &value))
-		view__appendf(line, " (was %.2fx)", value);
+		kagent_buffer_appendf(line, " (was %.2fx)", value);
 	else
-		view__append(line, " (was none)");
+		kagent_buffer_append_string(line, " (was none)");
 	view__set_best(view, record);
 }
 
@@ -686,22 +668,22 @@ view__turn_end(struct kagent_terminal_view *view, const json_t *record, struct k
 	view__set_best(view, json_object_get(record, "best"));
 	if (view->live)
 		return; /* the status line says it all */
-	view__appendf(line, "turn %lld done: ",
-		      (long long)view__number_or(record, "turn", (double)view->turns));
+	kagent_buffer_appendf(line, "turn %lld done: ",
+			      (long long)view__number_or(record, "turn", (double)view->turns));
 	view__append_best(view, line);
-	view__appendf(line, "; budget: turns %lld", view->turns);
+	kagent_buffer_appendf(line, "; budget: turns %lld", view->turns);
 	if (view->max_turns > 0)
-		view__appendf(line, "/%lld", view->max_turns);
-	view__append(line, ", tokens ");
+		kagent_buffer_appendf(line, "/%lld", view->max_turns);
+	kagent_buffer_append_string(line, ", tokens ");
 	view__append_used(line, view__format_tokens,
 			  (double)(view->input_tokens + view->output_tokens),
 			  (double)view->max_tokens);
-	view__append(line, ", ");
+	kagent_buffer_append_string(line, ", ");
 	view__append_used(line, view__format_dollars, view->cost, view->max_cost);
-	view__append(line, ", ");
+	kagent_buffer_append_string(line, ", ");
 	view__append_used(line, view__format_duration, view->wall_seconds, view->max_wall_seconds);
 	if (view->max_gpu_seconds > 0 || view->gpu_seconds > 0) {
-		view__append(line, ", gpu ");
+		kagent_buffer_append_string(line, ", gpu ");
 		view__append_used(line, view__format_duration, view->gpu_seconds,
 				  view->max_gpu_seconds);
 	}
@@ -725,12 +707,12 @@ view__stop(struct kagent_terminal_view *view, const json_t *record, struct kagen
 		if (strcmp(reason, reasons[i][0]) == 0)
 			words = reasons[i][1];
 	}
-	view__append(line, "stop: ");
+	kagent_buffer_append_string(line, "stop: ");
 	view__append_first_line(line, words != NULL ? words : "unknown reason", VIEW_SNIPPET_BYTES);
 	if (detail != NULL && detail[0] != '\0') {
-		view__append(line, " (");
+		kagent_buffer_append_string(line, " (");
 		view__append_first_line(line, detail, VIEW_SNIPPET_BYTES);
-		view__append(line, ")");
+		kagent_buffer_append_string(line, ")");
 	}
 }
 
@@ -746,27 +728,27 @@ view__final(struct kagent_terminal_view *view, const json_t *record, struct kage
 	char tokens[32], wall[32];
 	double value;
 
-	view__append(line, "final: ");
+	kagent_buffer_append_string(line, "final: ");
 	if (variant == NULL) {
-		view__append(line, "no correct variant");
+		kagent_buffer_append_string(line, "no correct variant");
 	} else if (json_is_true(json_object_get(record, "confirmed"))) {
-		view__appendf(line, "%s confirmed on unseen seeds", variant);
+		kagent_buffer_appendf(line, "%s confirmed on unseen seeds", variant);
 		if (view__number(confirmation, "speedup", &value))
-			view__appendf(line, ", %.2fx", value);
+			kagent_buffer_appendf(line, ", %.2fx", value);
 	} else {
-		view__appendf(line, "%s not confirmed on unseen seeds", variant);
+		kagent_buffer_appendf(line, "%s not confirmed on unseen seeds", variant);
 		if (status != NULL) {
-			view__append(line, " (");
+			kagent_buffer_append_string(line, " (");
 			view__append_first_line(line, status, VIEW_ARGUMENT_BYTES);
 			if (reason != NULL) {
-				view__append(line, ": ");
+				kagent_buffer_append_string(line, ": ");
 				view__append_first_line(line, reason, VIEW_SNIPPET_BYTES);
 			}
-			view__append(line, ")");
+			kagent_buffer_append_string(line, ")");
 		}
 	}
 	if (path != NULL) {
-		view__append(line, "; best kernel: ");
+		kagent_buffer_append_string(line, "; best kernel: ");
 		view__append_first_line(line, path, 4096);
 	}
 	if (json_is_object(totals)) {
@@ -775,12 +757,12 @@ view__final(struct kagent_terminal_view *view, const json_t *record, struct kage
 					view__number_or(totals, "output_tokens", 0));
 		view__format_duration(wall, sizeof wall,
 				      view__number_or(totals, "wall_seconds", 0));
-		view__appendf(line, "\ntotals: %.0f turns, %s tokens, $%.2f, %s",
-			      view__number_or(totals, "turns", 0), tokens,
-			      view__number_or(totals, "cost", 0), wall);
+		kagent_buffer_appendf(line, "\ntotals: %.0f turns, %s tokens, $%.2f, %s",
+				      view__number_or(totals, "turns", 0), tokens,
+				      view__number_or(totals, "cost", 0), wall);
 		if (view__number(totals, "gpu_seconds", &value) && value > 0) {
 			view__format_duration(wall, sizeof wall, value);
-			view__appendf(line, ", gpu %s", wall);
+			kagent_buffer_appendf(line, ", gpu %s", wall);
 		}
 	}
 	if (view->verbose)
@@ -790,7 +772,7 @@ view__final(struct kagent_terminal_view *view, const json_t *record, struct kage
 static void
 view__message(struct kagent_terminal_view *view, const json_t *record, struct kagent_buffer *line)
 {
-	view__append(line, "message to the model:");
+	kagent_buffer_append_string(line, "message to the model:");
 	view__append_block(line, NULL, view__string(record, "content"));
 }
 
@@ -843,7 +825,7 @@ kagent_terminal_view_record(struct kagent_terminal_view *view, const json_t *rec
 	if (json_is_integer(turn) && json_integer_value(turn) > view->turn)
 		view->turn = json_integer_value(turn);
 	if (renderer->per_turn && json_is_integer(turn))
-		view__appendf(&line, "turn %lld: ", (long long)json_integer_value(turn));
+		kagent_buffer_appendf(&line, "turn %lld: ", (long long)json_integer_value(turn));
 	renderer->render(view, record, &line);
 	if (line.length > 0)
 		view__emit(view, kagent_buffer_string(&line));

@@ -25,7 +25,6 @@ tool_diff__numbers(struct kagent_buffer *text, const json_t *verdict)
 {
 	const json_t *trials = json_object_get(verdict, "trials"), *trial = NULL, *item, *output;
 	size_t index;
-	char *line;
 
 	json_array_foreach(trials, index, item)
 	{
@@ -41,13 +40,10 @@ tool_diff__numbers(struct kagent_buffer *text, const json_t *verdict)
 					    "no trial ran, so there is no numerical comparison\n");
 		return;
 	}
-	line =
-	    kagent_asprintf("trial seed %lld (%s inputs): %s\n",
-			    (long long)json_integer_value(json_object_get(trial, "seed")),
-			    json_string_value(json_object_get(trial, "distribution")),
-			    json_is_true(json_object_get(trial, "passed")) ? "passed" : "failed");
-	kagent_buffer_append_string(text, line);
-	free(line);
+	kagent_buffer_appendf(text, "trial seed %lld (%s inputs): %s\n",
+			      (long long)json_integer_value(json_object_get(trial, "seed")),
+			      json_string_value(json_object_get(trial, "distribution")),
+			      json_is_true(json_object_get(trial, "passed")) ? "passed" : "failed");
 	json_array_foreach(json_object_get(trial, "outputs"), index, output)
 	{
 		char *first = json_dumps(json_object_get(output, "first_mismatch"),
@@ -56,7 +52,8 @@ tool_diff__numbers(struct kagent_buffer *text, const json_t *verdict)
 		char *candidate_shape =
 		    json_dumps(json_object_get(output, "candidate_shape"), JSON_COMPACT);
 
-		line = kagent_asprintf(
+		kagent_buffer_appendf(
+		    text,
 		    "  %s %s%s: max abs %.3g, max rel %.3g, norm-relative %.3g, %.1f%% of "
 		    "elements mismatched, first at %s, %lld non-finite; shape %s (candidate "
 		    "%s)%s%s\n",
@@ -75,8 +72,6 @@ tool_diff__numbers(struct kagent_buffer *text, const json_t *verdict)
 		    json_is_string(json_object_get(output, "reason"))
 			? json_string_value(json_object_get(output, "reason"))
 			: "");
-		kagent_buffer_append_string(text, line);
-		free(line);
 		free(first);
 		free(shape);
 		free(candidate_shape);

@@ -17,6 +17,9 @@ struct kagent_buffer {
 void kagent_buffer_append(struct kagent_buffer *buffer, const void *bytes, size_t size);
 /* Appends a NUL-terminated string (without its NUL). */
 void kagent_buffer_append_string(struct kagent_buffer *buffer, const char *string);
+/* Appends printf-style formatted text. */
+void kagent_buffer_appendf(struct kagent_buffer *buffer, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Replaces the contents. */
 void kagent_buffer_set(struct kagent_buffer *buffer, const void *bytes, size_t size);
 /* The contents as a string, never NULL; valid until the next change. */

@@ -39,9 +39,23 @@ test_take_hands_over(void)
 	free(text);
 }
 
+static void
+test_append_string_and_formatted(void)
+{
+	struct kagent_buffer buffer = {0};
+
+	kagent_buffer_append_string(&buffer, "turn ");
+	kagent_buffer_appendf(&buffer, "%d of %s: %.2fx", 3, "40", 1.5);
+	kagent_buffer_append_string(&buffer, "");
+	CHECK_STRING(kagent_buffer_string(&buffer), "turn 3 of 40: 1.50x");
+	CHECK_INT(buffer.length, strlen("turn 3 of 40: 1.50x"));
+	kagent_buffer_free(&buffer);
+}
+
 static const struct kagent_test tests[] = {
     {"append_grows_and_terminates", test_append_grows_and_terminates},
     {"take_hands_over", test_take_hands_over},
+    {"append_string_and_formatted", test_append_string_and_formatted},
     {NULL, NULL},
 };
 
