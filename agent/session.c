@@ -19,6 +19,7 @@
 #include "kagent/log.h"
 #include "kagent/tool.h"
 #include "kagent/trace.h"
+#include "kagent/units.h"
 #include "kagent/variant_repository.h"
 
 #include <errno.h>
@@ -122,26 +123,15 @@ session__best_json(const struct kagent_session *session)
 			 session->best_speedup);
 }
 
-static char *
-session__format_duration(double seconds)
-{
-	long long whole = (long long)seconds;
-
-	if (whole >= 3600)
-		return kagent_asprintf("%lldh%02lldm", whole / 3600, whole % 3600 / 60);
-	if (whole >= 60)
-		return kagent_asprintf("%lldm%02llds", whole / 60, whole % 60);
-	return kagent_asprintf("%llds", whole);
-}
-
 char *
 kagent_session_budget_line(const struct kagent_session *session)
 {
 	const struct kagent_budget_config *budget = &session->config->budget;
-	char *wall = session__format_duration(kagent_session_wall_seconds(session));
-	char *wall_limit = session__format_duration(budget->max_wall_seconds);
-	char turns[64], cost[64], time_text[96], best[96];
+	char wall[32], wall_limit[32], turns[64], cost[64], time_text[96], best[96];
 	char *line;
+
+	kagent_units_format_duration(wall, sizeof wall, kagent_session_wall_seconds(session));
+	kagent_units_format_duration(wall_limit, sizeof wall_limit, budget->max_wall_seconds);
 
 	if (budget->max_turns > 0)
 		snprintf(turns, sizeof turns, "turn %lld of %lld", session->turn,
@@ -164,8 +154,6 @@ kagent_session_budget_line(const struct kagent_session *session)
 		snprintf(best, sizeof best, "; no confirmed best yet");
 	line = kagent_asprintf("(budget: %s%s%s, GPU %.0f s%s)\n", turns, cost, time_text,
 			       session->totals.gpu_seconds, best);
-	free(wall);
-	free(wall_limit);
 	return line;
 }
 

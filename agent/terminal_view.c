@@ -6,6 +6,7 @@
  */
 #include "kagent/terminal_view.h"
 
+#include "kagent/units.h"
 #include "kagent/alloc.h"
 #include "kagent/buffer.h"
 
@@ -126,42 +127,6 @@ view__append_first_line(struct kagent_buffer *buffer, const char *text, size_t c
 		kagent_buffer_append_string(buffer, "...");
 }
 
-/* 567, 1.2k, 12k, 1.2M, 12M. */
-static void
-view__format_tokens(char *out, size_t size, double tokens)
-{
-	if (tokens < 1000)
-		snprintf(out, size, "%.0f", tokens);
-	else if (tokens < 9950)
-		snprintf(out, size, "%.1fk", tokens / 1e3);
-	else if (tokens < 999500)
-		snprintf(out, size, "%.0fk", tokens / 1e3);
-	else if (tokens < 9950000)
-		snprintf(out, size, "%.1fM", tokens / 1e6);
-	else
-		snprintf(out, size, "%.0fM", tokens / 1e6);
-}
-
-/* 1.9s, 45s, 2m10s, 60m, 1h40m (minutes up to 99 read better than 1h39m). */
-static void
-view__format_duration(char *out, size_t size, double seconds)
-{
-	long long whole = seconds > 0 ? (long long)(seconds + 0.5) : 0;
-
-	if (seconds > 0 && seconds < 9.95)
-		snprintf(out, size, "%.1fs", seconds);
-	else if (whole < 60)
-		snprintf(out, size, "%llds", whole);
-	else if (whole < 100 * 60 && whole % 60 == 0)
-		snprintf(out, size, "%lldm", whole / 60);
-	else if (whole < 100 * 60)
-		snprintf(out, size, "%lldm%02llds", whole / 60, whole % 60);
-	else if (whole / 60 % 60 == 0)
-		snprintf(out, size, "%lldh", whole / 3600);
-	else
-		snprintf(out, size, "%lldh%02lldm", whole / 3600, whole / 60 % 60);
-}
-
 /* "12k" or "12k/100k": a value and its limit, when there is one. */
 static void
 view__append_used(struct kagent_buffer *buffer, void (*format)(char *, size_t, double), double used,
@@ -235,16 +200,17 @@ view__draw_status(struct kagent_terminal_view *view)
 	if (view->max_turns > 0)
 		kagent_buffer_appendf(&line, "/%lld", view->max_turns);
 	kagent_buffer_append_string(&line, " | tokens ");
-	view__append_used(&line, view__format_tokens,
+	view__append_used(&line, kagent_units_format_tokens,
 			  (double)(view->input_tokens + view->output_tokens),
 			  (double)view->max_tokens);
 	kagent_buffer_append_string(&line, " | ");
 	view__append_used(&line, view__format_dollars, view->cost, view->max_cost);
 	kagent_buffer_append_string(&line, " | ");
-	view__append_used(&line, view__format_duration, view->wall_seconds, view->max_wall_seconds);
+	view__append_used(&line, kagent_units_format_duration, view->wall_seconds,
+			  view->max_wall_seconds);
 	if (view->max_gpu_seconds > 0) {
 		kagent_buffer_append_string(&line, " | gpu ");
-		view__append_used(&line, view__format_duration, view->gpu_seconds,
+		view__append_used(&line, kagent_units_format_duration, view->gpu_seconds,
 				  view->max_gpu_seconds);
 	}
 	if (fraction >= 0) {
@@ -421,8 +387,9 @@ view__reply(struct kagent_terminal_view *view, const json_t *record, struct kage
 	size_t index;
 	json_t *call;
 
-	view__format_tokens(input, sizeof input, view__number_or(usage, "input_tokens", 0));
-	view__format_tokens(output, sizeof output, view__number_or(usage, "output_tokens", 0));
+	kagent_units_format_tokens(input, sizeof input, view__number_or(usage, "input_tokens", 0));
+	kagent_units_format_tokens(output, sizeof output,
+				   view__number_or(usage, "output_tokens", 0));
 	kagent_buffer_appendf(line, "%s in / %s out tokens", input, output);
 	if (view__number(record, "cost", &value))
 		kagent_buffer_appendf(line, ", $%.4f", value);
@@ -675,16 +642,17 @@ view__turn_end(struct kagent_terminal_view *view, const json_t *record, struct k
 	if (view->max_turns > 0)
 		kagent_buffer_appendf(line, "/%lld", view->max_turns);
 	kagent_buffer_append_string(line, ", tokens ");
-	view__append_used(line, view__format_tokens,
+	view__append_used(line, kagent_units_format_tokens,
 			  (double)(view->input_tokens + view->output_tokens),
 			  (double)view->max_tokens);
 	kagent_buffer_append_string(line, ", ");
 	view__append_used(line, view__format_dollars, view->cost, view->max_cost);
 	kagent_buffer_append_string(line, ", ");
-	view__append_used(line, view__format_duration, view->wall_seconds, view->max_wall_seconds);
+	view__append_used(line, kagent_units_format_duration, view->wall_seconds,
+			  view->max_wall_seconds);
 	if (view->max_gpu_seconds > 0 || view->gpu_seconds > 0) {
 		kagent_buffer_append_string(line, ", gpu ");
-		view__append_used(line, view__format_duration, view->gpu_seconds,
+		view__append_used(line, kagent_units_format_duration, view->gpu_seconds,
 				  view->max_gpu_seconds);
 	}
 }
@@ -752,16 +720,16 @@ view__final(struct kagent_terminal_view *view, const json_t *record, struct kage
 		view__append_first_line(line, path, 4096);
 	}
 	if (json_is_object(totals)) {
-		view__format_tokens(tokens, sizeof tokens,
-				    view__number_or(totals, "input_tokens", 0) +
-					view__number_or(totals, "output_tokens", 0));
-		view__format_duration(wall, sizeof wall,
-				      view__number_or(totals, "wall_seconds", 0));
+		kagent_units_format_tokens(tokens, sizeof tokens,
+					   view__number_or(totals, "input_tokens", 0) +
+					       view__number_or(totals, "output_tokens", 0));
+		kagent_units_format_duration(wall, sizeof wall,
+					     view__number_or(totals, "wall_seconds", 0));
 		kagent_buffer_appendf(line, "\ntotals: %.0f turns, %s tokens, $%.2f, %s",
 				      view__number_or(totals, "turns", 0), tokens,
 				      view__number_or(totals, "cost", 0), wall);
 		if (view__number(totals, "gpu_seconds", &value) && value > 0) {
-			view__format_duration(wall, sizeof wall, value);
+			kagent_units_format_duration(wall, sizeof wall, value);
 			kagent_buffer_appendf(line, ", gpu %s", wall);
 		}
 	}
