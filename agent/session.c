@@ -30,8 +30,6 @@
 
 /* A model reply without a tool call is nudged once; the second in a row ends the run. */
 #define SESSION_REPLIES_WITHOUT_TOOLS_CAP 2
-/* A candidate file larger than this is not a kernel. */
-#define SESSION_SOURCE_CAP ((size_t)1 << 20)
 
 static void session__step(uv_timer_t *timer);
 static void session__conclude(struct kagent_session *session, const char *reason, char *detail);
@@ -57,10 +55,7 @@ kagent_session_record(struct kagent_session *session, const char *type, json_t *
 static double
 session__now(void)
 {
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+	return (double)uv_hrtime() / 1e9;
 }
 
 double
@@ -283,9 +278,9 @@ kagent_session_add_variant(struct kagent_session *session, const char *source, c
 		*error = kagent_strdup("the source is empty: pass the whole Python file");
 		return NULL;
 	}
-	if (length > SESSION_SOURCE_CAP) {
+	if (length > KAGENT_SESSION_VARIANT_CAP) {
 		*error = kagent_asprintf("the source is %zu bytes; the limit is %zu", length,
-					 SESSION_SOURCE_CAP);
+					 KAGENT_SESSION_VARIANT_CAP);
 		return NULL;
 	}
 	if (strstr(source, "ModelNew") == NULL) {

@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #define SESSION_PROBLEM_CAP ((size_t)1 << 20)
-#define SESSION_VARIANT_CAP ((size_t)1 << 20)
 
 /*
  * "19_ReLU" from "path/to/19_ReLU.py": the repository's folder name. A generic
@@ -330,7 +329,8 @@ session_create__resume(struct kagent_session *session, char **error)
 		char *source = NULL, *cause = NULL;
 		size_t size;
 
-		if (kagent_fileio_read(path, SESSION_VARIANT_CAP, &source, &size, &cause) < 0) {
+		if (kagent_fileio_read(path, KAGENT_SESSION_VARIANT_CAP, &source, &size, &cause) <
+		    0) {
 			free(path);
 			free(cause);
 			break;

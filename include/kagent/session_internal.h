@@ -12,6 +12,10 @@ struct kagent_llm_call;
 struct kagent_trace;
 struct kagent_variant_repository;
 
+/* A variant's source, as the model sends it and as --resume reads it back: a candidate file
+ * larger than this is not a kernel. */
+#define KAGENT_SESSION_VARIANT_CAP ((size_t)1 << 20)
+
 enum kagent_session_step {
 	KAGENT_SESSION_STEP_NEXT_TURN,
 	KAGENT_SESSION_STEP_TOOL,
