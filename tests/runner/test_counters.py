@@ -8,27 +8,17 @@ library tests skip."""
 import ctypes
 import os
 import sys
-import traceback
 
 sys.path.insert(0, os.path.join(os.environ.get("KAGENT_SOURCE_DIR", "."), "sandbox", "runner"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import Skip, test  # noqa: E402
+import tap  # noqa: E402
 
 try:
     from kagent_runner import judge, kernel_trace
 except ImportError as error:  # the CPU suite needs torch; without it everything skips
     judge = kernel_trace = None
     IMPORT_ERROR = str(error)
-
-TESTS = []
-
-
-def test(function):
-    TESTS.append(function)
-    return function
-
-
-class Skip(Exception):
-    pass
-
 
 def need_runner():
     if judge is None:
@@ -138,23 +128,5 @@ def stop_without_start_is_refused():
     assert status < 0 and error.value == b"no counters pass is running", (status, error.value)
 
 
-def main():
-    print(f"1..{len(TESTS)}")
-    failures = 0
-    for number, function in enumerate(TESTS, 1):
-        try:
-            function()
-            print(f"ok {number} - {function.__name__}")
-        except Skip as reason:
-            print(f"ok {number} - {function.__name__} # SKIP {reason}")
-        except Exception:  # noqa: BLE001 - every failure is reported
-            failures += 1
-            print(f"not ok {number} - {function.__name__}")
-            for line in traceback.format_exc().splitlines():
-                print(f"# {line}")
-        sys.stdout.flush()
-    return 1 if failures else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(tap.run())

@@ -6,9 +6,11 @@ KAGENT_CUDA_LIBRARY unset (kagent built without NVRTC) the library tests skip.""
 import ctypes
 import os
 import sys
-import traceback
 
 sys.path.insert(0, os.path.join(os.environ.get("KAGENT_SOURCE_DIR", "."), "sandbox", "runner"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import Skip, test  # noqa: E402
+import tap  # noqa: E402
 from kagent_runner import cuda, problem  # noqa: E402
 
 try:
@@ -29,18 +31,6 @@ __global__ void __launch_bounds__(256) scale(float *x, unsigned n, double factor
 }
 """
 HEADER = "#include <cuda_fp16.h>\n"
-TESTS = []
-
-
-def test(function):
-    TESTS.append(function)
-    return function
-
-
-class Skip(Exception):
-    pass
-
-
 def raises(kind, needle, function, *args, **kwargs):
     try:
         function(*args, **kwargs)
@@ -202,23 +192,5 @@ def own_kernel_names_of_cuda_candidates():
     assert problem.own_kernel_names(source) == ["relu", "scale"], problem.own_kernel_names(source)
 
 
-def main():
-    print(f"1..{len(TESTS)}")
-    failures = 0
-    for number, function in enumerate(TESTS, 1):
-        try:
-            function()
-            print(f"ok {number} - {function.__name__}")
-        except Skip as reason:
-            print(f"ok {number} - {function.__name__} # SKIP {reason}")
-        except Exception:  # noqa: BLE001 - every failure is reported
-            failures += 1
-            print(f"not ok {number} - {function.__name__}")
-            for line in traceback.format_exc().splitlines():
-                print(f"# {line}")
-        sys.stdout.flush()
-    return 1 if failures else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(tap.run())
