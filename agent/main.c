@@ -1,6 +1,6 @@
 /* kagent: the command-line entry point. Parses global flags and dispatches to the command table. */
-#include "kagent/command.h"
-#include "kagent/log.h"
+#include "kagent/cli/command.h"
+#include "kagent/base/log.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
-/* Answers into buffers the caller owns (see include/kagent/ctypes_buffer.h). */
-#include "kagent/ctypes_buffer.h"
+/* Answers into buffers the caller owns (see sandbox/ctypes_buffer.h). */
+#include "ctypes_buffer.h"
 
 #include <errno.h>
 #include <stdarg.h>

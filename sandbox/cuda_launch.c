@@ -1,18 +1,18 @@
 /*
  * Compile, load and launch CUDA kernels for the candidate child (see
- * include/kagent/cuda_launch.h). The driver API comes from dlopen at first use
+ * include/kagent/sandbox/cuda_launch.h). The driver API comes from dlopen at first use
  * so this library loads, and its compile half works, on machines with no GPU;
  * the CUDA types come from cuda.h, the functions never from libcuda's import
  * table. Every launch is checked against the device's and the kernel's limits
  * before cuLaunchKernel sees it, so a bad shape is a message, not a sticky
  * CUDA error.
  */
-#include "kagent/ctypes_buffer.h"
-#include "kagent/cuda_launch.h"
+#include "ctypes_buffer.h"
+#include "kagent/sandbox/cuda_launch.h"
 
-#include "kagent/alloc.h"
-#include "kagent/compile.h"
-#include "kagent/demangle.h"
+#include "kagent/base/alloc.h"
+#include "kagent/cuda/compile.h"
+#include "kagent/cuda/demangle.h"
 
 #include <ctype.h>
 #include <cuda.h>

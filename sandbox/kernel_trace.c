@@ -1,14 +1,14 @@
 /*
  * CUPTI kernel tracing and hardware counters for the candidate child (see
- * include/kagent/kernel_trace.h). Records arrive in buffers that CUPTI fills and hands back,
- * possibly on its own thread, so what they feed (the per-name totals of a trace, the launch
+ * include/kagent/sandbox/kernel_trace.h). Records arrive in buffers that CUPTI fills and hands
+ * back, possibly on its own thread, so what they feed (the per-name totals of a trace, the launch
  * list of a counters pass) is guarded by a mutex.
  */
-#include "kagent/ctypes_buffer.h"
-#include "kagent/kernel_trace.h"
+#include "ctypes_buffer.h"
+#include "kagent/sandbox/kernel_trace.h"
 
-#include "kagent/alloc.h"
-#include "kagent/demangle.h"
+#include "kagent/base/alloc.h"
+#include "kagent/cuda/demangle.h"
 
 #include <cupti.h>
 #include <cupti_profiler_host.h>

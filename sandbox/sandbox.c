@@ -19,8 +19,8 @@
  * What CUDA needs was checked on an H200 (docs/sandbox.md): ioctl and AF_UNIX stay
  * allowed, /proc/self stays writable, and RLIMIT_AS is left alone by default.
  */
-#include "kagent/ctypes_buffer.h"
-#include "kagent/sandbox.h"
+#include "ctypes_buffer.h"
+#include "kagent/sandbox/sandbox.h"
 
 #include <dirent.h>
 #include <errno.h>

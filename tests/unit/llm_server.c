@@ -1,7 +1,7 @@
 /* Runs tests/fixtures/llm_server.py for a test (see llm_server.h). */
 #include "llm_server.h"
 
-#include "kagent/alloc.h"
+#include "kagent/base/alloc.h"
 #include "test.h"
 
 #include <errno.h>

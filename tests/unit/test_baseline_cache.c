@@ -1,8 +1,8 @@
-/* Unit tests for tools/baseline_cache.c. */
-#include "kagent/alloc.h"
-#include "kagent/baseline_cache.h"
-#include "kagent/fileio.h"
-#include "kagent/paths.h"
+/* Unit tests for tools/evaluator/baseline_cache.c. */
+#include "kagent/base/alloc.h"
+#include "kagent/evaluator/baseline_cache.h"
+#include "kagent/base/fileio.h"
+#include "kagent/base/paths.h"
 #include "test.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
-/* Tests of the growable buffer (agent/buffer.c). */
-#include "kagent/buffer.h"
+/* Tests of the growable buffer (tools/base/buffer.c). */
+#include "kagent/base/buffer.h"
 
 #include "test.h"
 

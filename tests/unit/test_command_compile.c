@@ -2,7 +2,7 @@
  * End-to-end tests of `kagent compile`: runs the built binary ($KAGENT_BINARY)
  * and checks exit codes, the text report and the JSON object.
  */
-#include "kagent/alloc.h"
+#include "kagent/base/alloc.h"
 
 #include "test.h"
 

@@ -1,9 +1,10 @@
-/* Unit tests for the NVRTC compiler (tools/compile.c): NVRTC runs without a GPU, so CI runs these.
+/* Unit tests for the NVRTC compiler (tools/cuda/compile.c): NVRTC runs without a GPU, so CI runs
+ * these.
  */
-#include "kagent/compile.h"
+#include "kagent/cuda/compile.h"
 
-#include "kagent/alloc.h"
-#include "kagent/compile_cache.h"
+#include "kagent/base/alloc.h"
+#include "kagent/cuda/compile_cache.h"
 
 #include "test.h"
 

@@ -1,7 +1,7 @@
-/* Unit tests for the cubin cache (tools/compile_cache.c), without NVRTC. */
-#include "kagent/compile_cache.h"
+/* Unit tests for the cubin cache (tools/cuda/compile_cache.c), without NVRTC. */
+#include "kagent/cuda/compile_cache.h"
 
-#include "kagent/alloc.h"
+#include "kagent/base/alloc.h"
 
 #include "test.h"
 

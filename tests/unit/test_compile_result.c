@@ -1,7 +1,7 @@
-/* Unit tests for the compile result's JSON form (tools/compile_result.c). */
-#include "kagent/compile_result.h"
+/* Unit tests for the compile result's JSON form (tools/cuda/compile_result.c). */
+#include "kagent/cuda/compile_result.h"
 
-#include "kagent/alloc.h"
+#include "kagent/base/alloc.h"
 
 #include "test.h"
 

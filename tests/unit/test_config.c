@@ -1,9 +1,10 @@
-/* Unit tests for agent/config.c: defaults, the YAML reader and its errors, flags, environment. */
-#include "kagent/config.h"
+/* Unit tests for agent/records/config.c: defaults, the YAML reader and its errors, flags,
+ * environment. */
+#include "kagent/records/config.h"
 
-#include "kagent/alloc.h"
-#include "kagent/fileio.h"
-#include "kagent/paths.h"
+#include "kagent/base/alloc.h"
+#include "kagent/base/fileio.h"
+#include "kagent/base/paths.h"
 #include "test.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
-/* Unit tests for tools/cuda_driver.c: the probe fails cleanly without a driver. */
-#include "kagent/cuda_driver.h"
+/* Unit tests for tools/cuda/cuda_driver.c: the probe fails cleanly without a driver. */
+#include "kagent/cuda/cuda_driver.h"
 #include "test.h"
 
 #include <errno.h>

@@ -3,7 +3,7 @@
  * launch limits, compiling with NVRTC (which needs no driver), finding kernels
  * and the messages for a missing driver.
  */
-#include "kagent/cuda_launch.h"
+#include "kagent/sandbox/cuda_launch.h"
 
 #include "test.h"
 

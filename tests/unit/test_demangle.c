@@ -1,5 +1,6 @@
-/* Unit tests for the kernel-name demangler (tools/demangle.c); expected strings from c++filt. */
-#include "kagent/demangle.h"
+/* Unit tests for the kernel-name demangler (tools/cuda/demangle.c); expected strings from c++filt.
+ */
+#include "kagent/cuda/demangle.h"
 
 #include "test.h"
 

@@ -1,7 +1,8 @@
-/* Unit tests for tools/evaluate.c: backend detection, early errors, and the request it sends. */
-#include "kagent/alloc.h"
-#include "kagent/evaluate.h"
-#include "kagent/paths.h"
+/* Unit tests for tools/evaluator/evaluate.c: backend detection, early errors, and the request it
+ * sends. */
+#include "kagent/base/alloc.h"
+#include "kagent/evaluator/evaluate.h"
+#include "kagent/base/paths.h"
 #include "test.h"
 
 #include <dirent.h>

@@ -1,5 +1,5 @@
-/* Unit tests for capped reads and atomic writes (agent/fileio.c). */
-#include "kagent/fileio.h"
+/* Unit tests for capped reads and atomic writes (tools/base/fileio.c). */
+#include "kagent/base/fileio.h"
 
 #include "test.h"
 

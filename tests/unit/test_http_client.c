@@ -1,11 +1,11 @@
 /*
- * Tests of agent/http_client.c on a real libuv loop against
+ * Tests of agent/llm/http_client.c on a real libuv loop against
  * tests/fixtures/llm_server.py: streams, errors, cuts, stalls, cancels, and that
  * the loop closes with no handle left however the requests end.
  */
-#include "kagent/alloc.h"
-#include "kagent/buffer.h"
-#include "kagent/http_client.h"
+#include "kagent/base/alloc.h"
+#include "kagent/base/buffer.h"
+#include "kagent/llm/http_client.h"
 #include "llm_server.h"
 #include "test.h"
 

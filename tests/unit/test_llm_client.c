@@ -6,9 +6,9 @@
  * stream), cancellation, and what the server saw (path, key header, body).
  * Every test ends with the loop closed and no handle left.
  */
-#include "kagent/llm_client.h"
+#include "kagent/llm/llm_client.h"
 
-#include "kagent/alloc.h"
+#include "kagent/base/alloc.h"
 #include "llm_server.h"
 #include "test.h"
 

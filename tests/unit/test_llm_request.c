@@ -6,9 +6,9 @@
  * from a streamed reply, and its provider state (reasoning items, thinking
  * blocks) sent back to its own format only.
  */
-#include "kagent/llm_request.h"
+#include "kagent/llm/llm_request.h"
 
-#include "kagent/alloc.h"
+#include "kagent/base/alloc.h"
 #include "test.h"
 
 /* JSON written with ' for " so the expected bodies stay readable (no text here has a '). */

@@ -3,10 +3,10 @@
  * formats, fed through the SSE parser in every chunking we can afford, must
  * give the same result as when fed whole.
  */
-#include "kagent/llm_stream.h"
+#include "kagent/llm/llm_stream.h"
 
-#include "kagent/alloc.h"
-#include "kagent/sse.h"
+#include "kagent/base/alloc.h"
+#include "kagent/llm/sse.h"
 #include "test.h"
 
 #include <errno.h>

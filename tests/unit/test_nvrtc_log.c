@@ -1,5 +1,5 @@
-/* Unit tests for the NVRTC log diagnostics parser (tools/nvrtc_log.c). */
-#include "kagent/nvrtc_log.h"
+/* Unit tests for the NVRTC log diagnostics parser (tools/cuda/nvrtc_log.c). */
+#include "kagent/cuda/nvrtc_log.h"
 
 #include "test.h"
 

@@ -1,6 +1,6 @@
-/* Unit tests for agent/paths.c: the lookup order of each path. */
-#include "kagent/paths.h"
-#include "kagent/alloc.h"
+/* Unit tests for tools/base/paths.c: the lookup order of each path. */
+#include "kagent/base/paths.h"
+#include "kagent/base/alloc.h"
 #include "test.h"
 
 #include <sys/stat.h>

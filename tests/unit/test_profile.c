@@ -1,5 +1,5 @@
-/* Tests of the profile view (tools/profile.c) on hand-written verdicts. */
-#include "kagent/profile.h"
+/* Tests of the profile view (tools/evaluator/profile.c) on hand-written verdicts. */
+#include "kagent/evaluator/profile.h"
 
 #include "test.h"
 

@@ -3,10 +3,10 @@
  * edits a prompt will meet) and the real prompts/ folder, each file rendered with exactly the
  * variables docs/prompts.md lists for it.
  */
-#include "kagent/prompt.h"
+#include "kagent/records/prompt.h"
 
-#include "kagent/alloc.h"
-#include "kagent/paths.h"
+#include "kagent/base/alloc.h"
+#include "kagent/base/paths.h"
 #include "test.h"
 
 #include <dirent.h>

@@ -1,5 +1,5 @@
-/* Unit tests for the ptxas -v report parser (tools/ptxas_report.c), on literal text. */
-#include "kagent/ptxas_report.h"
+/* Unit tests for the ptxas -v report parser (tools/cuda/ptxas_report.c), on literal text. */
+#include "kagent/cuda/ptxas_report.h"
 
 #include "test.h"
 

@@ -1,5 +1,5 @@
-/* Tests of the retry decision (agent/retry.c): every rule, with a fixed clock and jitter. */
-#include "kagent/retry.h"
+/* Tests of the retry decision (agent/llm/retry.c): every rule, with a fixed clock and jitter. */
+#include "kagent/llm/retry.h"
 
 #include "test.h"
 

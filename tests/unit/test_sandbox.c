@@ -6,7 +6,7 @@
  */
 #include "test.h"
 
-#include "kagent/sandbox.h"
+#include "kagent/sandbox/sandbox.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -4,11 +4,11 @@
  * show that one process drives several sessions at once. The command-level behaviour (tools,
  * faults, budgets, resume) is tested end to end by tests/agent/optimize_cases.py.
  */
-#include "kagent/session.h"
+#include "kagent/session/session.h"
 
-#include "kagent/alloc.h"
-#include "kagent/config.h"
-#include "kagent/http_client.h"
+#include "kagent/base/alloc.h"
+#include "kagent/records/config.h"
+#include "kagent/llm/http_client.h"
 #include "llm_server.h"
 #include "test.h"
 

@@ -1,5 +1,5 @@
-/* Unit tests for agent/sha256.c: the FIPS 180-4 test vectors. */
-#include "kagent/sha256.h"
+/* Unit tests for tools/base/sha256.c: the FIPS 180-4 test vectors. */
+#include "kagent/base/sha256.h"
 #include "test.h"
 
 #include <stdlib.h>

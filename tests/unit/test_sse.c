@@ -1,7 +1,7 @@
 /* Tests of the Server-Sent-Events parser: every split point, CRLF, comments, caps. */
-#include "kagent/sse.h"
+#include "kagent/llm/sse.h"
 
-#include "kagent/alloc.h"
+#include "kagent/base/alloc.h"
 #include "test.h"
 
 #include <errno.h>

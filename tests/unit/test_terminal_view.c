@@ -1,7 +1,7 @@
 /* Tests of the terminal view: the lines a run shows, verbose mode, missing fields, live mode. */
-#include "kagent/terminal_view.h"
+#include "kagent/cli/terminal_view.h"
 
-#include "kagent/alloc.h"
+#include "kagent/base/alloc.h"
 #include "test.h"
 
 #include <fcntl.h>

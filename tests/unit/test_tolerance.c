@@ -1,5 +1,5 @@
-/* Unit tests for tools/tolerance.c. */
-#include "kagent/tolerance.h"
+/* Unit tests for tools/evaluator/tolerance.c. */
+#include "kagent/evaluator/tolerance.h"
 #include "test.h"
 
 static void

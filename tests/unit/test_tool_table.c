@@ -1,8 +1,8 @@
 /* Tests of the tool table: the definitions offered to the model and the argument checks
  * every call passes before a handler runs. */
-#include "kagent/tool.h"
+#include "kagent/model_tools/tool.h"
 
-#include "kagent/alloc.h"
+#include "kagent/base/alloc.h"
 #include "test.h"
 
 #include <stdlib.h>

@@ -1,9 +1,9 @@
 /* Tests of the trace file: numbering, time, redaction, resume, cut lines and bad lines. */
-#include "kagent/trace.h"
+#include "kagent/records/trace.h"
 
-#include "kagent/alloc.h"
-#include "kagent/fileio.h"
-#include "kagent/paths.h"
+#include "kagent/base/alloc.h"
+#include "kagent/base/fileio.h"
+#include "kagent/base/paths.h"
 #include "test.h"
 
 #include <errno.h>

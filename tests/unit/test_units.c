@@ -1,5 +1,5 @@
 /* Tests of the number formats shared by the terminal view and the budget line. */
-#include "kagent/units.h"
+#include "kagent/base/units.h"
 
 #include "test.h"
 

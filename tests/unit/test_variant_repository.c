@@ -1,7 +1,7 @@
-/* Unit tests for the per-problem git history (agent/variant_repository.c). */
-#include "kagent/variant_repository.h"
+/* Unit tests for the per-problem git history (agent/records/variant_repository.c). */
+#include "kagent/records/variant_repository.h"
 
-#include "kagent/paths.h"
+#include "kagent/base/paths.h"
 
 #include "test.h"
 

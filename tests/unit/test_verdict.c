@@ -1,6 +1,7 @@
-/* Unit tests for tools/verdict.c: every status, every named check, and garbage results. */
-#include "kagent/cuda_driver.h"
-#include "kagent/verdict.h"
+/* Unit tests for tools/evaluator/verdict.c: every status, every named check, and garbage results.
+ */
+#include "kagent/cuda/cuda_driver.h"
+#include "kagent/evaluator/verdict.h"
 #include "test.h"
 
 #include <errno.h>

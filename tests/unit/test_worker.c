@@ -1,10 +1,10 @@
 /*
- * Unit tests for agent/worker.c against tests/fixtures/fake_runner (a fake worker
+ * Unit tests for tools/evaluator/worker.c against tests/fixtures/fake_runner (a fake worker
  * without torch): every error path, and that the loop closes with no handle left.
  */
-#include "kagent/alloc.h"
-#include "kagent/paths.h"
-#include "kagent/worker.h"
+#include "kagent/base/alloc.h"
+#include "kagent/base/paths.h"
+#include "kagent/evaluator/worker.h"
 #include "test.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 """CUDA kernels for candidates without a build system: NVRTC with kagent's cubin cache, the
 driver API for loading and launching (libkagent-cuda.so through ctypes, see
-include/kagent/cuda_launch.h). A compile takes a fraction of a second where load_inline spends
+include/kagent/sandbox/cuda_launch.h). A compile takes a fraction of a second where load_inline spends
 about a minute building an extension.
 
     from kagent_runner import cuda

@@ -1,0 +1,22 @@
+/*
+ * `kagent profile PROBLEM CANDIDATE`: an evaluation that also traces the reference's kernels,
+ * rendered as where the time goes (tools/evaluator/profile.c); --json prints the verdict with both
+ * kernel lists and the roofline.
+ */
+#include "kagent/cli/command.h"
+#include "kagent/cli/evaluate_command.h"
+#include "kagent/evaluator/profile.h"
+
+static int
+profile__handler(int argc, char **argv)
+{
+	return kagent_evaluate_command_run(argc, argv, &kagent_command_profile, 1,
+					   kagent_profile_render_text);
+}
+
+const struct kagent_command kagent_command_profile = {
+    .name = "profile",
+    .usage = KAGENT_EVALUATE_COMMAND_USAGE,
+    .help = "per-kernel GPU time of the reference and the candidate, and what to attack first",
+    .handler = profile__handler,
+};

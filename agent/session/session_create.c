@@ -1,0 +1,453 @@
+/*
+ * Setting a session up: the problem, the run id, the problem's repository and
+ * the run's worktree, the trace, the prompts and tool definitions; and, for
+ * --resume, the conversation, variants, totals and best rebuilt from the
+ * run's trace and the variant files, so the model continues where it was.
+ */
+#include "kagent/session/session.h"
+#include "session_internal.h"
+
+#include "kagent/base/alloc.h"
+#include "kagent/base/fileio.h"
+#include "kagent/base/paths.h"
+#include "kagent/records/prompt.h"
+#include "kagent/base/sha256.h"
+#include "kagent/records/trace.h"
+#include "kagent/records/variant_repository.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SESSION_PROBLEM_CAP ((size_t)1 << 20)
+
+/*
+ * "19_ReLU" from "path/to/19_ReLU.py": the repository's folder name. A generic
+ * file name (problem.py, model.py) takes its folder's name instead, so that
+ * examples/relu/problem.py is "relu".
+ */
+static char *
+session_create__problem_name(const char *path)
+{
+	const char *base = strrchr(path, '/') != NULL ? strrchr(path, '/') + 1 : path;
+	size_t length = strlen(base), index;
+	char *name;
+
+	if (length > 3 && strcmp(base + length - 3, ".py") == 0)
+		length -= 3;
+	if ((strncmp(base, "problem", length) == 0 && length == 7) ||
+	    (strncmp(base, "model", length) == 0 && length == 5)) {
+		const char *folder_end = base - 1, *folder = folder_end;
+
+		while (folder > path && folder[-1] != '/')
+			folder--;
+		if (folder_end > path && folder < folder_end && strncmp(folder, ".", 1) != 0) {
+			base = folder;
+			length = (size_t)(folder_end - folder);
+		}
+	}
+	if (length > 64)
+		length = 64;
+	name = kagent_strndup(base, length);
+	for (index = 0; index < length; index++) {
+		if (!isalnum((unsigned char)name[index]) && name[index] != '-' &&
+		    name[index] != '_' && name[index] != '.')
+			name[index] = '_';
+	}
+	if (name[0] == '.' || name[0] == '\0') {
+		char *prefixed = kagent_asprintf("problem%s", name);
+
+		free(name);
+		name = prefixed;
+	}
+	return name;
+}
+
+/* 20261122-061502-3f2a: sortable, and unique enough for runs started in the same second. */
+static char *
+session_create__run_id(void)
+{
+	time_t now = time(NULL);
+	struct tm utc;
+	char stamp[32];
+	unsigned short random_bits = 0;
+
+	gmtime_r(&now, &utc);
+	strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &utc);
+	if (getrandom(&random_bits, sizeof random_bits, 0) != sizeof random_bits)
+		random_bits = (unsigned short)getpid();
+	return kagent_asprintf("%s-%04x", stamp, random_bits);
+}
+
+static const char *
+session_create__baseline_text(enum kagent_target_baseline baseline)
+{
+	switch (baseline) {
+	case KAGENT_TARGET_EAGER:
+		return "eager PyTorch";
+	case KAGENT_TARGET_COMPILE:
+		return "torch.compile";
+	case KAGENT_TARGET_BEST:
+	default:
+		return "the faster of eager PyTorch and torch.compile";
+	}
+}
+
+static int
+session_create__prompts(struct kagent_session *session, char **error)
+{
+	const struct kagent_config *config = session->config;
+	char target[64], turns[32];
+	int status;
+
+	if (config->target.speedup > 0)
+		snprintf(target, sizeof target, "%.2fx", config->target.speedup);
+	else
+		snprintf(target, sizeof target, "as fast as you can (no fixed target)");
+	if (config->budget.max_turns > 0)
+		snprintf(turns, sizeof turns, "%lld", config->budget.max_turns);
+	else
+		snprintf(turns, sizeof turns, "no limit");
+	{
+		const struct kagent_prompt_variable variables[] = {
+		    {"target_speedup", target},
+		    {"target_baseline", session_create__baseline_text(config->target.baseline)},
+		    {"max_turns", turns},
+		    {"problem_name", session->problem_name},
+		    {"problem_source", session->problem_source},
+		    {"gpu", session->gpu_name != NULL ? session->gpu_name : "unknown"},
+		    {"input_summary", "see get_inputs() in the source below"},
+		};
+		size_t count = sizeof variables / sizeof variables[0];
+
+		status = kagent_prompt_render(session->prompts_directory, "system.md", variables,
+					      count, &session->system_prompt, error);
+		if (status < 0)
+			return status;
+		status = kagent_prompt_render(session->prompts_directory, "problem.md", variables,
+					      count, &session->problem_prompt, error);
+		if (status < 0)
+			return status;
+	}
+	session->tools = kagent_tool_definitions(session->prompts_directory, error);
+	return session->tools != NULL ? 0 : -ENOENT;
+}
+
+json_t *
+kagent_session_run_start_fields(const struct kagent_session *session)
+{
+	char hex[KAGENT_SHA256_HEX_SIZE];
+
+	kagent_sha256_hex(session->problem_source, strlen(session->problem_source), hex);
+	return json_pack(
+	    "{s:s, s:b, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:O}", "run_id", session->run_id,
+	    "resumed", session->resumed, "problem", session->problem_path, "problem_name",
+	    session->problem_name, "problem_sha256", hex, "repository",
+	    kagent_variant_repository_directory(session->repository), "worktree", session->worktree,
+	    "kagent_version", KAGENT_VERSION, "config", kagent_config_to_json(session->config),
+	    "system", session->system_prompt, "tools", session->tools);
+}
+
+/* ---- resume ---- */
+
+struct session_resume {
+	struct kagent_session *session;
+	char *error;
+	int saw_turn_end;
+};
+
+static void
+session_create__remember_verdict(struct kagent_session *session, const json_t *record)
+{
+	const json_t *verdict = json_object_get(record, "verdict"), *trial;
+	const char *purpose = json_string_value(json_object_get(record, "purpose"));
+	struct kagent_variant *variant = kagent_session_find_variant(
+	    session, json_string_value(json_object_get(record, "variant")));
+	size_t index;
+
+	json_array_foreach(json_object_get(verdict, "trials"), index, trial)
+	{
+		if (json_is_integer(json_object_get(trial, "seed")))
+			json_array_append(session->seen_seeds, json_object_get(trial, "seed"));
+	}
+	if (variant == NULL || purpose == NULL || strcmp(purpose, "evaluate") != 0 ||
+	    !json_is_object(verdict))
+		return;
+	json_decref(variant->verdict);
+	variant->verdict = json_incref((json_t *)verdict);
+	variant->speedup = kagent_session_speedup(session, verdict);
+	variant->turn = (int)json_integer_value(json_object_get(record, "turn"));
+}
+
+static void
+session_create__add_totals(struct kagent_session *session, const json_t *totals)
+{
+	session->totals.input_tokens = json_integer_value(json_object_get(totals, "input_tokens"));
+	session->totals.output_tokens =
+	    json_integer_value(json_object_get(totals, "output_tokens"));
+	session->totals.cost = json_number_value(json_object_get(totals, "cost"));
+	session->totals.gpu_seconds = json_number_value(json_object_get(totals, "gpu_seconds"));
+	session->totals.wall_seconds_before =
+	    json_number_value(json_object_get(totals, "wall_seconds"));
+}
+
+static int
+session_create__replay(const json_t *record, void *data)
+{
+	struct session_resume *resume = data;
+	struct kagent_session *session = resume->session;
+	const char *type = json_string_value(json_object_get(record, "type"));
+	const json_t *usage;
+
+	if (type == NULL)
+		return 0;
+	if (json_is_integer(json_object_get(record, "turn")) &&
+	    json_integer_value(json_object_get(record, "turn")) > session->turn)
+		session->turn = json_integer_value(json_object_get(record, "turn"));
+	if (strcmp(type, "run_start") == 0) {
+		char hex[KAGENT_SHA256_HEX_SIZE];
+		const char *recorded = json_string_value(json_object_get(record, "problem_sha256"));
+
+		kagent_sha256_hex(session->problem_source, strlen(session->problem_source), hex);
+		if (recorded != NULL && strcmp(recorded, hex) != 0) {
+			resume->error = kagent_asprintf("run %s optimized a different version of "
+							"this problem; start a new run",
+							session->run_id);
+			return -EINVAL;
+		}
+	} else if (strcmp(type, "message") == 0) {
+		kagent_session_add_message(session,
+					   json_pack("{s:s, s:O}", "role", "user", "content",
+						     json_object_get(record, "content")));
+	} else if (strcmp(type, "reply") == 0 &&
+		   json_is_object(json_object_get(record, "message"))) {
+		kagent_session_add_message(session,
+					   json_deep_copy(json_object_get(record, "message")));
+		usage = json_object_get(record, "usage");
+		session->totals.input_tokens +=
+		    json_integer_value(json_object_get(usage, "input_tokens")) > 0
+			? json_integer_value(json_object_get(usage, "input_tokens"))
+			: 0;
+		session->totals.output_tokens +=
+		    json_integer_value(json_object_get(usage, "output_tokens")) > 0
+			? json_integer_value(json_object_get(usage, "output_tokens"))
+			: 0;
+		session->totals.cost += json_number_value(json_object_get(record, "cost"));
+	} else if (strcmp(type, "tool_result") == 0) {
+		kagent_session_add_message(
+		    session, json_pack("{s:s, s:O, s:O, s:O, s:b}", "role", "tool", "tool_call_id",
+				       json_object_get(record, "id"), "name",
+				       json_object_get(record, "name"), "content",
+				       json_object_get(record, "content"), "is_error",
+				       json_is_true(json_object_get(record, "is_error"))));
+		session->totals.gpu_seconds +=
+		    json_number_value(json_object_get(record, "gpu_seconds"));
+	} else if (strcmp(type, "verdict") == 0) {
+		session_create__remember_verdict(session, record);
+	} else if (strcmp(type, "commit") == 0) {
+		struct kagent_variant *variant = kagent_session_find_variant(
+		    session, json_string_value(json_object_get(record, "variant")));
+
+		if (variant != NULL && json_is_string(json_object_get(record, "commit"))) {
+			free(variant->commit_id);
+			variant->commit_id =
+			    kagent_strdup(json_string_value(json_object_get(record, "commit")));
+		}
+	} else if (strcmp(type, "best") == 0) {
+		struct kagent_variant *variant = kagent_session_find_variant(
+		    session, json_string_value(json_object_get(record, "variant")));
+
+		if (variant != NULL) {
+			session->best = variant;
+			session->best_speedup =
+			    json_number_value(json_object_get(record, "speedup"));
+		}
+	} else if (strcmp(type, "turn_end") == 0) {
+		/* The totals of a turn_end already count every reply and tool before it. */
+		session_create__add_totals(session, json_object_get(record, "totals"));
+		resume->saw_turn_end = 1;
+	}
+	return 0;
+}
+
+/* A tool call the killed run never answered gets an answer, so the conversation is whole. */
+static void
+session_create__answer_dangling_calls(struct kagent_session *session)
+{
+	json_t *last_assistant = NULL, *message, *call;
+	size_t index, call_index, answered_from = 0;
+
+	json_array_foreach(session->messages, index, message)
+	{
+		const char *role = json_string_value(json_object_get(message, "role"));
+
+		if (role != NULL && strcmp(role, "assistant") == 0) {
+			last_assistant = message;
+			answered_from = index + 1;
+		}
+	}
+	if (last_assistant == NULL)
+		return;
+	json_array_foreach(json_object_get(last_assistant, "tool_calls"), call_index, call)
+	{
+		const char *id = json_string_value(json_object_get(call, "id"));
+		int answered = 0;
+
+		for (index = answered_from; index < json_array_size(session->messages); index++) {
+			const char *answer = json_string_value(json_object_get(
+			    json_array_get(session->messages, index), "tool_call_id"));
+
+			if (id != NULL && answer != NULL && strcmp(id, answer) == 0)
+				answered = 1;
+		}
+		if (!answered)
+			kagent_session_add_message(
+			    session,
+			    json_pack("{s:s, s:s, s:O, s:s, s:b}", "role", "tool", "tool_call_id",
+				      id != NULL ? id : "", "name", json_object_get(call, "name"),
+				      "content",
+				      "the run was interrupted before this call finished; call it "
+				      "again if you still need it",
+				      "is_error", 1));
+	}
+}
+
+static int
+session_create__resume(struct kagent_session *session, char **error)
+{
+	struct session_resume resume = {.session = session};
+	int status, truncated = 0;
+
+	/* Variants first, from their files: a verdict or commit record refers to them by id. */
+	for (;;) {
+		char *path = kagent_asprintf("%s/v%zu.py", session->variants_directory,
+					     session->variant_count + 1);
+		char *source = NULL, *cause = NULL;
+		size_t size;
+
+		if (kagent_fileio_read(path, KAGENT_SESSION_VARIANT_CAP, &source, &size, &cause) <
+		    0) {
+			free(path);
+			free(cause);
+			break;
+		}
+		kagent_session_append_variant(session, source, path, "", 0);
+	}
+	status = kagent_trace_read(session->trace_path, session_create__replay, &resume, &truncated,
+				   error);
+	if (status != 0) {
+		if (resume.error != NULL) {
+			free(*error);
+			*error = resume.error;
+		}
+		return status < 0 ? status : -EINVAL;
+	}
+	session_create__answer_dangling_calls(session);
+	return 0;
+}
+
+/* ---- create ---- */
+
+static int
+session_create__directories(struct kagent_session *session, char **error)
+{
+	const char *directory = kagent_variant_repository_directory(session->repository);
+	int status;
+
+	session->variants_directory = kagent_asprintf("%s/variants/%s", directory, session->run_id);
+	status = kagent_fileio_make_directories(session->variants_directory, 0755, error);
+	if (status < 0)
+		return status;
+	session->trace_path = kagent_asprintf("%s/traces/%s.jsonl", directory, session->run_id);
+	if (session->resumed && access(session->trace_path, R_OK) != 0) {
+		*error = kagent_asprintf("run %s has no trace at %s: nothing to resume",
+					 session->run_id, session->trace_path);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+int
+kagent_session_create(const struct kagent_session_options *options,
+		      struct kagent_session **session_out, char **error)
+{
+	struct kagent_session *session = kagent_calloc(1, sizeof *session);
+	const struct kagent_config *config = options->config;
+	size_t size;
+	int status;
+
+	*session_out = NULL;
+	session->loop = options->loop;
+	session->http = options->http;
+	session->config = config;
+	session->observer = options->observer;
+	session->done = options->done;
+	session->observer_data = options->data;
+	session->resumed = options->resume;
+	session->problem_path = kagent_strdup(options->problem_path);
+	session->gpu_name = options->gpu_name != NULL ? kagent_strdup(options->gpu_name) : NULL;
+	session->worker_executable =
+	    options->worker_executable != NULL ? kagent_strdup(options->worker_executable) : NULL;
+	session->messages = json_array();
+	session->seen_seeds = json_array();
+	uv_timer_init(session->loop, &session->step_timer);
+	session->step_timer.data = session;
+	uv_timer_init(session->loop, &session->worker.poll_timer);
+	session->worker.poll_timer.data = session;
+	session->handles_open = 2;
+
+	status = kagent_fileio_read(options->problem_path, SESSION_PROBLEM_CAP,
+				    &session->problem_source, &size, error);
+	if (status < 0)
+		goto out;
+	if (strstr(session->problem_source, "class Model") == NULL) {
+		*error = kagent_asprintf("%s defines no class Model: a problem is a PyTorch module "
+					 "Model with get_inputs() and get_init_inputs()",
+					 options->problem_path);
+		status = -EINVAL;
+		goto out;
+	}
+	session->problem_name = session_create__problem_name(options->problem_path);
+	if (options->resume && options->run_id == NULL) {
+		*error = kagent_strdup("--resume needs the id of the run to continue");
+		status = -EINVAL;
+		goto out;
+	}
+	session->run_id =
+	    options->run_id != NULL ? kagent_strdup(options->run_id) : session_create__run_id();
+	if (config->prompts_directory != NULL)
+		session->prompts_directory = kagent_strdup(config->prompts_directory);
+	else if ((status = kagent_paths_prompts_dir(&session->prompts_directory, error)) < 0)
+		goto out;
+	if ((status = session_create__prompts(session, error)) < 0)
+		goto out;
+	status =
+	    kagent_variant_repository_open(config->output_directory, session->problem_name,
+					   session->problem_source, &session->repository, error);
+	if (status < 0)
+		goto out;
+	status = kagent_variant_repository_start_run(session->repository, session->run_id,
+						     options->resume, &session->worktree, error);
+	if (status < 0)
+		goto out;
+	session->problem_copy_path = kagent_asprintf("%s/problem.py", session->worktree);
+	if ((status = session_create__directories(session, error)) < 0)
+		goto out;
+	status = kagent_trace_open(session->trace_path, options->resume, &session->trace, error);
+	if (status < 0)
+		goto out;
+	if (config->provider.api_key != NULL)
+		kagent_trace_add_secret(session->trace, config->provider.api_key);
+	if (options->resume && (status = session_create__resume(session, error)) < 0)
+		goto out;
+	*session_out = session;
+	session = NULL;
+out:
+	if (session != NULL)
+		kagent_session_free(session);
+	return status;
+}

@@ -1,0 +1,136 @@
+/*
+ * The session's state, shared by agent/session/session.c (the turns) and
+ * agent/session/session_create.c (setup and --resume). Nothing else includes this.
+ */
+#ifndef KAGENT_SESSION_INTERNAL_H
+#define KAGENT_SESSION_INTERNAL_H
+
+#include "kagent/session/session.h"
+#include "kagent/model_tools/tool.h"
+
+struct kagent_llm_call;
+struct kagent_trace;
+struct kagent_variant_repository;
+
+/* A variant's source, as the model sends it and as --resume reads it back: a candidate file
+ * larger than this is not a kernel. */
+#define KAGENT_SESSION_VARIANT_CAP ((size_t)1 << 20)
+
+enum kagent_session_step {
+	KAGENT_SESSION_STEP_NEXT_TURN,
+	KAGENT_SESSION_STEP_TOOL,
+	KAGENT_SESSION_STEP_TURN_END,
+	KAGENT_SESSION_STEP_TARGET_REACHED,
+};
+
+enum kagent_session_worker_state {
+	KAGENT_SESSION_WORKER_GONE, /* none: evaluations start their own */
+	KAGENT_SESSION_WORKER_STARTING,
+	KAGENT_SESSION_WORKER_READY,
+	KAGENT_SESSION_WORKER_STOPPING,
+};
+
+/* The warm worker of the session (agent/session/session_worker.c). */
+struct kagent_session_worker {
+	enum kagent_session_worker_state state;
+	uv_process_t process;
+	uv_timer_t poll_timer;
+	char *socket_path;
+	char *log_path;
+	long polls;
+	void *pending; /* an evaluation waiting for the socket */
+	void (*on_ready)(void *data);
+};
+
+struct kagent_session_totals {
+	long long input_tokens;
+	long long output_tokens;
+	double cost;
+	double gpu_seconds;
+	double wall_seconds_before; /* spent by earlier processes of a resumed run */
+};
+
+struct kagent_session {
+	uv_loop_t *loop;
+	struct kagent_http_client *http;
+	const struct kagent_config *config;
+	void (*observer)(const json_t *record, void *data);
+	void (*done)(struct kagent_session *session, int status, const json_t *summary, void *data);
+	void *observer_data;
+
+	char *problem_path;	 /* as the user gave it */
+	char *problem_copy_path; /* the problem.py of the worktree, what evaluations read */
+	char *problem_source;
+	char *problem_name;
+	char *run_id;
+	char *gpu_name;
+	char *worker_executable;
+	int resumed;
+
+	struct kagent_variant_repository *repository;
+	char *worktree;
+	char *variants_directory;
+	struct kagent_trace *trace;
+	char *trace_path;
+	int trace_failed;
+	char *prompts_directory;
+	char *system_prompt;
+	char *problem_prompt;
+	json_t *tools;
+	json_t *messages;
+
+	struct kagent_variant **variants;
+	size_t variant_count;
+	struct kagent_variant *best;
+	double best_speedup;
+	struct kagent_variant *target_variant; /* reached the target; confirmed at turn end */
+	struct kagent_variant *final_variant;
+	json_t *seen_seeds;
+
+	long long turn;
+	struct kagent_session_totals totals;
+	double started;
+
+	uv_timer_t step_timer;
+	struct kagent_session_worker worker;
+	int handles_open; /* the session is freed when the last one has closed */
+	enum kagent_session_step next_step;
+	struct kagent_llm_call *llm_call;
+	json_t *reply_message;
+	size_t next_tool;
+	json_t *pending_call;
+	json_t *tool_arguments;
+	struct kagent_tool_call tool_call;
+	double tool_started;
+	double tool_gpu_before;
+	int replies_without_tools;
+	int finish_requested;
+	char *finish_summary;
+	int interrupted;
+	char *evaluator_failure;
+	char *stop_reason;
+	char *stop_detail;
+	int state_done;
+};
+
+void kagent_session_record(struct kagent_session *session, const char *type, json_t *fields);
+void kagent_session_schedule(struct kagent_session *session, enum kagent_session_step step);
+void kagent_session_add_message(struct kagent_session *session, json_t *message);
+double kagent_session_wall_seconds(const struct kagent_session *session);
+struct kagent_variant *kagent_session_append_variant(struct kagent_session *session, char *source,
+						     char *path, const char *note, int turn);
+/* A close callback for the session's handles: frees the session after the last one. */
+void kagent_session_handle_closed(uv_handle_t *handle);
+/* Starts the warm worker (session->worker_executable), its output going to log_path. Failure
+ * only costs speed. */
+void kagent_session_worker_start(struct kagent_session *session, const char *log_path);
+/* 1 when the worker is still starting: on_ready(data) runs once it is ready or gone. */
+int kagent_session_worker_wait(struct kagent_session *session, void (*on_ready)(void *data),
+			       void *data);
+/* The worker's socket when it is ready, else NULL. */
+const char *kagent_session_worker_socket(const struct kagent_session *session);
+void kagent_session_worker_stop(struct kagent_session *session);
+/* The fields of the run_start record. */
+json_t *kagent_session_run_start_fields(const struct kagent_session *session);
+
+#endif

@@ -1,0 +1,32 @@
+/*
+ * The command table: every `kagent NAME` subcommand is one struct in one file
+ * (agent/command_NAME.c), collected in kagent_command_table (agent/cli/command.c).
+ * The CLI dispatch and `kagent help` both read this table.
+ */
+#ifndef KAGENT_COMMAND_H
+#define KAGENT_COMMAND_H
+
+struct kagent_command {
+	const char *name;
+	const char *usage; /* arguments after the name, for `kagent help` */
+	const char *help;  /* one line */
+	/* argv[0] is the command name. Returns the process exit status. */
+	int (*handler)(int argc, char **argv);
+};
+
+extern const struct kagent_command kagent_command_eval;
+extern const struct kagent_command kagent_command_gpu;
+extern const struct kagent_command kagent_command_optimize;
+extern const struct kagent_command kagent_command_profile;
+extern const struct kagent_command kagent_command_trace;
+extern const struct kagent_command kagent_command_worker;
+/* Built only where NVRTC was found (KAGENT_HAVE_NVRTC). */
+extern const struct kagent_command kagent_command_compile;
+
+/* NULL-terminated. */
+extern const struct kagent_command *const kagent_command_table[];
+
+const struct kagent_command *kagent_command_find(const char *name);
+void kagent_command_print_usage(const struct kagent_command *command);
+
+#endif

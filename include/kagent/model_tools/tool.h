@@ -1,0 +1,65 @@
+/*
+ * The tools the model calls, as a table of structs (agent/model_tools/tool_table.c), one
+ * file per tool (tools/tool_NAME.c): name, a JSON schema of the parameters,
+ * and a handler that starts the work and completes the call once, possibly
+ * later from the loop, with one text result for the model and one JSON object
+ * for the trace. The descriptions the model reads are prompts/tools/NAME.md.
+ */
+#ifndef KAGENT_TOOL_H
+#define KAGENT_TOOL_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "kagent/session/session.h"
+
+struct kagent_tool_call;
+
+typedef void (*kagent_tool_done)(struct kagent_tool_call *call, void *data);
+
+struct kagent_tool {
+	const char *name;
+	const char *parameters; /* a JSON schema, as text */
+	/* Starts the call; it must end with kagent_tool_call_finish, now or later. */
+	void (*run)(struct kagent_tool_call *call);
+};
+
+struct kagent_tool_call {
+	struct kagent_session *session;
+	const struct kagent_tool *tool;
+	const char *id;
+	const json_t *arguments; /* a JSON object, checked against required properties */
+	/* Filled by kagent_tool_call_finish. */
+	int is_error;
+	char *content; /* the text the model reads */
+	kagent_tool_done done;
+	void *data;
+	void *state; /* the tool's own, freed by the tool before finishing */
+};
+
+/* NULL-terminated. */
+extern const struct kagent_tool *const kagent_tool_table[];
+
+const struct kagent_tool *kagent_tool_find(const char *name);
+/*
+ * The tool definitions the model is offered: [{"name", "description",
+ * "parameters"}], descriptions read from <prompts>/tools/NAME.md. The caller
+ * releases it; NULL with *error when a description is missing.
+ */
+json_t *kagent_tool_definitions(const char *prompts_directory, char **error);
+/*
+ * Runs one call the model made: unknown tools, unparsable arguments and
+ * missing or mistyped required arguments finish at once with an error the
+ * model can correct. done runs exactly once.
+ */
+void kagent_tool_call_start(struct kagent_tool_call *call);
+/* Ends a call with the text for the model (taken over). */
+void kagent_tool_call_finish(struct kagent_tool_call *call, int is_error, char *content);
+
+/* A verdict rendered by one of the text renderers (verdict.h, profile.h), as a new string. */
+char *kagent_tool_render_verdict(void (*render)(const json_t *verdict, FILE *stream),
+				 const json_t *verdict);
+/* Argument helpers for handlers: a string argument, or NULL when absent. */
+const char *kagent_tool_string_argument(const struct kagent_tool_call *call, const char *name);
+
+#endif

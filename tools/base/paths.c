@@ -1,0 +1,237 @@
+/*
+ * Locating the interpreter, runner, prompts, sandbox library, cache and worker socket
+ * (see include/kagent/base/paths.h). The order (environment, beside the executable,
+ * compiled default) lets a build folder inside the source tree work without any
+ * setup, while tests and installs override each path on its own.
+ */
+#include "kagent/base/fileio.h"
+#include "kagent/base/paths.h"
+#include "kagent/base/alloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ftw.h>
+
+#ifndef KAGENT_DEFAULT_RUNNER_DIR
+#define KAGENT_DEFAULT_RUNNER_DIR "sandbox/runner"
+#endif
+#ifndef KAGENT_DEFAULT_SANDBOX_LIBRARY
+#define KAGENT_DEFAULT_SANDBOX_LIBRARY "libkagent-sandbox.so"
+#endif
+#ifndef KAGENT_DEFAULT_PROMPTS_DIR
+#define KAGENT_DEFAULT_PROMPTS_DIR "prompts"
+#endif
+#ifndef KAGENT_DEFAULT_PYTHON
+#define KAGENT_DEFAULT_PYTHON "python3"
+#endif
+
+/* An empty variable counts as unset, as a shell user who wrote VAR= expects. */
+static const char *
+paths__getenv(const char *name)
+{
+	const char *value = getenv(name);
+
+	if (value == NULL || value[0] == '\0')
+		return NULL;
+	return value;
+}
+
+int
+kagent_paths_executable_dir(char **out, char **cause)
+{
+	char buffer[PATH_MAX];
+	ssize_t length;
+	char *slash;
+	int error = 0;
+
+	*out = NULL;
+	length = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+	if (length < 0) {
+		error = -errno;
+		if (cause != NULL)
+			*cause = kagent_asprintf("cannot read /proc/self/exe: %s", strerror(errno));
+		goto out;
+	}
+	buffer[length] = '\0';
+	slash = strrchr(buffer, '/');
+	if (slash == NULL) {
+		error = -ENOENT;
+		if (cause != NULL)
+			*cause = kagent_asprintf("/proc/self/exe is not a path: %s", buffer);
+		goto out;
+	}
+	*slash = '\0';
+	*out = kagent_strdup(buffer[0] == '\0' ? "/" : buffer);
+out:
+	return error;
+}
+
+/* A path relative to the executable's folder, when it exists with the given access mode. */
+static char *
+paths__beside_executable(const char *relative, int mode)
+{
+	char *directory = NULL, *path = NULL;
+
+	if (kagent_paths_executable_dir(&directory, NULL) != 0)
+		goto out;
+	path = kagent_asprintf("%s/%s", directory, relative);
+	if (access(path, mode) != 0) {
+		free(path);
+		path = NULL;
+	}
+out:
+	free(directory);
+	return path;
+}
+
+static int
+paths__locate(char **out, const char *variable, const char *relative, int mode,
+	      const char *fallback)
+{
+	const char *value = paths__getenv(variable);
+
+	if (value != NULL) {
+		*out = kagent_strdup(value);
+		return 0;
+	}
+	*out = paths__beside_executable(relative, mode);
+	if (*out == NULL)
+		*out = kagent_strdup(fallback);
+	return 0;
+}
+
+int
+kagent_paths_python(char **out, char **cause)
+{
+	return paths__locate(out, "KAGENT_PYTHON", "../.venv/bin/python3", X_OK,
+			     KAGENT_DEFAULT_PYTHON);
+}
+
+int
+kagent_paths_runner_dir(char **out, char **cause)
+{
+	return paths__locate(out, "KAGENT_RUNNER_DIR", "../sandbox/runner", R_OK | X_OK,
+			     KAGENT_DEFAULT_RUNNER_DIR);
+}
+
+int
+kagent_paths_prompts_dir(char **out, char **cause)
+{
+	return paths__locate(out, "KAGENT_PROMPTS_DIR", "../prompts", R_OK | X_OK,
+			     KAGENT_DEFAULT_PROMPTS_DIR);
+}
+
+int
+kagent_paths_sandbox_library(char **out, char **cause)
+{
+	return paths__locate(out, "KAGENT_SANDBOX_LIBRARY", "sandbox/libkagent-sandbox.so", R_OK,
+			     KAGENT_DEFAULT_SANDBOX_LIBRARY);
+}
+
+int
+kagent_paths_sandbox_cache_dir(char **out, char **cause)
+{
+	const char *value = paths__getenv("KAGENT_SANDBOX_CACHE_DIR");
+	char *path;
+	int error;
+
+	*out = NULL;
+	/* Not under $HOME: a root user's home is closed to the sandbox uid. */
+	path = value != NULL ? kagent_strdup(value)
+			     : kagent_asprintf("/var/tmp/kagent-%u", (unsigned)geteuid());
+	error = kagent_fileio_make_directories(path, 0711, cause);
+	if (error != 0) {
+		free(path);
+		return error;
+	}
+	*out = path;
+	return 0;
+}
+
+int
+kagent_paths_cache_dir(char **out, char **cause)
+{
+	const char *value;
+	char *path;
+	int error = 0;
+
+	*out = NULL;
+	if ((value = paths__getenv("KAGENT_CACHE_DIR")) != NULL)
+		path = kagent_strdup(value);
+	else if ((value = paths__getenv("XDG_CACHE_HOME")) != NULL)
+		path = kagent_asprintf("%s/kagent", value);
+	else if ((value = paths__getenv("HOME")) != NULL)
+		path = kagent_asprintf("%s/.cache/kagent", value);
+	else {
+		error = -ENOENT;
+		if (cause != NULL)
+			*cause = kagent_strdup(
+			    "no cache folder: set KAGENT_CACHE_DIR, XDG_CACHE_HOME or HOME");
+		goto out;
+	}
+	error = kagent_fileio_make_directories(path, 0700, cause);
+	if (error != 0) {
+		free(path);
+		goto out;
+	}
+	*out = path;
+out:
+	return error;
+}
+
+int
+kagent_paths_worker_socket(char **out, char **cause)
+{
+	const char *value;
+
+	if ((value = paths__getenv("KAGENT_WORKER_SOCKET")) != NULL)
+		*out = kagent_strdup(value);
+	else if ((value = paths__getenv("XDG_RUNTIME_DIR")) != NULL)
+		*out = kagent_asprintf("%s/kagent/worker.sock", value);
+	else
+		*out = kagent_asprintf("/tmp/kagent-%u/worker.sock", (unsigned)getuid());
+	return 0;
+}
+
+static int
+paths__remove_entry(const char *path, const struct stat *info, int type, struct FTW *ftw)
+{
+	/* Keep going on errors: leave as little behind as possible; the caller checks the root. */
+	if (remove(path) != 0 && errno != ENOENT)
+		return 0;
+	return 0;
+}
+
+int
+kagent_paths_remove_tree(const char *path, char **cause)
+{
+	struct stat info;
+	int error = 0;
+
+	if (lstat(path, &info) != 0) {
+		if (errno != ENOENT) {
+			error = -errno;
+			if (cause != NULL)
+				*cause =
+				    kagent_asprintf("cannot remove %s: %s", path, strerror(errno));
+		}
+		goto out;
+	}
+	/* FTW_DEPTH: children before their folder; FTW_PHYS: never follow a link out of the tree.
+	 */
+	nftw(path, paths__remove_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+	if (lstat(path, &info) == 0) {
+		error = -ENOTEMPTY;
+		if (cause != NULL)
+			*cause = kagent_asprintf("could not remove all of %s", path);
+	}
+out:
+	return error;
+}

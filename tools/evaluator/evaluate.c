@@ -1,0 +1,644 @@
+/*
+ * One evaluation (see include/kagent/evaluator/evaluate.h). The order of the checks is
+ * deliberate: everything that can fail without Python (files, GPU) is checked
+ * before a worker is started, so a user without a GPU hears so in milliseconds
+ * rather than after torch has imported.
+ */
+#include "kagent/evaluator/evaluate.h"
+#include "kagent/base/fileio.h"
+#include "kagent/base/alloc.h"
+#include "kagent/evaluator/baseline_cache.h"
+#include "kagent/cuda/cuda_driver.h"
+#include "kagent/base/log.h"
+#include "kagent/base/paths.h"
+#include "kagent/base/sha256.h"
+#include "kagent/evaluator/tolerance.h"
+#include "kagent/evaluator/verdict.h"
+#include "kagent/evaluator/worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A candidate larger than this is not source a person or a model wrote. */
+#define EVALUATE_SOURCE_CAP (4 * 1024 * 1024)
+#define EVALUATE_WALL_SECONDS 300
+/* The worker's own wall limit plus this much before kagent gives up on it. */
+#define EVALUATE_GRACE_SECONDS 60
+
+struct evaluate__state {
+	uv_loop_t *loop;
+	uv_timer_t defer; /* delivers early errors from the loop, not from start */
+	kagent_evaluate_callback callback;
+	void *data;
+	struct kagent_evaluate_options options;
+	char *problem_path, *candidate_path, *device, *worker_socket;
+	char problem_sha256[KAGENT_SHA256_HEX_SIZE];
+	char candidate_sha256[KAGENT_SHA256_HEX_SIZE];
+	const char *backend;
+	struct kagent_gpu_info gpu;
+	int have_gpu;
+	char *cache_dir;
+	char *sandbox_cache_dir;
+	/* The job folder (0711): copies of the problem and the candidate that the
+	 * sandbox uid can read but not change, scratch/ (the candidate's only writable
+	 * folder) and judge/ (the judge's home). */
+	char *job_dir;
+	char *cache_key;
+	json_t *cached_baselines;
+	kagent_worker_t *worker;
+	int tried_default_socket;
+	uint64_t started_ns;
+	json_t *outcome; /* the verdict or error object to deliver */
+	int outcome_status;
+	int delivered;
+};
+
+const char *
+kagent_evaluate_detect_backend(const char *source)
+{
+	if (source == NULL)
+		return "unknown";
+	if (strstr(source, "import triton") != NULL || strstr(source, "@triton.jit") != NULL ||
+	    strstr(source, "from triton") != NULL)
+		return "triton";
+	if (strstr(source, "load_inline") != NULL || strstr(source, "cpp_extension") != NULL ||
+	    strstr(source, "kagent_runner.cuda") != NULL ||
+	    strstr(source, "from kagent_runner import cuda") != NULL)
+		return "cuda";
+	return "unknown";
+}
+
+static void
+evaluate__free(struct evaluate__state *state)
+{
+	if (state->job_dir != NULL)
+		kagent_paths_remove_tree(state->job_dir, NULL);
+	free(state->job_dir);
+	free(state->sandbox_cache_dir);
+	free(state->problem_path);
+	free(state->candidate_path);
+	free(state->device);
+	free(state->worker_socket);
+	free(state->cache_dir);
+	free(state->cache_key);
+	json_decref(state->cached_baselines);
+	json_decref(state->outcome);
+	free(state);
+}
+
+static void
+evaluate__timer_closed(uv_handle_t *handle)
+{
+	evaluate__free(handle->data);
+}
+
+/* The worker is gone: deliver, then let the timer's close callback free everything. */
+static void
+evaluate__finish(struct evaluate__state *state)
+{
+	if (!state->delivered) {
+		state->delivered = 1;
+		state->callback(state->outcome_status, state->outcome, state->data);
+	}
+	uv_close((uv_handle_t *)&state->defer, evaluate__timer_closed);
+}
+
+static void
+evaluate__worker_closed(void *data)
+{
+	evaluate__finish(data);
+}
+
+/* Records the outcome (first one wins) and closes the worker, if any. */
+static void
+evaluate__end(struct evaluate__state *state, int status, json_t *outcome)
+{
+	if (state->outcome == NULL) {
+		state->outcome = outcome;
+		state->outcome_status = status;
+	} else {
+		json_decref(outcome);
+	}
+	if (state->worker != NULL) {
+		kagent_worker_t *worker = state->worker;
+
+		state->worker = NULL;
+		kagent_worker_close(worker, evaluate__worker_closed, state);
+		return;
+	}
+	evaluate__finish(state);
+}
+
+static void
+evaluate__fail(struct evaluate__state *state, int status, const char *kind, const char *message)
+{
+	kagent_log(KAGENT_LOG_INFO, "%s: %s", kind, message);
+	evaluate__end(state, status, kagent_verdict_error_json(kind, message));
+}
+
+static void
+evaluate__deferred_failure(uv_timer_t *timer)
+{
+	struct evaluate__state *state = timer->data;
+
+	evaluate__end(state, state->outcome_status, NULL);
+}
+
+/* An error found before the loop ran: keep it and deliver it from the loop. */
+static void
+evaluate__fail_early(struct evaluate__state *state, int status, const char *kind,
+		     const char *message)
+{
+	state->outcome = kagent_verdict_error_json(kind, message);
+	state->outcome_status = status;
+	uv_timer_start(&state->defer, evaluate__deferred_failure, 0, 0);
+}
+
+/*
+ * When the worker runs as root, the judge and the candidate child of GPU N run as uid
+ * EVALUATE_SANDBOX_UID_BASE + N: a uid nothing else uses, shared by the two because CUDA IPC
+ * works only between processes of one uid (the candidate's Landlock domain still keeps it
+ * from tracing or signalling the judge), and its own per GPU because the worker ends every
+ * process of that uid after each evaluation.
+ */
+#define EVALUATE_SANDBOX_UID_BASE 2147400000
+
+static json_t *
+evaluate__seeds(uint64_t base, int count)
+{
+	json_t *seeds = json_array();
+	int index;
+
+	for (index = 0; index < count; index++)
+		json_array_append_new(seeds, json_integer((json_int_t)(base + (uint64_t)index)));
+	return seeds;
+}
+
+static json_t *
+evaluate__timing_options(void)
+{
+	return json_pack("{s:i, s:i, s:i, s:f, s:i}", "warmup_calls", 3, "min_calls", 10,
+			 "max_calls", 100, "target_seconds", 0.1, "verify_calls", 5);
+}
+
+/* A library beside the sandbox library (libkagent-trace.so, libkagent-cuda.so), when built. */
+static json_t *
+evaluate__sibling_library(const char *sandbox_library, const char *name)
+{
+	const char *slash = sandbox_library != NULL ? strrchr(sandbox_library, '/') : NULL;
+	json_t *value = json_null();
+	char *path;
+
+	if (slash == NULL)
+		return value;
+	path = kagent_asprintf("%.*s/%s", (int)(slash - sandbox_library), sandbox_library, name);
+	if (access(path, R_OK) == 0) {
+		json_decref(value);
+		value = json_string(path);
+	}
+	free(path);
+	return value;
+}
+
+static json_t *
+evaluate__request(struct evaluate__state *state)
+{
+	const struct kagent_evaluate_options *options = &state->options;
+	uint64_t base = options->seed;
+	int trials = options->trials > 0 ? options->trials : 3;
+	int signed_trials = options->signed_trials == 0	 ? 2
+			    : options->signed_trials < 0 ? 0
+							 : options->signed_trials;
+	char *sandbox_library = NULL, *cause = NULL, *candidate_cache = NULL, *judge_cache = NULL,
+	     *id, *problem_copy, *candidate_copy, *scratch, *judge_home;
+	json_t *request;
+
+	if (base == 0) {
+		uint32_t random_value = 0;
+
+		/* Fresh seeds per run so a candidate cannot learn the inputs it is judged on. */
+		if (getrandom(&random_value, sizeof random_value, 0) != sizeof random_value)
+			random_value = (uint32_t)uv_hrtime();
+		base = 1 + random_value % 1000000000u;
+	}
+	kagent_paths_sandbox_library(&sandbox_library, &cause);
+	free(cause);
+	if (state->sandbox_cache_dir != NULL) {
+		candidate_cache = kagent_asprintf("%s/candidates/%s", state->sandbox_cache_dir,
+						  state->candidate_sha256);
+		judge_cache = kagent_asprintf("%s/judge", state->sandbox_cache_dir);
+	}
+	problem_copy = kagent_asprintf("%s/problem.py", state->job_dir);
+	candidate_copy = kagent_asprintf("%s/candidate.py", state->job_dir);
+	scratch = kagent_asprintf("%s/scratch", state->job_dir);
+	judge_home = kagent_asprintf("%s/judge", state->job_dir);
+	id = kagent_asprintf("%.16s-%llu", state->candidate_sha256, (unsigned long long)base);
+	request = json_pack(
+	    "{s:s, s:s, s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:o, s:O?, s:b, "
+	    "s:{s:i, s:i, s:i, s:i, s:i, s:i}, s:s, s:s?, s:s?, s:s?, s:I}",
+	    "type", "evaluate", "id", id, "problem_path", problem_copy, "candidate_path",
+	    candidate_copy, "device", state->device, "gpu_index", options->gpu_index, "seeds",
+	    evaluate__seeds(base, trials), "signed_seeds",
+	    evaluate__seeds(base + 100000, signed_trials), "tolerances",
+	    kagent_tolerance_table_to_json(), "timing", evaluate__timing_options(), "baselines",
+	    state->cached_baselines, "measure_compile", options->measure_compile, "limits",
+	    "wall_seconds", EVALUATE_WALL_SECONDS, "first_call_seconds",
+	    options->call_timeout_seconds > 0 ? options->call_timeout_seconds : 120, "call_seconds",
+	    options->call_timeout_seconds > 0 ? options->call_timeout_seconds : 20, "cpu_seconds",
+	    600, "max_processes", 256, "output_bytes", 65536, "scratch_directory", scratch,
+	    "cache_directory", candidate_cache, "judge_cache_directory", judge_cache,
+	    "sandbox_library", sandbox_library, "sandbox_uid",
+	    (json_int_t)(EVALUATE_SANDBOX_UID_BASE + options->gpu_index));
+	json_object_set_new(request, "judge_directory", json_string(judge_home));
+	json_object_set_new(request, "trace_library",
+			    evaluate__sibling_library(sandbox_library, "libkagent-trace.so"));
+	json_object_set_new(request, "cuda_library",
+			    evaluate__sibling_library(sandbox_library, "libkagent-cuda.so"));
+	json_object_set_new(request, "profile_reference",
+			    json_boolean(options->profile_reference != 0));
+	free(problem_copy);
+	free(candidate_copy);
+	free(scratch);
+	free(judge_home);
+	free(id);
+	free(judge_cache);
+	free(candidate_cache);
+	free(sandbox_library);
+	return request;
+}
+
+static void
+evaluate__on_response(kagent_worker_t *worker, int status, const json_t *response,
+		      const char *message, void *data)
+{
+	struct evaluate__state *state = data;
+	struct kagent_verdict_input in = {
+	    .result = response,
+	    .hello = kagent_worker_hello(worker),
+	    .problem_path = state->problem_path,
+	    .problem_sha256 = state->problem_sha256,
+	    .candidate_path = state->candidate_path,
+	    .candidate_sha256 = state->candidate_sha256,
+	    .backend = state->backend,
+	    .device = state->device,
+	    .gpu = state->have_gpu ? &state->gpu : NULL,
+	    .baselines_cached = state->cached_baselines != NULL,
+	};
+	const json_t *baselines;
+	json_t *verdict = NULL;
+	char *cause = NULL;
+	int error;
+
+	if (status != 0) {
+		evaluate__fail(state, status, "worker", message);
+		return;
+	}
+	in.wall_seconds = (double)(uv_hrtime() - state->started_ns) / 1e9;
+	error = kagent_verdict_build(&in, &verdict, &cause);
+	if (error != 0) {
+		evaluate__fail(state, error, error == -EINVAL ? "problem" : "worker", cause);
+		free(cause);
+		return;
+	}
+	baselines = json_object_get(json_object_get(response, "judge"), "baselines");
+	if (!state->options.no_cache && state->cache_key != NULL && json_is_object(baselines) &&
+	    json_is_true(json_object_get(baselines, "measured"))) {
+		if (kagent_baseline_cache_store(state->cache_dir, state->cache_key, baselines,
+						&cause) != 0) {
+			kagent_log(KAGENT_LOG_WARNING, "baselines not cached: %s", cause);
+			free(cause);
+		}
+	}
+	evaluate__end(state, 0, verdict);
+}
+
+static void evaluate__on_ready(kagent_worker_t *worker, int status, const json_t *hello,
+			       const char *message, void *data);
+
+static int
+evaluate__spawn(struct evaluate__state *state, char **cause)
+{
+	struct kagent_worker_spawn_options options = {
+	    .hello_timeout_ms = (unsigned)state->options.worker_hello_timeout_ms,
+	    /* A one-shot worker has nothing to finish once it answered: SIGTERM at once spares
+	     * the wait for Python's teardown of torch (the worker ends its children first). */
+	    .term_after_ms = 1,
+	    .echo_stderr = kagent_log_verbosity >= KAGENT_LOG_INFO,
+	};
+
+	return kagent_worker_spawn(state->loop, &options, evaluate__on_ready, state, &state->worker,
+				   cause);
+}
+
+static void
+evaluate__on_ready(kagent_worker_t *worker, int status, const json_t *hello, const char *message,
+		   void *data)
+{
+	struct evaluate__state *state = data;
+	struct kagent_baseline_key key = {0};
+	json_t *request = NULL, *timing = NULL;
+	char *cause = NULL;
+	int error;
+
+	if (status == -ECANCELED)
+		return; /* we closed it */
+	if (status != 0 && state->tried_default_socket) {
+		/* Nobody answers on the default socket: start a worker of our own. */
+		kagent_log(KAGENT_LOG_INFO, "no worker on the default socket (%s); spawning one",
+			   message);
+		state->tried_default_socket = 0;
+		state->worker = NULL;
+		kagent_worker_close(worker, NULL, NULL);
+		error = evaluate__spawn(state, &cause);
+		if (error != 0) {
+			evaluate__fail(state, error, "worker", cause);
+			free(cause);
+		}
+		return;
+	}
+	if (status != 0) {
+		evaluate__fail(state, status, "worker", message);
+		return;
+	}
+	if (state->cache_dir != NULL && !state->options.no_cache) {
+		timing = evaluate__timing_options();
+		key.problem_sha256 = state->problem_sha256;
+		key.device = state->device;
+		key.gpu_name = state->have_gpu ? state->gpu.name : NULL;
+		key.driver = state->have_gpu ? state->gpu.driver : NULL;
+		key.torch = json_string_value(json_object_get(hello, "torch"));
+		key.triton = json_string_value(json_object_get(hello, "triton"));
+		key.cuda_runtime = json_string_value(json_object_get(hello, "cuda_runtime"));
+		key.timing = timing;
+		key.measure_compile = state->options.measure_compile;
+		state->cache_key = kagent_baseline_cache_key(&key);
+		kagent_baseline_cache_lookup(state->cache_dir, state->cache_key,
+					     &state->cached_baselines);
+	}
+	request = evaluate__request(state);
+	error = kagent_worker_request(
+	    worker, request, (uint64_t)(EVALUATE_WALL_SECONDS + EVALUATE_GRACE_SECONDS) * 1000,
+	    evaluate__on_response, state, &cause);
+	if (error != 0) {
+		evaluate__fail(state, error, "worker", cause);
+		free(cause);
+	}
+	json_decref(request);
+	json_decref(timing);
+}
+
+/* Resolves a path and reads its content (capped) when wanted; a message on failure. */
+static int
+evaluate__read_source(const char *path, const char *role, char **resolved, char **text,
+		      char **cause)
+{
+	char buffer[PATH_MAX];
+	struct stat info;
+	ssize_t got;
+	size_t used = 0;
+	int fd = -1, error = 0;
+
+	*resolved = NULL;
+	if (text != NULL)
+		*text = NULL;
+	if (realpath(path, buffer) == NULL || stat(buffer, &info) != 0) {
+		error = -errno;
+		*cause = kagent_asprintf("cannot read the %s %s: %s", role, path, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(info.st_mode)) {
+		error = -EINVAL;
+		*cause = kagent_asprintf("the %s %s is not a regular file", role, path);
+		goto out;
+	}
+	fd = open(buffer, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		error = -errno;
+		*cause = kagent_asprintf("cannot read the %s %s: %s", role, path, strerror(errno));
+		goto out;
+	}
+	*resolved = kagent_strdup(buffer);
+	if (text == NULL)
+		goto out;
+	*text = kagent_malloc(EVALUATE_SOURCE_CAP + 1);
+	while (used < EVALUATE_SOURCE_CAP &&
+	       (got = read(fd, *text + used, EVALUATE_SOURCE_CAP - used)) > 0)
+		used += (size_t)got;
+	(*text)[used] = '\0';
+out:
+	if (fd >= 0)
+		close(fd);
+	return error;
+}
+
+/* Copies a file into the job folder, readable by the sandbox uid (mode 0644). */
+static int
+evaluate__copy_into_job(const char *from, const char *job_dir, const char *name, char **cause)
+{
+	char *data = NULL, *to = kagent_asprintf("%s/%s", job_dir, name);
+	size_t size = 0;
+	int error;
+
+	error = kagent_fileio_read(from, EVALUATE_SOURCE_CAP, &data, &size, cause);
+	if (error == 0)
+		error = kagent_fileio_write_atomic(to, data, size, cause);
+	if (error == 0 && chmod(to, 0644) != 0) {
+		error = -errno;
+		*cause = kagent_asprintf("cannot make %s readable: %s", to, strerror(errno));
+	}
+	free(data);
+	free(to);
+	return error;
+}
+
+/* The job folder: see struct evaluate__state. */
+static int
+evaluate__make_job(struct evaluate__state *state, const char *tmp, char **cause)
+{
+	static const char *const folders[] = {"scratch", "judge"};
+	char *path;
+	size_t index;
+	int error = 0;
+
+	state->job_dir = kagent_asprintf("%s/kagent-job-XXXXXX", tmp);
+	if (mkdtemp(state->job_dir) == NULL || chmod(state->job_dir, 0711) != 0) {
+		error = -errno;
+		*cause = kagent_asprintf("cannot create a job folder %s: %s", state->job_dir,
+					 strerror(errno));
+		free(state->job_dir);
+		state->job_dir = NULL;
+		goto out;
+	}
+	for (index = 0; index < sizeof folders / sizeof folders[0]; index++) {
+		path = kagent_asprintf("%s/%s", state->job_dir, folders[index]);
+		if (mkdir(path, 0700) != 0) {
+			error = -errno;
+			*cause = kagent_asprintf("cannot create %s: %s", path, strerror(errno));
+		}
+		free(path);
+		if (error != 0)
+			goto out;
+	}
+	if ((error = evaluate__copy_into_job(state->problem_path, state->job_dir, "problem.py",
+					     cause)) != 0)
+		goto out;
+	error =
+	    evaluate__copy_into_job(state->candidate_path, state->job_dir, "candidate.py", cause);
+out:
+	return error;
+}
+
+static int
+evaluate__prepare(struct evaluate__state *state, const char **kind, char **cause)
+{
+	const struct kagent_evaluate_options *options = &state->options;
+	const char *tmp = getenv("TMPDIR");
+	char *source = NULL, *socket_path = NULL;
+	struct stat info;
+	int error = 0;
+
+	*kind = "usage";
+	if (options->problem_path == NULL || options->candidate_path == NULL) {
+		error = -EINVAL;
+		*cause = kagent_strdup("a problem and a candidate file are both needed");
+		goto out;
+	}
+	if (strcmp(state->device, "cuda") != 0 && strcmp(state->device, "cpu") != 0) {
+		error = -EINVAL;
+		*cause = kagent_asprintf("unknown device '%s' (use cuda or cpu)", state->device);
+		goto out;
+	}
+	*kind = "io";
+	error = evaluate__read_source(options->problem_path, "problem", &state->problem_path, NULL,
+				      cause);
+	if (error != 0)
+		goto out;
+	error = evaluate__read_source(options->candidate_path, "candidate", &state->candidate_path,
+				      &source, cause);
+	if (error != 0)
+		goto out;
+	if ((error = kagent_sha256_file_hex(state->problem_path, state->problem_sha256, cause)) !=
+	    0)
+		goto out;
+	if ((error = kagent_sha256_file_hex(state->candidate_path, state->candidate_sha256,
+					    cause)) != 0)
+		goto out;
+	state->backend = kagent_evaluate_detect_backend(source);
+	if (strcmp(state->device, "cuda") == 0) {
+		*kind = "no_gpu";
+		if ((error = kagent_cuda_driver_probe(&state->gpu, options->gpu_index, cause)) != 0)
+			goto out;
+		state->have_gpu = 1;
+	}
+	*kind = "io";
+	if (kagent_paths_cache_dir(&state->cache_dir, cause) != 0) {
+		/* Without a cache the evaluation still works, only slower. */
+		kagent_log(KAGENT_LOG_WARNING, "no cache: %s", *cause);
+		free(*cause);
+		*cause = NULL;
+	}
+	if (kagent_paths_sandbox_cache_dir(&state->sandbox_cache_dir, cause) != 0) {
+		kagent_log(KAGENT_LOG_WARNING, "no cache for the sandbox: %s", *cause);
+		free(*cause);
+		*cause = NULL;
+	}
+	if ((error = evaluate__make_job(state, tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp",
+					cause)) != 0)
+		goto out;
+	*kind = "worker";
+	state->started_ns = uv_hrtime();
+	if (state->worker_socket != NULL) {
+		error = kagent_worker_connect(state->loop, state->worker_socket,
+					      (unsigned)options->worker_hello_timeout_ms,
+					      evaluate__on_ready, state, &state->worker, cause);
+		goto out;
+	}
+	if (!options->cold) {
+		kagent_paths_worker_socket(&socket_path, cause);
+		if (socket_path != NULL && stat(socket_path, &info) == 0 &&
+		    S_ISSOCK(info.st_mode)) {
+			state->tried_default_socket = 1;
+			error =
+			    kagent_worker_connect(state->loop, socket_path, 10000,
+						  evaluate__on_ready, state, &state->worker, cause);
+			goto out;
+		}
+	}
+	error = evaluate__spawn(state, cause);
+out:
+	free(socket_path);
+	free(source);
+	return error;
+}
+
+void
+kagent_evaluate_start(uv_loop_t *loop, const struct kagent_evaluate_options *options,
+		      kagent_evaluate_callback callback, void *data)
+{
+	struct evaluate__state *state = kagent_calloc(1, sizeof *state);
+	const char *kind = "usage";
+	char *cause = NULL;
+	int error;
+
+	state->loop = loop;
+	state->callback = callback;
+	state->data = data;
+	state->options = *options;
+	state->device = kagent_strdup(options->device ? options->device : "cuda");
+	state->worker_socket =
+	    options->worker_socket ? kagent_strdup(options->worker_socket) : NULL;
+	state->options.device = state->device;
+	state->options.worker_socket = state->worker_socket;
+	uv_timer_init(loop, &state->defer);
+	state->defer.data = state;
+	error = evaluate__prepare(state, &kind, &cause);
+	/* The caller's path strings need not outlive this call: only the resolved copies stay. */
+	state->options.problem_path = NULL;
+	state->options.candidate_path = NULL;
+	if (error != 0) {
+		evaluate__fail_early(state, error, kind, cause);
+		free(cause);
+	}
+}
+
+struct evaluate__sync {
+	json_t *object;
+	int status;
+};
+
+static void
+evaluate__sync_done(int status, const json_t *object, void *data)
+{
+	struct evaluate__sync *sync = data;
+
+	sync->status = status;
+	sync->object = json_incref((json_t *)object);
+}
+
+int
+kagent_evaluate_run_sync(const struct kagent_evaluate_options *options, json_t **object_out)
+{
+	struct evaluate__sync sync = {NULL, -EINTR};
+	uv_loop_t loop;
+	int error;
+
+	error = uv_loop_init(&loop);
+	if (error != 0) {
+		*object_out = kagent_verdict_error_json("io", uv_strerror(error));
+		return -ENOMEM;
+	}
+	kagent_evaluate_start(&loop, options, evaluate__sync_done, &sync);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	if (uv_loop_close(&loop) != 0)
+		kagent_log(KAGENT_LOG_ERROR, "the evaluation left handles open");
+	if (sync.object == NULL)
+		sync.object = kagent_verdict_error_json("worker", "the evaluation never finished");
+	*object_out = sync.object;
+	return sync.status;
+}

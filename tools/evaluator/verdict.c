@@ -1,0 +1,987 @@
+/*
+ * From a worker result to a verdict (see include/kagent/evaluator/verdict.h and
+ * docs/verdict.md). Everything in a result came from another process, and parts
+ * of it (the candidate's output tails, error messages) from the candidate
+ * itself: every field is read through type-checking accessors and copied, never
+ * trusted to exist or to have the documented type.
+ */
+#include "kagent/evaluator/verdict.h"
+#include "kagent/base/alloc.h"
+#include "kagent/cuda/cuda_driver.h"
+#include "kagent/evaluator/tolerance.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How much of a candidate-controlled message goes into a reason. */
+#define VERDICT_MESSAGE_CAP 400
+/* A roofline floor below this share of the measured time is a violation. */
+#define VERDICT_ROOFLINE_FRACTION 0.5
+
+const char *const kagent_verdict_status_names[KAGENT_VERDICT_STATUS_COUNT] = {
+    [KAGENT_VERDICT_TIMEOUT] = "timeout",
+    [KAGENT_VERDICT_COMPILE_ERROR] = "compile_error",
+    [KAGENT_VERDICT_REJECTED] = "rejected",
+    [KAGENT_VERDICT_CRASHED] = "crashed",
+    [KAGENT_VERDICT_RUNTIME_ERROR] = "runtime_error",
+    [KAGENT_VERDICT_INCORRECT] = "incorrect",
+    [KAGENT_VERDICT_CORRECT] = "correct",
+};
+
+/* The state of one build: the violations found so far and the first reason of each kind. */
+struct verdict__state {
+	json_t *violations; /* [{"check", "detail"}] in the order found */
+	json_t *counts;	    /* check -> how many times seen, to fold repeats */
+	json_t *warnings;
+	char *incorrect_reason; /* the first failing trial's explanation */
+	char *rejected_reason;	/* the first rejection's explanation, after tampering */
+};
+
+const char *
+kagent_verdict_status_name(enum kagent_verdict_status status)
+{
+	if ((int)status < 0 || status >= KAGENT_VERDICT_STATUS_COUNT)
+		return "unknown";
+	return kagent_verdict_status_names[status];
+}
+
+int
+kagent_verdict_status_from_name(const char *name)
+{
+	int index;
+
+	for (index = 0; name != NULL && index < KAGENT_VERDICT_STATUS_COUNT; index++) {
+		if (strcmp(kagent_verdict_status_names[index], name) == 0)
+			return index;
+	}
+	return -EINVAL;
+}
+
+/* A number that may arrive as a JSON integer or real; false when absent or another type. */
+static int
+verdict__number(const json_t *object, const char *key, double *value)
+{
+	const json_t *field = json_object_get(object, key);
+
+	if (!json_is_number(field))
+		return 0;
+	*value = json_number_value(field);
+	return isfinite(*value) || isinf(*value);
+}
+
+static const char *
+verdict__string(const json_t *object, const char *key)
+{
+	return json_string_value(json_object_get(object, key));
+}
+
+/* A copy of a peer's text, capped and cut at the first line break, for a one-line reason. */
+static char *
+verdict__first_line(const char *text)
+{
+	size_t length;
+
+	if (text == NULL)
+		return kagent_strdup("");
+	while (*text == '\n' || *text == ' ')
+		text++;
+	length = strcspn(text, "\n");
+	if (length > VERDICT_MESSAGE_CAP)
+		length = VERDICT_MESSAGE_CAP;
+	return kagent_strndup(text, length);
+}
+
+/* %.3g, keeping a ".0" on whole numbers so "1.0" does not read as a count. */
+static void
+verdict__format_number(char *buffer, size_t size, double value)
+{
+	snprintf(buffer, size, "%.3g", value);
+	if (strpbrk(buffer, ".eni") == NULL && strlen(buffer) + 3 <= size)
+		strcat(buffer, ".0");
+}
+
+/* "[0, 3]" for a JSON array of indices; "[...]" past a sane length. */
+static char *
+verdict__format_index(const json_t *index)
+{
+	char buffer[128];
+	size_t used = 0, position;
+	const json_t *item;
+
+	if (json_is_integer(index))
+		return kagent_asprintf("[%lld]", (long long)json_integer_value(index));
+	if (!json_is_array(index))
+		return NULL;
+	buffer[used++] = '[';
+	json_array_foreach(index, position, item)
+	{
+		int written =
+		    snprintf(buffer + used, sizeof buffer - used, "%s%lld",
+			     position > 0 ? ", " : "", (long long)json_integer_value(item));
+
+		if (written < 0 || (size_t)written >= sizeof buffer - used - 5) {
+			snprintf(buffer + used, sizeof buffer - used, ", ...");
+			used = strlen(buffer);
+			break;
+		}
+		used += (size_t)written;
+	}
+	snprintf(buffer + used, sizeof buffer - used, "]");
+	return kagent_strdup(buffer);
+}
+
+static char *
+verdict__format_shape(const json_t *shape)
+{
+	char *text = verdict__format_index(shape);
+
+	return text != NULL ? text : kagent_strdup("(none)");
+}
+
+/* Records a failed check; a repeat of a check only raises its count. */
+static void
+verdict__violation(struct verdict__state *state, const char *check, char *detail)
+{
+	json_t *count = json_object_get(state->counts, check);
+
+	if (count != NULL) {
+		json_integer_set(count, json_integer_value(count) + 1);
+		free(detail);
+		return;
+	}
+	json_object_set_new(state->counts, check, json_integer(1));
+	json_array_append_new(state->violations,
+			      json_pack("{s:s, s:s}", "check", check, "detail", detail));
+	free(detail);
+}
+
+/* "trial 2 (seed 102)", with the distribution when it is not the problem's own. */
+static char *
+verdict__trial_label(const json_t *trial, size_t index)
+{
+	const char *distribution = verdict__string(trial, "distribution");
+	const json_t *seed = json_object_get(trial, "seed");
+
+	if (json_is_integer(seed))
+		return kagent_asprintf(
+		    "trial %zu (seed %lld%s)", index + 1, (long long)json_integer_value(seed),
+		    distribution != NULL && strcmp(distribution, "signed") == 0 ? ", signed inputs"
+										: "");
+	return kagent_asprintf("trial %zu", index + 1);
+}
+
+/* A copy of judge[key] when it has the expected type, else the fallback (owned either way). */
+static json_t *
+verdict__copy(const json_t *judge, const char *key, json_type expected, json_t *fallback)
+{
+	const json_t *value = json_object_get(judge, key);
+
+	if (value == NULL || json_typeof(value) != expected)
+		return fallback;
+	json_decref(fallback);
+	return json_deep_copy(value);
+}
+
+/* Why one output failed, as a named check and a sentence; the check is a static string. */
+static const char *
+verdict__explain_output(const json_t *output, const char *trial_label, char **detail)
+{
+	const char *path = verdict__string(output, "path");
+	const char *reason = verdict__string(output, "reason");
+	const char *dtype = verdict__string(output, "dtype");
+	const char *candidate_dtype = verdict__string(output, "candidate_dtype");
+	const json_t *shape = json_object_get(output, "shape");
+	const json_t *candidate_shape = json_object_get(output, "candidate_shape");
+	const char *kind = verdict__string(output, "kind");
+	const struct kagent_tolerance *tolerance = kagent_tolerance_lookup(dtype);
+	double nonfinite = 0, fraction = 0, norm = 0;
+	char *text = NULL, *first = NULL, *a = NULL, *b = NULL;
+	const char *check;
+
+	if (path == NULL)
+		path = "an output";
+	if (reason != NULL &&
+	    (strstr(reason, "missing") != NULL || strstr(reason, "extra") != NULL ||
+	     strstr(reason, "structure") != NULL || strstr(reason, "kind") != NULL ||
+	     strstr(reason, "not a tensor") != NULL ||
+	     (kind != NULL && strcmp(kind, "missing") == 0))) {
+		check = "output_structure";
+		text = verdict__first_line(reason);
+		*detail = kagent_asprintf("%s in %s: %s", path, trial_label, text);
+		goto out;
+	}
+	if (dtype != NULL && candidate_dtype != NULL && strcmp(dtype, candidate_dtype) != 0) {
+		check = "dtype_mismatch";
+		*detail = kagent_asprintf("%s has dtype %s in %s, the reference %s", path,
+					  candidate_dtype, trial_label, dtype);
+		goto out;
+	}
+	if (json_is_array(shape) && json_is_array(candidate_shape) &&
+	    !json_equal((json_t *)shape, (json_t *)candidate_shape)) {
+		check = "shape_mismatch";
+		a = verdict__format_shape(candidate_shape);
+		b = verdict__format_shape(shape);
+		*detail = kagent_asprintf("%s has shape %s in %s, the reference %s", path, a,
+					  trial_label, b);
+		goto out;
+	}
+	if (verdict__number(output, "nonfinite", &nonfinite) && nonfinite > 0) {
+		check = "nonfinite_output";
+		*detail = kagent_asprintf("%s has %.0f NaN or Inf values in %s where the reference "
+					  "is finite",
+					  path, nonfinite, trial_label);
+		goto out;
+	}
+	check = "output_mismatch";
+	{
+		char percent[32] = "", norm_text[32] = "", bound[32] = "", clause[96] = "";
+
+		if (verdict__number(output, "mismatch_fraction", &fraction)) {
+			verdict__format_number(percent, sizeof percent, fraction * 100.0);
+			snprintf(clause, sizeof clause, "%s%% of elements outside tolerance",
+				 percent);
+		}
+		if (verdict__number(output, "norm_rel", &norm)) {
+			size_t used = strlen(clause);
+
+			verdict__format_number(norm_text, sizeof norm_text, norm);
+			if (tolerance != NULL && norm > tolerance->norm)
+				verdict__format_number(bound, sizeof bound, tolerance->norm);
+			snprintf(clause + used, sizeof clause - used,
+				 "%snorm-relative error %s%s%s", used > 0 ? ", " : "", norm_text,
+				 bound[0] ? " > " : "", bound);
+		}
+		first = verdict__format_index(json_object_get(output, "first_mismatch"));
+		if (clause[0] == '\0' && reason != NULL) {
+			text = verdict__first_line(reason);
+			snprintf(clause, sizeof clause, "%s", text);
+		}
+		*detail = kagent_asprintf(
+		    "%s mismatches in %s%s%s%s%s", path, trial_label, clause[0] ? ": " : "", clause,
+		    first != NULL ? "; first mismatch at " : "", first != NULL ? first : "");
+	}
+out:
+	free(text);
+	free(first);
+	free(a);
+	free(b);
+	return check;
+}
+
+static void
+verdict__check_trials(struct verdict__state *state, const json_t *trials)
+{
+	const json_t *trial, *output;
+	size_t index, position;
+
+	json_array_foreach(trials, index, trial)
+	{
+		char *label;
+		int explained = 0;
+
+		if (json_is_true(json_object_get(trial, "passed")))
+			continue;
+		label = verdict__trial_label(trial, index);
+		if (json_is_false(json_object_get(trial, "inputs_unchanged"))) {
+			char *detail =
+			    kagent_asprintf("the candidate changed its inputs in %s", label);
+
+			if (state->incorrect_reason == NULL)
+				state->incorrect_reason = kagent_strdup(detail);
+			verdict__violation(state, "input_mutation", detail);
+			explained = 1;
+		}
+		json_array_foreach(json_object_get(trial, "outputs"), position, output)
+		{
+			char *detail = NULL;
+			const char *check;
+
+			if (!json_is_false(json_object_get(output, "passed")))
+				continue;
+			check = verdict__explain_output(output, label, &detail);
+			if (state->incorrect_reason == NULL)
+				state->incorrect_reason = kagent_strdup(detail);
+			verdict__violation(state, check, detail);
+			explained = 1;
+		}
+		if (!explained) {
+			/* A failed trial whose outputs all passed: a count or kind mismatch. */
+			char *why = verdict__first_line(verdict__string(trial, "reason"));
+			char *detail = kagent_asprintf("%s failed: %s", label,
+						       why[0] ? why
+							      : "the outputs do not match "
+								"the reference's structure");
+
+			if (state->incorrect_reason == NULL)
+				state->incorrect_reason = kagent_strdup(detail);
+			verdict__violation(state, "output_structure", detail);
+			free(why);
+		}
+		free(label);
+	}
+}
+
+/* Up to three names of torch kernels the forward launched, for the no_own_kernel reason. */
+static char *
+verdict__foreign_kernels(const json_t *kernels)
+{
+	char buffer[256] = "";
+	const json_t *launch;
+	size_t index;
+	int shown = 0;
+
+	json_array_foreach(json_object_get(kernels, "launches"), index, launch)
+	{
+		const char *name = verdict__string(launch, "name");
+		size_t used = strlen(buffer);
+
+		if (name == NULL || json_is_true(json_object_get(launch, "own")))
+			continue;
+		if (shown == 3) {
+			snprintf(buffer + used, sizeof buffer - used, ", ...");
+			break;
+		}
+		snprintf(buffer + used, sizeof buffer - used, "%s%.60s", shown ? ", " : "", name);
+		shown++;
+	}
+	return shown ? kagent_strdup(buffer) : NULL;
+}
+
+static void
+verdict__check_rejections(struct verdict__state *state, const json_t *judge, const char *device)
+{
+	const json_t *timing = json_object_get(judge, "timing");
+	const json_t *kernels = json_object_get(judge, "kernels");
+	const json_t *roofline = json_object_get(judge, "roofline");
+	const json_t *tamper = json_object_get(judge, "tamper"), *item;
+	double failures = 0, verified = 0, median = 0, floor_ms = 0, own_ms = 0, total_ms = 0;
+	char *detail;
+	size_t index;
+
+	json_array_foreach(tamper, index, item)
+	{
+		char *what = verdict__first_line(json_string_value(item));
+
+		detail = kagent_asprintf("the candidate tampered with the timer: %s",
+					 what[0] ? what : "(no detail)");
+		verdict__violation(state, "timer_tampering", detail);
+		free(what);
+	}
+	if (verdict__number(timing, "verification_failures", &failures) && failures > 0) {
+		verdict__number(timing, "verified_calls", &verified);
+		detail = kagent_asprintf("outputs during timing differed from the reference in "
+					 "%.0f of %.0f verified calls (caching, lazy or deferred "
+					 "work)",
+					 failures, verified > failures ? verified : failures);
+		if (state->rejected_reason == NULL)
+			state->rejected_reason = kagent_strdup(detail);
+		verdict__violation(state, "timed_output_mismatch", detail);
+	}
+	if (device != NULL && strcmp(device, "cuda") == 0 && json_is_object(kernels)) {
+		int has_own_ms = verdict__number(kernels, "own_ms", &own_ms);
+
+		if ((has_own_ms && own_ms <= 0) ||
+		    json_array_size(json_object_get(kernels, "own_names")) == 0) {
+			char total[32] = "?";
+			char *names = verdict__foreign_kernels(kernels);
+
+			if (verdict__number(kernels, "total_ms", &total_ms))
+				verdict__format_number(total, sizeof total, total_ms);
+			detail = kagent_asprintf(
+			    "forward launched no kernel of its own: all %s ms of "
+			    "GPU time was in torch kernels%s%s%s",
+			    total, names ? " (" : "", names ? names : "", names ? ")" : "");
+			if (state->rejected_reason == NULL)
+				state->rejected_reason = kagent_strdup(detail);
+			verdict__violation(state, "no_own_kernel", detail);
+			free(names);
+		}
+	}
+	if (verdict__number(json_object_get(timing, "candidate"), "median_ms", &median) &&
+	    verdict__number(roofline, "floor_ms", &floor_ms) && floor_ms > 0 &&
+	    median < VERDICT_ROOFLINE_FRACTION * floor_ms) {
+		char measured[32], floor_text[32];
+		double bytes = 0;
+
+		verdict__format_number(measured, sizeof measured, median);
+		verdict__format_number(floor_text, sizeof floor_text, floor_ms);
+		verdict__number(roofline, "bytes", &bytes);
+		detail = kagent_asprintf("measured %s ms is below the roofline floor of %s ms for "
+					 "%.3g GB moved: impossible at this GPU's memory bandwidth",
+					 measured, floor_text, bytes / 1e9);
+		if (state->rejected_reason == NULL)
+			state->rejected_reason = kagent_strdup(detail);
+		verdict__violation(state, "below_roofline", detail);
+	}
+}
+
+/*
+ * CUPTI's kernel time for one forward against the judge's clock (issue: two independent
+ * measurements). The clock should see at least the kernels' time; much less means the two
+ * disagree, much more means the forward spends its time launching, not computing.
+ */
+static void
+verdict__cross_check_timing(struct verdict__state *state, const json_t *judge)
+{
+	const json_t *candidate = json_object_get(json_object_get(judge, "timing"), "candidate");
+	double median = 0, device_ms = 0;
+
+	if (!verdict__number(candidate, "median_ms", &median) || median <= 0 ||
+	    !verdict__number(json_object_get(judge, "kernels"), "total_ms", &device_ms) ||
+	    device_ms <= 0)
+		return;
+	if (device_ms > 1.5 * median + 0.02)
+		json_array_append_new(
+		    state->warnings,
+		    json_sprintf(
+			"the timings disagree: CUPTI saw %.4g ms of kernels in one forward, "
+			"the clock %.4g ms per call (kernels on concurrent streams can "
+			"overlap; otherwise distrust the timing)",
+			device_ms, median));
+	else if (device_ms < 0.5 * median)
+		json_array_append_new(
+		    state->warnings,
+		    json_sprintf(
+			"launch-bound: the kernels ran %.4g ms of the %.4g ms per call; the "
+			"rest is launching them (fewer, larger launches would help)",
+			device_ms, median));
+}
+
+static void
+verdict__collect_warnings(struct verdict__state *state, const json_t *judge, const char *device)
+{
+	const json_t *degenerate = json_object_get(judge, "degenerate");
+	const char *skipped = verdict__string(judge, "signed_skipped");
+	const char *compile_error =
+	    verdict__string(json_object_get(judge, "baselines"), "compile_error");
+
+	verdict__cross_check_timing(state, judge);
+	if (json_is_true(json_object_get(degenerate, "constant_output")))
+		json_array_append_new(
+		    state->warnings, json_string("this problem is degenerate: its reference output "
+						 "is the same for every input"));
+	if (json_is_true(json_object_get(degenerate, "zeros_pass")))
+		json_array_append_new(
+		    state->warnings,
+		    json_string("this problem is degenerate: returning zeros would "
+				"pass its checks"));
+	if (json_is_true(json_object_get(degenerate, "identity_pass")))
+		json_array_append_new(state->warnings,
+				      json_string("this problem is degenerate: returning the input "
+						  "unchanged would pass its checks"));
+	if (skipped != NULL) {
+		char *why = verdict__first_line(skipped);
+
+		json_array_append_new(
+		    state->warnings,
+		    json_sprintf("the signed input distribution was not tried: %s", why));
+		free(why);
+	}
+	if (compile_error != NULL) {
+		char *why = verdict__first_line(compile_error);
+
+		json_array_append_new(state->warnings,
+				      json_sprintf("the torch.compile baseline failed: %s", why));
+		free(why);
+	}
+	if (device != NULL && strcmp(device, "cuda") == 0 &&
+	    !json_is_object(json_object_get(judge, "kernels")) &&
+	    strcmp(verdict__string(judge, "phase") ? verdict__string(judge, "phase") : "",
+		   "done") == 0)
+		json_array_append_new(
+		    state->warnings,
+		    json_string("no kernel profile was recorded: the no_own_kernel "
+				"check could not run"));
+}
+
+/* "killed by signal 9 (SIGKILL)" or "exited with status 3"; NULL when neither is known. */
+static char *
+verdict__process_end(const json_t *process)
+{
+	const json_t *signal_number = json_object_get(process, "signal");
+	const json_t *exit_code = json_object_get(process, "exit_code");
+
+	if (json_is_integer(signal_number)) {
+		int number = (int)json_integer_value(signal_number);
+		const char *name = number > 0 && number < 65 ? sigabbrev_np(number) : NULL;
+
+		return kagent_asprintf("was killed by signal %d (SIG%s)", number,
+				       name ? name : "?");
+	}
+	if (json_is_integer(exit_code))
+		return kagent_asprintf("exited with status %lld",
+				       (long long)json_integer_value(exit_code));
+	return NULL;
+}
+
+/*
+ * Steps 1, 2, 4 and 5 of the order in docs/verdict.md, from candidate_error and the
+ * child's end. Returns the status, or KAGENT_VERDICT_CORRECT when none applies.
+ */
+static enum kagent_verdict_status
+verdict__classify_error(const json_t *result, const json_t *judge, char **reason)
+{
+	const json_t *error = json_object_get(judge, "candidate_error");
+	const json_t *process = json_object_get(result, "candidate_process");
+	const char *kind = verdict__string(error, "kind");
+	const char *phase = verdict__string(error, "phase");
+	char *message = verdict__first_line(verdict__string(error, "message"));
+	char *end = NULL;
+	enum kagent_verdict_status status = KAGENT_VERDICT_CORRECT;
+
+	if (phase == NULL)
+		phase = verdict__string(judge, "phase");
+	if (phase == NULL)
+		phase = "an unknown phase";
+	if (json_is_true(json_object_get(process, "killed_for_timeout")) ||
+	    (kind != NULL && strcmp(kind, "timeout") == 0)) {
+		status = KAGENT_VERDICT_TIMEOUT;
+		*reason = kagent_asprintf("candidate process was killed for exceeding its time "
+					  "limit during %s%s%s",
+					  phase, message[0] ? ": " : "", message);
+		goto out;
+	}
+	if (kind != NULL && strcmp(kind, "compile") == 0) {
+		status = KAGENT_VERDICT_COMPILE_ERROR;
+		*reason = kagent_asprintf("candidate failed to compile or import%s%s",
+					  message[0] ? ": " : "", message);
+		goto out;
+	}
+	/* Tampering (step 3) is checked by the caller between this and the rest. */
+	if (json_is_array(json_object_get(judge, "tamper")) &&
+	    json_array_size(json_object_get(judge, "tamper")) > 0) {
+		status = KAGENT_VERDICT_REJECTED;
+		goto out;
+	}
+	end = verdict__process_end(process);
+	/* Only the judge's word counts: after the judge is done, the worker kills the child. */
+	if (kind != NULL && (strcmp(kind, "crash") == 0 || strcmp(kind, "protocol") == 0)) {
+		status = KAGENT_VERDICT_CRASHED;
+		if (strcmp(kind, "protocol") == 0)
+			*reason = kagent_asprintf("candidate process broke the protocol during "
+						  "%s%s%s",
+						  phase, message[0] ? ": " : "", message);
+		else if (end != NULL)
+			*reason = kagent_asprintf("candidate process %s during %s%s%s", end, phase,
+						  message[0] ? ": " : "", message);
+		else
+			*reason = kagent_asprintf("candidate process stopped answering during "
+						  "%s%s%s",
+						  phase, message[0] ? ": " : "", message);
+		goto out;
+	}
+	if (kind != NULL || json_is_object(error)) {
+		status = KAGENT_VERDICT_RUNTIME_ERROR;
+		if (kind != NULL && strcmp(kind, "oom") == 0)
+			*reason = kagent_asprintf("candidate ran out of device memory during "
+						  "%s%s%s",
+						  phase, message[0] ? ": " : "", message);
+		else if (kind != NULL && strcmp(kind, "structure") == 0)
+			*reason =
+			    kagent_asprintf("candidate cannot be used%s%s", message[0] ? ": " : "",
+					    message[0] ? message : "no usable class ModelNew");
+		else
+			*reason = kagent_asprintf("candidate's forward raised during %s%s%s", phase,
+						  message[0] ? ": " : "", message);
+		goto out;
+	}
+out:
+	free(end);
+	free(message);
+	return status;
+}
+
+/* {"calls", "median_ms", ...} or null, copied. */
+static json_t *
+verdict__summary(const json_t *summary)
+{
+	return json_is_object(summary) ? json_deep_copy(summary) : json_null();
+}
+
+static json_t *
+verdict__speedup(const json_t *baseline, const json_t *candidate)
+{
+	double base = 0, own = 0;
+
+	if (!verdict__number(baseline, "median_ms", &base) ||
+	    !verdict__number(candidate, "median_ms", &own) || own <= 0 || base <= 0)
+		return json_null();
+	return json_real(base / own);
+}
+
+static json_t *
+verdict__timing(const json_t *judge, int baselines_cached)
+{
+	const json_t *timing = json_object_get(judge, "timing");
+	const json_t *baselines = json_object_get(judge, "baselines");
+	const json_t *candidate = json_object_get(timing, "candidate");
+	const json_t *eager = json_object_get(baselines, "eager");
+	const json_t *compiled = json_object_get(baselines, "compile");
+	const char *method = verdict__string(timing, "method");
+	double overhead = 0, verified = 0;
+	json_t *object;
+
+	if (!json_is_object(timing) && !json_is_object(baselines))
+		return json_null();
+	object = json_object();
+	json_object_set_new(object, "candidate", verdict__summary(candidate));
+	json_object_set_new(object, "eager", verdict__summary(eager));
+	json_object_set_new(object, "compile", verdict__summary(compiled));
+	json_object_set_new(object, "speedup_vs_eager", verdict__speedup(eager, candidate));
+	json_object_set_new(object, "speedup_vs_compile", verdict__speedup(compiled, candidate));
+	json_object_set_new(object, "baselines_cached",
+			    json_boolean(baselines_cached ||
+					 json_is_false(json_object_get(baselines, "measured"))));
+	json_object_set_new(object, "method", method ? json_string(method) : json_null());
+	json_object_set_new(object, "null_overhead_ms",
+			    verdict__number(timing, "null_overhead_ms", &overhead)
+				? json_real(overhead)
+				: json_null());
+	json_object_set_new(object, "verified_calls",
+			    verdict__number(timing, "verified_calls", &verified)
+				? json_integer((json_int_t)verified)
+				: json_null());
+	return object;
+}
+
+static json_t *
+verdict__environment(const struct kagent_verdict_input *in, const json_t *judge)
+{
+	static const char *const keys[] = {
+	    "device", "gpu", "compute_capability", "torch", "triton", "cuda_runtime", "python"};
+	const json_t *reported = json_object_get(judge, "environment");
+	json_t *object = json_object();
+	size_t index;
+
+	for (index = 0; index < sizeof keys / sizeof keys[0]; index++) {
+		const char *value = verdict__string(reported, keys[index]);
+
+		if (value == NULL)
+			value = verdict__string(in->hello, keys[index]);
+		if (value == NULL && strcmp(keys[index], "device") == 0)
+			value = in->device;
+		if (value == NULL && in->gpu != NULL && strcmp(keys[index], "gpu") == 0)
+			value = in->gpu->name;
+		if (value == NULL && in->gpu != NULL &&
+		    strcmp(keys[index], "compute_capability") == 0)
+			value = in->gpu->compute_capability;
+		json_object_set_new(object, keys[index], value ? json_string(value) : json_null());
+	}
+	json_object_set_new(object, "driver",
+			    in->gpu != NULL && in->gpu->driver[0] ? json_string(in->gpu->driver)
+								  : json_null());
+	return object;
+}
+
+static json_t *
+verdict__candidate_output(const json_t *result)
+{
+	const json_t *process = json_object_get(result, "candidate_process");
+	const char *out = verdict__string(process, "stdout");
+	const char *err = verdict__string(process, "stderr");
+	double out_bytes = 0, err_bytes = 0;
+
+	verdict__number(process, "stdout_bytes", &out_bytes);
+	verdict__number(process, "stderr_bytes", &err_bytes);
+	return json_pack("{s:s, s:s, s:I, s:I}", "stdout", out ? out : "", "stderr", err ? err : "",
+			 "stdout_bytes", (json_int_t)out_bytes, "stderr_bytes",
+			 (json_int_t)err_bytes);
+}
+
+static json_t *
+verdict__degenerate(const json_t *judge)
+{
+	const json_t *degenerate = json_object_get(judge, "degenerate");
+
+	return json_pack("{s:b, s:b, s:b}", "constant_output",
+			 json_is_true(json_object_get(degenerate, "constant_output")), "zeros_pass",
+			 json_is_true(json_object_get(degenerate, "zeros_pass")), "identity_pass",
+			 json_is_true(json_object_get(degenerate, "identity_pass")));
+}
+
+/* Why there is no judge object to judge by: the judge died, or the result is not one. */
+static char *
+verdict__judge_missing(const json_t *result)
+{
+	const json_t *process = json_object_get(result, "judge_process");
+	char *end = verdict__process_end(process);
+	const char *tail = verdict__string(process, "stderr");
+	char *last = NULL, *text;
+
+	if (tail != NULL) {
+		/* The last non-empty line of the judge's stderr usually names the exception. */
+		const char *line = tail + strlen(tail);
+
+		while (line > tail && (line[-1] == '\n' || line[-1] == ' '))
+			line--;
+		while (line > tail && line[-1] != '\n')
+			line--;
+		last = verdict__first_line(line);
+	}
+	if (!json_is_null(json_object_get(result, "judge")) || !json_is_object(process))
+		text = kagent_strdup("the worker's result has no judge object");
+	else
+		text = kagent_asprintf("the judge process %s%s%s", end ? end : "died",
+				       last && last[0] ? ": " : "", last ? last : "");
+	free(end);
+	free(last);
+	return text;
+}
+
+int
+kagent_verdict_build(const struct kagent_verdict_input *in, json_t **verdict_out, char **cause)
+{
+	struct verdict__state state = {0};
+	const json_t *result = in->result, *judge;
+	const char *type = verdict__string(result, "type");
+	const char *problem_error, *phase, *device;
+	enum kagent_verdict_status status;
+	char *reason = NULL;
+	json_t *verdict = NULL;
+	int error = 0;
+
+	*verdict_out = NULL;
+	if (!json_is_object(result)) {
+		error = -EPROTO;
+		*cause = kagent_strdup("the worker's answer is not a JSON object");
+		goto out;
+	}
+	if (type != NULL && strcmp(type, "error") == 0) {
+		char *message = verdict__first_line(verdict__string(result, "message"));
+
+		error = -EPROTO;
+		*cause = kagent_asprintf("the worker reported an error: %s",
+					 message[0] ? message : "(no message)");
+		free(message);
+		goto out;
+	}
+	if (type == NULL || strcmp(type, "result") != 0) {
+		error = -EPROTO;
+		*cause = kagent_asprintf("the worker answered with a message of type %s, not a "
+					 "result",
+					 type ? type : "(none)");
+		goto out;
+	}
+	judge = json_object_get(result, "judge");
+	if (!json_is_object(judge)) {
+		error = -EPROTO;
+		*cause = verdict__judge_missing(result);
+		goto out;
+	}
+	if ((problem_error = verdict__string(judge, "problem_error")) != NULL) {
+		char *message = verdict__first_line(problem_error);
+
+		error = -EINVAL;
+		*cause = kagent_asprintf("the problem cannot be used: %s", message);
+		free(message);
+		goto out;
+	}
+	if (verdict__string(judge, "internal_error") != NULL) {
+		char *message = verdict__first_line(verdict__string(judge, "internal_error"));
+
+		error = -EPROTO;
+		*cause = kagent_asprintf("the judge failed: %s", message);
+		free(message);
+		goto out;
+	}
+	/* A sandbox that could not be entered says nothing about the candidate. */
+	if (verdict__string(json_object_get(judge, "candidate_error"), "kind") != NULL &&
+	    strcmp(verdict__string(json_object_get(judge, "candidate_error"), "kind"), "sandbox") ==
+		0) {
+		char *message = verdict__first_line(
+		    verdict__string(json_object_get(judge, "candidate_error"), "message"));
+
+		error = -EPROTO;
+		*cause =
+		    kagent_asprintf("the candidate's sandbox could not be set up: %s", message);
+		free(message);
+		goto out;
+	}
+	device = verdict__string(json_object_get(judge, "environment"), "device");
+	if (device == NULL)
+		device = in->device;
+	phase = verdict__string(judge, "phase");
+
+	state.violations = json_array();
+	state.counts = json_object();
+	state.warnings = json_array();
+	verdict__check_trials(&state, json_object_get(judge, "trials"));
+	verdict__check_rejections(&state, judge, device);
+	verdict__collect_warnings(&state, judge, device);
+
+	status = verdict__classify_error(result, judge, &reason);
+	if (status == KAGENT_VERDICT_REJECTED) {
+		/* Step 3: the timer was tampered with; say what was replaced. */
+		const json_t *item;
+		size_t index;
+
+		json_array_foreach(state.violations, index, item)
+		{
+			if (reason == NULL &&
+			    strcmp(verdict__string(item, "check"), "timer_tampering") == 0)
+				reason = kagent_strdup(verdict__string(item, "detail"));
+		}
+		if (reason == NULL)
+			reason = kagent_strdup("the candidate tampered with the timer");
+	} else if (status != KAGENT_VERDICT_CORRECT) {
+		/* Decided by the candidate's error. */
+	} else if (state.incorrect_reason != NULL) {
+		status = KAGENT_VERDICT_INCORRECT;
+		reason = kagent_strdup(state.incorrect_reason);
+	} else if (phase == NULL || strcmp(phase, "done") != 0) {
+		error = -EPROTO;
+		*cause = kagent_asprintf("the judge stopped in phase %s without a verdict or an "
+					 "error",
+					 phase ? phase : "(unknown)");
+		goto out;
+	} else if (json_array_size(json_object_get(judge, "trials")) == 0) {
+		error = -EPROTO;
+		*cause = kagent_strdup("the judge ran no correctness trial");
+		goto out;
+	} else if (state.rejected_reason != NULL) {
+		status = KAGENT_VERDICT_REJECTED;
+		reason = kagent_strdup(state.rejected_reason);
+	} else {
+		json_t *timing = verdict__timing(judge, in->baselines_cached);
+		double eager = 0;
+		size_t trials = json_array_size(json_object_get(judge, "trials"));
+
+		eager = json_number_value(json_object_get(timing, "speedup_vs_eager"));
+		if (eager > 0)
+			reason = kagent_asprintf("all %zu trials passed; %.2fx the speed of eager "
+						 "PyTorch",
+						 trials, eager);
+		else
+			reason = kagent_asprintf("all %zu trials passed", trials);
+		json_decref(timing);
+	}
+
+	verdict = json_object();
+	json_object_set_new(verdict, "schema", json_string(KAGENT_VERDICT_SCHEMA));
+	json_object_set_new(verdict, "status", json_string(kagent_verdict_status_name(status)));
+	json_object_set_new(verdict, "reason", json_string(reason));
+	json_object_set_new(
+	    verdict, "problem",
+	    json_pack("{s:s?, s:s?}", "path", in->problem_path, "sha256", in->problem_sha256));
+	json_object_set_new(verdict, "candidate",
+			    json_pack("{s:s?, s:s?, s:s}", "path", in->candidate_path, "sha256",
+				      in->candidate_sha256, "backend",
+				      in->backend ? in->backend : "unknown"));
+	json_object_set_new(verdict, "trials",
+			    verdict__copy(judge, "trials", JSON_ARRAY, json_array()));
+	json_object_set_new(verdict, "timing", verdict__timing(judge, in->baselines_cached));
+	json_object_set_new(verdict, "kernels",
+			    verdict__copy(judge, "kernels", JSON_OBJECT, json_null()));
+	json_object_set_new(verdict, "environment", verdict__environment(in, judge));
+	json_object_set_new(verdict, "violations", json_incref(state.violations));
+	json_object_set_new(verdict, "warnings", json_incref(state.warnings));
+	json_object_set_new(verdict, "degenerate", verdict__degenerate(judge));
+	/* what `kagent profile` renders; null when not recorded */
+	json_object_set_new(verdict, "reference_kernels",
+			    verdict__copy(judge, "reference_kernels", JSON_OBJECT, json_null()));
+	json_object_set_new(verdict, "roofline",
+			    verdict__copy(judge, "roofline", JSON_OBJECT, json_null()));
+	json_object_set_new(verdict, "compute",
+			    verdict__copy(judge, "compute", JSON_OBJECT, json_null()));
+	json_object_set_new(verdict, "counters",
+			    verdict__copy(judge, "counters", JSON_OBJECT, json_null()));
+	json_object_set_new(verdict, "reference_counters",
+			    verdict__copy(judge, "reference_counters", JSON_OBJECT, json_null()));
+	json_object_set_new(verdict, "phase_seconds",
+			    verdict__copy(judge, "phase_seconds", JSON_OBJECT, json_object()));
+	json_object_set_new(verdict, "candidate_output", verdict__candidate_output(result));
+	json_object_set_new(verdict, "wall_seconds", json_real(in->wall_seconds));
+	*verdict_out = verdict;
+out:
+	free(reason);
+	free(state.incorrect_reason);
+	free(state.rejected_reason);
+	json_decref(state.violations);
+	json_decref(state.counts);
+	json_decref(state.warnings);
+	return error;
+}
+
+int
+kagent_verdict_exit_status(const json_t *verdict)
+{
+	const char *status = verdict__string(verdict, "status");
+
+	return status != NULL && strcmp(status, "correct") == 0 ? 0 : 1;
+}
+
+json_t *
+kagent_verdict_error_json(const char *kind, const char *message)
+{
+	return json_pack("{s:s, s:s, s:s}", "schema", KAGENT_ERROR_SCHEMA, "error",
+			 kind ? kind : "worker", "message", message ? message : "");
+}
+
+static void
+verdict__render_summary(FILE *stream, const char *label, const json_t *summary,
+			const json_t *speedup)
+{
+	double median = 0, calls = 0;
+
+	if (!verdict__number(summary, "median_ms", &median))
+		return;
+	verdict__number(summary, "calls", &calls);
+	fprintf(stream, "  %-10s %9.4f ms (median of %.0f calls)", label, median, calls);
+	if (json_is_number(speedup))
+		fprintf(stream, "   candidate speedup %.2fx", json_number_value(speedup));
+	fputc('\n', stream);
+}
+
+void
+kagent_verdict_render_text(const json_t *verdict, FILE *stream)
+{
+	const json_t *timing = json_object_get(verdict, "timing");
+	const json_t *kernels = json_object_get(verdict, "kernels");
+	const json_t *environment = json_object_get(verdict, "environment");
+	const json_t *item;
+	const char *status = verdict__string(verdict, "status");
+	const char *gpu = verdict__string(environment, "gpu");
+	double share = 0;
+	size_t index;
+
+	fprintf(stream, "%s: %s\n", status ? status : "unknown",
+		verdict__string(verdict, "reason") ? verdict__string(verdict, "reason") : "");
+	fprintf(stream, "  candidate  %s (%s)\n",
+		verdict__string(json_object_get(verdict, "candidate"), "path")
+		    ? verdict__string(json_object_get(verdict, "candidate"), "path")
+		    : "?",
+		verdict__string(json_object_get(verdict, "candidate"), "backend")
+		    ? verdict__string(json_object_get(verdict, "candidate"), "backend")
+		    : "unknown");
+	if (verdict__string(environment, "device") != NULL)
+		fprintf(stream, "  device     %s%s%s\n", verdict__string(environment, "device"),
+			gpu ? ", " : "", gpu ? gpu : "");
+	if (json_is_object(timing)) {
+		verdict__render_summary(stream, "timed", json_object_get(timing, "candidate"),
+					NULL);
+		verdict__render_summary(stream, "eager", json_object_get(timing, "eager"),
+					json_object_get(timing, "speedup_vs_eager"));
+		verdict__render_summary(stream, "compile", json_object_get(timing, "compile"),
+					json_object_get(timing, "speedup_vs_compile"));
+		if (json_is_true(json_object_get(timing, "baselines_cached")))
+			fprintf(stream, "  (baselines from the cache)\n");
+	}
+	if (verdict__number(kernels, "own_share", &share)) {
+		double own = 0, total = 0;
+
+		verdict__number(kernels, "own_ms", &own);
+		verdict__number(kernels, "total_ms", &total);
+		fprintf(stream,
+			"  kernels    %.0f%% of GPU time in own kernels (%.4f of %.4f ms)\n",
+			share * 100.0, own, total);
+	}
+	json_array_foreach(json_object_get(verdict, "violations"), index, item)
+	    fprintf(stream, "  violation  %s: %s\n",
+		    verdict__string(item, "check") ? verdict__string(item, "check") : "?",
+		    verdict__string(item, "detail") ? verdict__string(item, "detail") : "");
+	json_array_foreach(json_object_get(verdict, "warnings"), index, item) fprintf(
+	    stream, "  warning    %s\n", json_string_value(item) ? json_string_value(item) : "");
+}
