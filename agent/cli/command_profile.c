@@ -4,19 +4,19 @@
  * kernel lists and the roofline.
  */
 #include "kagent/cli/command.h"
-#include "kagent/cli/evaluate_command.h"
+#include "command_eval.h"
 #include "kagent/evaluator/profile.h"
 
 static int
 profile__handler(int argc, char **argv)
 {
-	return kagent_evaluate_command_run(argc, argv, &kagent_command_profile, 1,
-					   kagent_profile_render_text);
+	return kagent_command_eval_run(argc, argv, &kagent_command_profile, 1,
+				       kagent_profile_render_text);
 }
 
 const struct kagent_command kagent_command_profile = {
     .name = "profile",
-    .usage = KAGENT_EVALUATE_COMMAND_USAGE,
+    .usage = KAGENT_COMMAND_EVAL_USAGE,
     .help = "per-kernel GPU time of the reference and the candidate, and what to attack first",
     .handler = profile__handler,
 };

@@ -13,7 +13,7 @@
 #include "session_internal.h"
 
 #include "kagent/base/alloc.h"
-#include "kagent/evaluator/evaluate.h"
+#include "kagent/evaluator/evaluation.h"
 #include "kagent/base/fileio.h"
 #include "kagent/llm/llm_client.h"
 #include "kagent/base/log.h"
@@ -536,14 +536,14 @@ session__evaluation_run(void *data)
 	struct session_evaluation *evaluation = data;
 	struct kagent_session *session = evaluation->session;
 	const struct kagent_evaluation_config *evaluation_config = &session->config->evaluation;
-	struct kagent_evaluate_options options = {
+	struct kagent_evaluation_options options = {
 	    .problem_path = session->problem_copy_path,
 	    .candidate_path = evaluation->variant->path,
 	    .device = evaluation_config->device,
 	    .gpu_index = evaluation_config->gpu_index,
 	    .worker_socket = evaluation_config->worker_socket != NULL
 				 ? evaluation_config->worker_socket
-				 : kagent_session_worker_socket(session),
+				 : kagent_warm_worker_socket(session),
 	    .measure_compile = evaluation_config->measure_compile,
 	    .call_timeout_seconds = evaluation_config->call_timeout_seconds,
 	    .profile_reference = evaluation->purpose == KAGENT_SESSION_PROFILE,
@@ -556,7 +556,7 @@ session__evaluation_run(void *data)
 	 * warm one can help it. */
 	options.cold = evaluation->purpose == KAGENT_SESSION_FINAL;
 	evaluation->started = session__now();
-	kagent_evaluate_start(session->loop, &options, session__evaluated, evaluation);
+	kagent_evaluation_start(session->loop, &options, session__evaluated, evaluation);
 }
 
 void
@@ -572,7 +572,7 @@ kagent_session_evaluate(struct kagent_session *session, struct kagent_variant *v
 	evaluation->callback = callback;
 	evaluation->data = data;
 	if (purpose != KAGENT_SESSION_FINAL &&
-	    kagent_session_worker_wait(session, session__evaluation_run, evaluation))
+	    kagent_warm_worker_wait(session, session__evaluation_run, evaluation))
 		return;
 	session__evaluation_run(evaluation);
 }
@@ -1072,7 +1072,7 @@ session__conclude(struct kagent_session *session, const char *reason, char *deta
 {
 	struct kagent_variant *variant;
 
-	kagent_session_worker_stop(session);
+	kagent_warm_worker_stop(session);
 	free(session->stop_reason);
 	session->stop_reason = kagent_strdup(reason);
 	kagent_session_record(
@@ -1135,7 +1135,7 @@ kagent_session_start(struct kagent_session *session)
 		    "%.*s.worker.log", (int)(strlen(session->trace_path) - strlen(".jsonl")),
 		    session->trace_path);
 
-		kagent_session_worker_start(session, log_path);
+		kagent_warm_worker_start(session, log_path);
 		free(log_path);
 	}
 	kagent_session_record(session, "run_start", kagent_session_run_start_fields(session));
@@ -1204,7 +1204,7 @@ kagent_session_free(struct kagent_session *session)
 	if (session == NULL)
 		return;
 	/* A worker still running is told to stop; its handle closes when it has exited. */
-	kagent_session_worker_stop(session);
+	kagent_warm_worker_stop(session);
 	uv_close((uv_handle_t *)&session->step_timer, kagent_session_handle_closed);
 	uv_close((uv_handle_t *)&session->worker.poll_timer, kagent_session_handle_closed);
 }

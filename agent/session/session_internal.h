@@ -23,16 +23,16 @@ enum kagent_session_step {
 	KAGENT_SESSION_STEP_TARGET_REACHED,
 };
 
-enum kagent_session_worker_state {
-	KAGENT_SESSION_WORKER_GONE, /* none: evaluations start their own */
-	KAGENT_SESSION_WORKER_STARTING,
-	KAGENT_SESSION_WORKER_READY,
-	KAGENT_SESSION_WORKER_STOPPING,
+enum kagent_warm_worker_state {
+	KAGENT_WARM_WORKER_GONE, /* none: evaluations start their own */
+	KAGENT_WARM_WORKER_STARTING,
+	KAGENT_WARM_WORKER_READY,
+	KAGENT_WARM_WORKER_STOPPING,
 };
 
-/* The warm worker of the session (agent/session/session_worker.c). */
-struct kagent_session_worker {
-	enum kagent_session_worker_state state;
+/* The warm worker of the session (agent/session/warm_worker.c). */
+struct kagent_warm_worker {
+	enum kagent_warm_worker_state state;
 	uv_process_t process;
 	uv_timer_t poll_timer;
 	char *socket_path;
@@ -92,7 +92,7 @@ struct kagent_session {
 	double started;
 
 	uv_timer_t step_timer;
-	struct kagent_session_worker worker;
+	struct kagent_warm_worker worker;
 	int handles_open; /* the session is freed when the last one has closed */
 	enum kagent_session_step next_step;
 	struct kagent_llm_call *llm_call;
@@ -123,13 +123,13 @@ struct kagent_variant *kagent_session_append_variant(struct kagent_session *sess
 void kagent_session_handle_closed(uv_handle_t *handle);
 /* Starts the warm worker (session->worker_executable), its output going to log_path. Failure
  * only costs speed. */
-void kagent_session_worker_start(struct kagent_session *session, const char *log_path);
+void kagent_warm_worker_start(struct kagent_session *session, const char *log_path);
 /* 1 when the worker is still starting: on_ready(data) runs once it is ready or gone. */
-int kagent_session_worker_wait(struct kagent_session *session, void (*on_ready)(void *data),
-			       void *data);
+int kagent_warm_worker_wait(struct kagent_session *session, void (*on_ready)(void *data),
+			    void *data);
 /* The worker's socket when it is ready, else NULL. */
-const char *kagent_session_worker_socket(const struct kagent_session *session);
-void kagent_session_worker_stop(struct kagent_session *session);
+const char *kagent_warm_worker_socket(const struct kagent_session *session);
+void kagent_warm_worker_stop(struct kagent_session *session);
 /* The fields of the run_start record. */
 json_t *kagent_session_run_start_fields(const struct kagent_session *session);
 

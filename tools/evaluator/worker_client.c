@@ -1,10 +1,10 @@
 /*
- * The worker protocol client (see include/kagent/evaluator/worker.h). Every libuv handle
- * lives inside struct kagent_worker; the struct is freed only in the close
+ * The worker protocol client (see include/kagent/evaluator/worker_client.h). Every libuv handle
+ * lives inside struct kagent_worker_client; the struct is freed only in the close
  * callback of its last handle, so a user callback may close the worker at any
  * point without the code that called it touching freed memory.
  */
-#include "kagent/evaluator/worker.h"
+#include "kagent/evaluator/worker_client.h"
 #include "kagent/base/alloc.h"
 #include "kagent/base/log.h"
 #include "kagent/base/paths.h"
@@ -26,16 +26,16 @@ extern char **environ;
 #define WORKER_READ_CHUNK 65536
 #define WORKER_QUOTE_CAP 200
 
-enum worker__state {
+enum worker_client__state {
 	WORKER_HELLO,	/* waiting for the hello */
 	WORKER_READY,	/* idle */
 	WORKER_BUSY,	/* a request is outstanding */
 	WORKER_FAILED,	/* unusable; waiting for close */
-	WORKER_CLOSING, /* kagent_worker_close was called */
+	WORKER_CLOSING, /* kagent_worker_client_close was called */
 };
 
 /* What the timer is counting down to. */
-enum worker__timer_purpose {
+enum worker_client__timer_purpose {
 	WORKER_TIMER_NONE,
 	WORKER_TIMER_DEADLINE, /* hello or response */
 	WORKER_TIMER_DRAIN,    /* process exited; give its pipes a moment */
@@ -43,9 +43,9 @@ enum worker__timer_purpose {
 	WORKER_TIMER_KILL,     /* closing: SIGKILL next */
 };
 
-struct kagent_worker {
+struct kagent_worker_client {
 	uv_loop_t *loop;
-	enum worker__state state;
+	enum worker_client__state state;
 	int spawned;
 	char
 	    *description; /* "worker (python3, pid 12)" or "worker at /run/...sock", for messages */
@@ -56,7 +56,7 @@ struct kagent_worker {
 	uv_pipe_t errors; /* the spawned worker's stderr */
 	uv_timer_t timer;
 	uv_connect_t connect;
-	enum worker__timer_purpose timer_purpose;
+	enum worker_client__timer_purpose timer_purpose;
 	int open_handles;
 	int input_open, output_open, errors_open, process_open;
 
@@ -68,7 +68,7 @@ struct kagent_worker {
 	char *line;
 	size_t line_used, line_capacity, line_scanned;
 
-	char stderr_tail[KAGENT_WORKER_STDERR_CAP];
+	char stderr_tail[KAGENT_WORKER_CLIENT_STDERR_CAP];
 	size_t stderr_used;
 	int echo_stderr;
 
@@ -77,25 +77,25 @@ struct kagent_worker {
 	unsigned hello_timeout_ms, term_after_ms, kill_after_ms;
 	uint64_t deadline_ms;
 
-	kagent_worker_ready_cb ready;
+	kagent_worker_client_ready_cb ready;
 	void *ready_data;
-	kagent_worker_response_cb response;
+	kagent_worker_client_response_cb response;
 	void *response_data;
-	kagent_worker_close_cb closed;
+	kagent_worker_client_close_cb closed;
 	void *closed_data;
 };
 
-struct worker__write {
+struct worker_client__write {
 	uv_write_t request;
 	char *text;
 };
 
-static void worker__fail(kagent_worker_t *worker, int status, const char *message);
+static void worker_client__fail(kagent_worker_client_t *worker, int status, const char *message);
 
 static void
-worker__handle_closed(uv_handle_t *handle)
+worker_client__handle_closed(uv_handle_t *handle)
 {
-	kagent_worker_t *worker = handle->data;
+	kagent_worker_client_t *worker = handle->data;
 
 	if (--worker->open_handles > 0)
 		return;
@@ -109,33 +109,33 @@ worker__handle_closed(uv_handle_t *handle)
 }
 
 static void
-worker__close_handle(kagent_worker_t *worker, uv_handle_t *handle, int *open)
+worker_client__close_handle(kagent_worker_client_t *worker, uv_handle_t *handle, int *open)
 {
 	if (!*open)
 		return;
 	*open = 0;
-	uv_close(handle, worker__handle_closed);
+	uv_close(handle, worker_client__handle_closed);
 }
 
 /* Closes every handle except the process while it still runs (its exit is still awaited). */
 static void
-worker__close_all(kagent_worker_t *worker)
+worker_client__close_all(kagent_worker_client_t *worker)
 {
 	int timer_open = !uv_is_closing((uv_handle_t *)&worker->timer);
 
-	worker__close_handle(worker, (uv_handle_t *)&worker->input, &worker->input_open);
-	worker__close_handle(worker, (uv_handle_t *)&worker->output, &worker->output_open);
-	worker__close_handle(worker, (uv_handle_t *)&worker->errors, &worker->errors_open);
-	worker__close_handle(worker, (uv_handle_t *)&worker->process, &worker->process_open);
-	worker__close_handle(worker, (uv_handle_t *)&worker->timer, &timer_open);
+	worker_client__close_handle(worker, (uv_handle_t *)&worker->input, &worker->input_open);
+	worker_client__close_handle(worker, (uv_handle_t *)&worker->output, &worker->output_open);
+	worker_client__close_handle(worker, (uv_handle_t *)&worker->errors, &worker->errors_open);
+	worker_client__close_handle(worker, (uv_handle_t *)&worker->process, &worker->process_open);
+	worker_client__close_handle(worker, (uv_handle_t *)&worker->timer, &timer_open);
 }
 
-static void worker__start_timer(kagent_worker_t *worker, enum worker__timer_purpose purpose,
-				uint64_t ms);
+static void worker_client__start_timer(kagent_worker_client_t *worker,
+				       enum worker_client__timer_purpose purpose, uint64_t ms);
 
 /* The last non-empty line of the worker's stderr, usually the exception that ended it. */
 static char *
-worker__stderr_last_line(const kagent_worker_t *worker)
+worker_client__stderr_last_line(const kagent_worker_client_t *worker)
 {
 	const char *start = worker->stderr_tail, *end = start + worker->stderr_used, *line;
 
@@ -150,7 +150,7 @@ worker__stderr_last_line(const kagent_worker_t *worker)
 }
 
 static void
-worker__kill(kagent_worker_t *worker, int signal_number)
+worker_client__kill(kagent_worker_client_t *worker, int signal_number)
 {
 	if (worker->spawned && worker->process_open && !worker->exited)
 		uv_process_kill(&worker->process, signal_number);
@@ -158,7 +158,7 @@ worker__kill(kagent_worker_t *worker, int signal_number)
 
 /* Reports a spawned worker's death once its exit status and its output are both in. */
 static void
-worker__check_death(kagent_worker_t *worker, int drained)
+worker_client__check_death(kagent_worker_client_t *worker, int drained)
 {
 	char *last, *message;
 
@@ -166,7 +166,7 @@ worker__check_death(kagent_worker_t *worker, int drained)
 		return;
 	if (!drained && !(worker->output_eof && worker->errors_eof))
 		return;
-	last = worker__stderr_last_line(worker);
+	last = worker_client__stderr_last_line(worker);
 	if (worker->term_signal != 0)
 		message = kagent_asprintf(
 		    "%s was killed by signal %d (SIG%s)%s%s", worker->description,
@@ -178,7 +178,7 @@ worker__check_death(kagent_worker_t *worker, int drained)
 					  (long long)worker->exit_status,
 					  worker->state == WORKER_READY ? "" : " before answering",
 					  last ? ": " : "", last ? last : "");
-	worker__fail(worker, -EPIPE, message);
+	worker_client__fail(worker, -EPIPE, message);
 	free(last);
 	free(message);
 }
@@ -188,9 +188,9 @@ worker__check_death(kagent_worker_t *worker, int drained)
  * protocol or missed its deadline is killed: its answer can no longer be trusted.
  */
 static void
-worker__fail(kagent_worker_t *worker, int status, const char *message)
+worker_client__fail(kagent_worker_client_t *worker, int status, const char *message)
 {
-	enum worker__state previous = worker->state;
+	enum worker_client__state previous = worker->state;
 
 	if (previous == WORKER_FAILED || previous == WORKER_CLOSING)
 		return;
@@ -200,7 +200,7 @@ worker__fail(kagent_worker_t *worker, int status, const char *message)
 	kagent_log(KAGENT_LOG_INFO, "%s", message);
 	uv_timer_stop(&worker->timer);
 	worker->timer_purpose = WORKER_TIMER_NONE;
-	worker__kill(worker, SIGKILL);
+	worker_client__kill(worker, SIGKILL);
 	if (previous == WORKER_HELLO && worker->ready != NULL)
 		worker->ready(worker, status, NULL, message, worker->ready_data);
 	else if (previous == WORKER_BUSY && worker->response != NULL)
@@ -209,7 +209,7 @@ worker__fail(kagent_worker_t *worker, int status, const char *message)
 
 /* A quote of a peer's line for a message: the start of it, printable. */
 static char *
-worker__quote(const char *line, size_t length)
+worker_client__quote(const char *line, size_t length)
 {
 	size_t index, take = length > WORKER_QUOTE_CAP ? WORKER_QUOTE_CAP : length;
 	char *copy = kagent_strndup(line, take);
@@ -222,14 +222,15 @@ worker__quote(const char *line, size_t length)
 }
 
 static void
-worker__handle_hello(kagent_worker_t *worker, json_t *value, const char *line, size_t length)
+worker_client__handle_hello(kagent_worker_client_t *worker, json_t *value, const char *line,
+			    size_t length)
 {
 	const json_t *protocol = json_object_get(value, "protocol");
 	const char *type = json_string_value(json_object_get(value, "type"));
 	char *message = NULL, *quote;
 
 	if (type == NULL || strcmp(type, "hello") != 0) {
-		quote = worker__quote(line, length);
+		quote = worker_client__quote(line, length);
 		message = kagent_asprintf("%s did not start with a hello: %s", worker->description,
 					  quote);
 		free(quote);
@@ -241,7 +242,7 @@ worker__handle_hello(kagent_worker_t *worker, json_t *value, const char *line, s
 		    KAGENT_WORKER_PROTOCOL);
 	}
 	if (message != NULL) {
-		worker__fail(worker, -EPROTO, message);
+		worker_client__fail(worker, -EPROTO, message);
 		free(message);
 		return;
 	}
@@ -254,7 +255,7 @@ worker__handle_hello(kagent_worker_t *worker, json_t *value, const char *line, s
 }
 
 static void
-worker__handle_line(kagent_worker_t *worker, const char *line, size_t length)
+worker_client__handle_line(kagent_worker_client_t *worker, const char *line, size_t length)
 {
 	json_error_t error;
 	json_t *value;
@@ -264,16 +265,16 @@ worker__handle_line(kagent_worker_t *worker, const char *line, size_t length)
 		return;
 	value = json_loadb(line, length, JSON_REJECT_DUPLICATES, &error);
 	if (!json_is_object(value)) {
-		quote = worker__quote(line, length);
+		quote = worker_client__quote(line, length);
 		message = kagent_asprintf("%s sent a line that is not a JSON object: %s",
 					  worker->description, quote);
-		worker__fail(worker, -EPROTO, message);
+		worker_client__fail(worker, -EPROTO, message);
 		free(quote);
 		free(message);
 		goto out;
 	}
 	if (worker->state == WORKER_HELLO) {
-		worker__handle_hello(worker, value, line, length);
+		worker_client__handle_hello(worker, value, line, length);
 		goto out;
 	}
 	if (worker->state != WORKER_BUSY) {
@@ -290,14 +291,14 @@ out:
 }
 
 static void
-worker__alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buffer)
+worker_client__alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buffer)
 {
-	kagent_worker_t *worker = handle->data;
+	kagent_worker_client_t *worker = handle->data;
 	size_t wanted = worker->line_used + WORKER_READ_CHUNK;
 
 	/* One byte past the cap is enough to see that a line is too long. */
-	if (wanted > KAGENT_WORKER_LINE_CAP + 1)
-		wanted = KAGENT_WORKER_LINE_CAP + 1;
+	if (wanted > KAGENT_WORKER_CLIENT_LINE_CAP + 1)
+		wanted = KAGENT_WORKER_CLIENT_LINE_CAP + 1;
 	if (wanted > worker->line_capacity) {
 		worker->line = kagent_realloc(worker->line, wanted);
 		worker->line_capacity = wanted;
@@ -307,9 +308,9 @@ worker__alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buffer)
 }
 
 static void
-worker__on_output(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buffer)
+worker_client__on_output(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buffer)
 {
-	kagent_worker_t *worker = stream->data;
+	kagent_worker_client_t *worker = stream->data;
 	char *message;
 
 	if (nread == 0)
@@ -318,7 +319,7 @@ worker__on_output(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buffer)
 		uv_read_stop(stream);
 		worker->output_eof = 1;
 		if (worker->spawned) {
-			worker__check_death(worker, 0);
+			worker_client__check_death(worker, 0);
 			return;
 		}
 		message =
@@ -327,7 +328,7 @@ worker__on_output(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buffer)
 					  worker->state == WORKER_BUSY ? " before answering" : "")
 			: kagent_asprintf("cannot read from %s: %s", worker->description,
 					  uv_strerror((int)nread));
-		worker__fail(worker, -EPIPE, message);
+		worker_client__fail(worker, -EPIPE, message);
 		free(message);
 		return;
 	}
@@ -347,7 +348,7 @@ worker__on_output(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buffer)
 			break;
 		}
 		length = (size_t)(newline - worker->line);
-		worker__handle_line(worker, worker->line, length);
+		worker_client__handle_line(worker, worker->line, length);
 		memmove(worker->line, newline + 1, worker->line_used - length - 1);
 		worker->line_used -= length + 1;
 		worker->line_scanned = 0;
@@ -356,35 +357,35 @@ worker__on_output(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buffer)
 			return;
 		}
 	}
-	if (worker->line_used > KAGENT_WORKER_LINE_CAP) {
+	if (worker->line_used > KAGENT_WORKER_CLIENT_LINE_CAP) {
 		message = kagent_asprintf("%s sent a line longer than %u MiB", worker->description,
-					  KAGENT_WORKER_LINE_CAP / (1024 * 1024));
+					  KAGENT_WORKER_CLIENT_LINE_CAP / (1024 * 1024));
 		worker->line_used = 0;
 		worker->line_scanned = 0;
-		worker__fail(worker, -EMSGSIZE, message);
+		worker_client__fail(worker, -EMSGSIZE, message);
 		free(message);
 	}
 }
 
 static void
-worker__stderr_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buffer)
+worker_client__stderr_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buffer)
 {
 	static char scratch[4096];
 
-	/* One loop thread: a static buffer consumed at once in worker__on_errors is safe. */
+	/* One loop thread: a static buffer consumed at once in worker_client__on_errors is safe. */
 	*buffer = uv_buf_init(scratch, sizeof scratch);
 }
 
 static void
-worker__on_errors(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buffer)
+worker_client__on_errors(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buffer)
 {
-	kagent_worker_t *worker = stream->data;
+	kagent_worker_client_t *worker = stream->data;
 	size_t length, keep;
 
 	if (nread < 0) {
 		uv_read_stop(stream);
 		worker->errors_eof = 1;
-		worker__check_death(worker, 0);
+		worker_client__check_death(worker, 0);
 		return;
 	}
 	length = (size_t)nread;
@@ -408,28 +409,28 @@ worker__on_errors(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buffer)
 }
 
 static void
-worker__on_exit(uv_process_t *process, int64_t exit_status, int term_signal)
+worker_client__on_exit(uv_process_t *process, int64_t exit_status, int term_signal)
 {
-	kagent_worker_t *worker = process->data;
+	kagent_worker_client_t *worker = process->data;
 
 	worker->exited = 1;
 	worker->exit_status = exit_status;
 	worker->term_signal = term_signal;
 	if (worker->state == WORKER_CLOSING) {
-		worker__close_all(worker);
+		worker_client__close_all(worker);
 		return;
 	}
 	if (worker->state == WORKER_FAILED)
 		return;
-	worker__start_timer(worker, WORKER_TIMER_DRAIN, WORKER_DRAIN_MS);
-	worker__check_death(worker, 0);
+	worker_client__start_timer(worker, WORKER_TIMER_DRAIN, WORKER_DRAIN_MS);
+	worker_client__check_death(worker, 0);
 }
 
 static void
-worker__on_timer(uv_timer_t *timer)
+worker_client__on_timer(uv_timer_t *timer)
 {
-	kagent_worker_t *worker = timer->data;
-	enum worker__timer_purpose purpose = worker->timer_purpose;
+	kagent_worker_client_t *worker = timer->data;
+	enum worker_client__timer_purpose purpose = worker->timer_purpose;
 	char *message;
 
 	worker->timer_purpose = WORKER_TIMER_NONE;
@@ -441,21 +442,21 @@ worker__on_timer(uv_timer_t *timer)
 					  worker->hello_timeout_ms / 1000.0)
 			: kagent_asprintf("%s did not answer within %.0f s", worker->description,
 					  worker->deadline_ms / 1000.0);
-		worker__fail(worker, -ETIMEDOUT, message);
+		worker_client__fail(worker, -ETIMEDOUT, message);
 		free(message);
 		break;
 	case WORKER_TIMER_DRAIN:
-		worker__check_death(worker, 1);
+		worker_client__check_death(worker, 1);
 		break;
 	case WORKER_TIMER_TERM:
-		worker__kill(worker, SIGTERM);
-		worker__start_timer(worker, WORKER_TIMER_KILL,
-				    worker->kill_after_ms > worker->term_after_ms
-					? worker->kill_after_ms - worker->term_after_ms
-					: 1);
+		worker_client__kill(worker, SIGTERM);
+		worker_client__start_timer(worker, WORKER_TIMER_KILL,
+					   worker->kill_after_ms > worker->term_after_ms
+					       ? worker->kill_after_ms - worker->term_after_ms
+					       : 1);
 		break;
 	case WORKER_TIMER_KILL:
-		worker__kill(worker, SIGKILL);
+		worker_client__kill(worker, SIGKILL);
 		break;
 	case WORKER_TIMER_NONE:
 		break;
@@ -463,18 +464,20 @@ worker__on_timer(uv_timer_t *timer)
 }
 
 static void
-worker__start_timer(kagent_worker_t *worker, enum worker__timer_purpose purpose, uint64_t ms)
+worker_client__start_timer(kagent_worker_client_t *worker,
+			   enum worker_client__timer_purpose purpose, uint64_t ms)
 {
 	if (uv_is_closing((uv_handle_t *)&worker->timer))
 		return;
 	worker->timer_purpose = purpose;
-	uv_timer_start(&worker->timer, worker__on_timer, ms, 0);
+	uv_timer_start(&worker->timer, worker_client__on_timer, ms, 0);
 }
 
-static kagent_worker_t *
-worker__new(uv_loop_t *loop, kagent_worker_ready_cb ready, void *data, unsigned hello_timeout_ms)
+static kagent_worker_client_t *
+worker_client__new(uv_loop_t *loop, kagent_worker_client_ready_cb ready, void *data,
+		   unsigned hello_timeout_ms)
 {
-	kagent_worker_t *worker = kagent_calloc(1, sizeof *worker);
+	kagent_worker_client_t *worker = kagent_calloc(1, sizeof *worker);
 
 	worker->loop = loop;
 	worker->state = WORKER_HELLO;
@@ -491,7 +494,7 @@ worker__new(uv_loop_t *loop, kagent_worker_ready_cb ready, void *data, unsigned 
 
 /* environ plus PYTHONPATH (runner first) and PYTHONUNBUFFERED; the caller frees the array. */
 static char **
-worker__environment(const char *runner_dir)
+worker_client__environment(const char *runner_dir)
 {
 	size_t count = 0, index, used = 0;
 	const char *old_path = getenv("PYTHONPATH");
@@ -516,11 +519,13 @@ worker__environment(const char *runner_dir)
 }
 
 int
-kagent_worker_spawn(uv_loop_t *loop, const struct kagent_worker_spawn_options *options,
-		    kagent_worker_ready_cb ready, void *data, kagent_worker_t **out, char **cause)
+kagent_worker_client_spawn(uv_loop_t *loop,
+			   const struct kagent_worker_client_spawn_options *options,
+			   kagent_worker_client_ready_cb ready, void *data,
+			   kagent_worker_client_t **out, char **cause)
 {
-	struct kagent_worker_spawn_options defaults = {0};
-	kagent_worker_t *worker;
+	struct kagent_worker_client_spawn_options defaults = {0};
+	kagent_worker_client_t *worker;
 	uv_process_options_t process_options = {0};
 	uv_stdio_container_t stdio[3];
 	char *python = NULL, *runner_dir = NULL, **environment = NULL;
@@ -540,7 +545,7 @@ kagent_worker_spawn(uv_loop_t *loop, const struct kagent_worker_spawn_options *o
 	else if ((error = kagent_paths_runner_dir(&runner_dir, cause)) != 0)
 		goto out;
 
-	worker = worker__new(loop, ready, data, options->hello_timeout_ms);
+	worker = worker_client__new(loop, ready, data, options->hello_timeout_ms);
 	worker->spawned = 1;
 	worker->echo_stderr = options->echo_stderr;
 	if (options->term_after_ms != 0)
@@ -561,7 +566,7 @@ kagent_worker_spawn(uv_loop_t *loop, const struct kagent_worker_spawn_options *o
 	arguments[2] = "kagent_runner.worker";
 	arguments[3] = "--stdio";
 	arguments[4] = NULL;
-	environment = worker__environment(runner_dir);
+	environment = worker_client__environment(runner_dir);
 	stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
 	stdio[0].data.stream = (uv_stream_t *)&worker->input;
 	stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
@@ -573,20 +578,22 @@ kagent_worker_spawn(uv_loop_t *loop, const struct kagent_worker_spawn_options *o
 	process_options.env = environment;
 	process_options.stdio = stdio;
 	process_options.stdio_count = 3;
-	process_options.exit_cb = worker__on_exit;
+	process_options.exit_cb = worker_client__on_exit;
 	error = uv_spawn(loop, &worker->process, &process_options);
 	if (error != 0) {
 		*cause = kagent_asprintf("cannot start the worker (%s -m kagent_runner.worker): %s",
 					 python, uv_strerror(error));
 		error = error == UV_ENOENT ? -ENOENT : -ECHILD;
 		worker->state = WORKER_FAILED;
-		worker__close_all(worker);
+		worker_client__close_all(worker);
 		goto out;
 	}
 	worker->description = kagent_asprintf("worker (pid %d)", worker->process.pid);
-	uv_read_start((uv_stream_t *)&worker->output, worker__alloc, worker__on_output);
-	uv_read_start((uv_stream_t *)&worker->errors, worker__stderr_alloc, worker__on_errors);
-	worker__start_timer(worker, WORKER_TIMER_DEADLINE, worker->hello_timeout_ms);
+	uv_read_start((uv_stream_t *)&worker->output, worker_client__alloc,
+		      worker_client__on_output);
+	uv_read_start((uv_stream_t *)&worker->errors, worker_client__stderr_alloc,
+		      worker_client__on_errors);
+	worker_client__start_timer(worker, WORKER_TIMER_DEADLINE, worker->hello_timeout_ms);
 	*out = worker;
 out:
 	if (environment != NULL) {
@@ -600,9 +607,9 @@ out:
 }
 
 static void
-worker__on_connect(uv_connect_t *request, int status)
+worker_client__on_connect(uv_connect_t *request, int status)
 {
-	kagent_worker_t *worker = request->data;
+	kagent_worker_client_t *worker = request->data;
 	char *message;
 
 	if (worker->state != WORKER_HELLO)
@@ -610,18 +617,20 @@ worker__on_connect(uv_connect_t *request, int status)
 	if (status != 0) {
 		message = kagent_asprintf("cannot connect to %s: %s", worker->description,
 					  uv_strerror(status));
-		worker__fail(worker, status == UV_ENOENT ? -ENOENT : -ECONNREFUSED, message);
+		worker_client__fail(worker, status == UV_ENOENT ? -ENOENT : -ECONNREFUSED, message);
 		free(message);
 		return;
 	}
-	uv_read_start((uv_stream_t *)&worker->output, worker__alloc, worker__on_output);
+	uv_read_start((uv_stream_t *)&worker->output, worker_client__alloc,
+		      worker_client__on_output);
 }
 
 int
-kagent_worker_connect(uv_loop_t *loop, const char *socket_path, unsigned hello_timeout_ms,
-		      kagent_worker_ready_cb ready, void *data, kagent_worker_t **out, char **cause)
+kagent_worker_client_connect(uv_loop_t *loop, const char *socket_path, unsigned hello_timeout_ms,
+			     kagent_worker_client_ready_cb ready, void *data,
+			     kagent_worker_client_t **out, char **cause)
 {
-	kagent_worker_t *worker = worker__new(loop, ready, data, hello_timeout_ms);
+	kagent_worker_client_t *worker = worker_client__new(loop, ready, data, hello_timeout_ms);
 
 	/* One socket for both directions: requests are written to output as well. */
 	uv_pipe_init(loop, &worker->output, 0);
@@ -630,17 +639,17 @@ kagent_worker_connect(uv_loop_t *loop, const char *socket_path, unsigned hello_t
 	worker->open_handles++;
 	worker->description = kagent_asprintf("worker at %s", socket_path);
 	worker->connect.data = worker;
-	uv_pipe_connect(&worker->connect, &worker->output, socket_path, worker__on_connect);
-	worker__start_timer(worker, WORKER_TIMER_DEADLINE, worker->hello_timeout_ms);
+	uv_pipe_connect(&worker->connect, &worker->output, socket_path, worker_client__on_connect);
+	worker_client__start_timer(worker, WORKER_TIMER_DEADLINE, worker->hello_timeout_ms);
 	*out = worker;
 	return 0;
 }
 
 static void
-worker__on_write(uv_write_t *request, int status)
+worker_client__on_write(uv_write_t *request, int status)
 {
-	struct worker__write *write = request->data;
-	kagent_worker_t *worker = write->request.handle->data;
+	struct worker_client__write *write = request->data;
+	kagent_worker_client_t *worker = write->request.handle->data;
 	char *message;
 
 	free(write->text);
@@ -651,17 +660,18 @@ worker__on_write(uv_write_t *request, int status)
 	    kagent_asprintf("cannot send to %s: %s", worker->description, uv_strerror(status));
 	/* A spawned worker that closed stdin has likely exited: let its exit explain why. */
 	if (worker->spawned && !worker->exited)
-		worker__fail(worker, -EPIPE, message);
+		worker_client__fail(worker, -EPIPE, message);
 	else if (!worker->spawned)
-		worker__fail(worker, -EPIPE, message);
+		worker_client__fail(worker, -EPIPE, message);
 	free(message);
 }
 
 int
-kagent_worker_request(kagent_worker_t *worker, const json_t *request, uint64_t deadline_ms,
-		      kagent_worker_response_cb callback, void *data, char **cause)
+kagent_worker_client_request(kagent_worker_client_t *worker, const json_t *request,
+			     uint64_t deadline_ms, kagent_worker_client_response_cb callback,
+			     void *data, char **cause)
 {
-	struct worker__write *write = NULL;
+	struct worker_client__write *write = NULL;
 	uv_stream_t *stream;
 	uv_buf_t buffer;
 	char *text = NULL;
@@ -694,7 +704,7 @@ kagent_worker_request(kagent_worker_t *worker, const json_t *request, uint64_t d
 	write->request.data = write;
 	buffer = uv_buf_init(write->text, (unsigned)strlen(write->text));
 	stream = worker->spawned ? (uv_stream_t *)&worker->input : (uv_stream_t *)&worker->output;
-	error = uv_write(&write->request, stream, &buffer, 1, worker__on_write);
+	error = uv_write(&write->request, stream, &buffer, 1, worker_client__on_write);
 	if (error != 0) {
 		*cause = kagent_asprintf("cannot send to %s: %s", worker->description,
 					 uv_strerror(error));
@@ -707,28 +717,29 @@ kagent_worker_request(kagent_worker_t *worker, const json_t *request, uint64_t d
 	worker->response = callback;
 	worker->response_data = data;
 	worker->deadline_ms = deadline_ms;
-	worker__start_timer(worker, WORKER_TIMER_DEADLINE, deadline_ms);
+	worker_client__start_timer(worker, WORKER_TIMER_DEADLINE, deadline_ms);
 out:
 	free(text);
 	return error;
 }
 
 const json_t *
-kagent_worker_hello(const kagent_worker_t *worker)
+kagent_worker_client_hello(const kagent_worker_client_t *worker)
 {
 	return worker->hello;
 }
 
 int
-kagent_worker_pid(const kagent_worker_t *worker)
+kagent_worker_client_pid(const kagent_worker_client_t *worker)
 {
 	return worker->spawned && worker->process_open ? worker->process.pid : 0;
 }
 
 void
-kagent_worker_close(kagent_worker_t *worker, kagent_worker_close_cb callback, void *data)
+kagent_worker_client_close(kagent_worker_client_t *worker, kagent_worker_client_close_cb callback,
+			   void *data)
 {
-	enum worker__state previous = worker->state;
+	enum worker_client__state previous = worker->state;
 
 	worker->state = WORKER_CLOSING;
 	worker->closed = callback;
@@ -742,10 +753,10 @@ kagent_worker_close(kagent_worker_t *worker, kagent_worker_close_cb callback, vo
 		worker->ready(worker, -ECANCELED, NULL, "the worker was closed",
 			      worker->ready_data);
 	if (!worker->spawned || worker->exited || !worker->process_open) {
-		worker__close_all(worker);
+		worker_client__close_all(worker);
 		return;
 	}
 	/* Closing stdin asks the worker to finish; signals follow if it does not. */
-	worker__close_handle(worker, (uv_handle_t *)&worker->input, &worker->input_open);
-	worker__start_timer(worker, WORKER_TIMER_TERM, worker->term_after_ms);
+	worker_client__close_handle(worker, (uv_handle_t *)&worker->input, &worker->input_open);
+	worker_client__start_timer(worker, WORKER_TIMER_TERM, worker->term_after_ms);
 }

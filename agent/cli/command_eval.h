@@ -3,22 +3,22 @@
  * option parsing, the run, and printing (one JSON object with --json, else the command's
  * text renderer). Exit status: 0 for a correct verdict, 1 for another, 2 for an error.
  */
-#ifndef KAGENT_EVALUATE_COMMAND_H
-#define KAGENT_EVALUATE_COMMAND_H
+#ifndef KAGENT_COMMAND_EVAL_H
+#define KAGENT_COMMAND_EVAL_H
 
 #include "kagent/cli/command.h"
 
 #include <jansson.h>
 #include <stdio.h>
 
-#define KAGENT_EVALUATE_COMMAND_USAGE                                                              \
+#define KAGENT_COMMAND_EVAL_USAGE                                                                  \
 	"PROBLEM.py CANDIDATE.py [--json] [--device cuda|cpu] [--gpu N] [--seed N] "               \
 	"[--worker SOCKET] [--cold] [--no-cache] [--no-compile-baseline] [--trials N] "            \
 	"[--signed-trials N] [--call-timeout SECONDS]"
 
-typedef void (*kagent_evaluate_command_render)(const json_t *verdict, FILE *stream);
+typedef void (*kagent_command_eval_render)(const json_t *verdict, FILE *stream);
 
-int kagent_evaluate_command_run(int argc, char **argv, const struct kagent_command *command,
-				int profile_reference, kagent_evaluate_command_render render);
+int kagent_command_eval_run(int argc, char **argv, const struct kagent_command *command,
+			    int profile_reference, kagent_command_eval_render render);
 
 #endif

@@ -1,10 +1,10 @@
 /*
- * Unit tests for tools/evaluator/worker.c against tests/fixtures/fake_runner (a fake worker
+ * Unit tests for tools/evaluator/worker_client.c against tests/fixtures/fake_runner (a fake worker
  * without torch): every error path, and that the loop closes with no handle left.
  */
 #include "kagent/base/alloc.h"
 #include "kagent/base/paths.h"
-#include "kagent/evaluator/worker.h"
+#include "kagent/evaluator/worker_client.h"
 #include "test.h"
 
 #include <errno.h>
@@ -22,7 +22,7 @@ struct outcome {
 	int responses;
 	int closed;
 	uint64_t deadline_ms;
-	kagent_worker_t *worker;
+	kagent_worker_client_t *worker;
 };
 
 static char *
@@ -41,7 +41,7 @@ on_closed(void *data)
 }
 
 static void
-on_response(kagent_worker_t *worker, int status, const json_t *response, const char *message,
+on_response(kagent_worker_client_t *worker, int status, const json_t *response, const char *message,
 	    void *data)
 {
 	struct outcome *outcome = data;
@@ -50,11 +50,12 @@ on_response(kagent_worker_t *worker, int status, const json_t *response, const c
 	outcome->response_status = status;
 	outcome->response_message = message ? kagent_strdup(message) : NULL;
 	outcome->response = response ? json_deep_copy(response) : NULL;
-	kagent_worker_close(worker, on_closed, outcome);
+	kagent_worker_client_close(worker, on_closed, outcome);
 }
 
 static void
-on_ready(kagent_worker_t *worker, int status, const json_t *hello, const char *message, void *data)
+on_ready(kagent_worker_client_t *worker, int status, const json_t *hello, const char *message,
+	 void *data)
 {
 	struct outcome *outcome = data;
 	json_t *request;
@@ -63,16 +64,16 @@ on_ready(kagent_worker_t *worker, int status, const json_t *hello, const char *m
 	outcome->ready_status = status;
 	outcome->ready_message = message ? kagent_strdup(message) : NULL;
 	if (status != 0) {
-		kagent_worker_close(worker, on_closed, outcome);
+		kagent_worker_client_close(worker, on_closed, outcome);
 		return;
 	}
 	CHECK_INT(json_integer_value(json_object_get(hello, "protocol")), 1);
 	request = json_pack("{s:s, s:s}", "type", "evaluate", "id", "req-1");
-	CHECK_INT(kagent_worker_request(worker, request, outcome->deadline_ms, on_response, outcome,
-					&cause),
+	CHECK_INT(kagent_worker_client_request(worker, request, outcome->deadline_ms, on_response,
+					       outcome, &cause),
 		  0);
 	/* A second request while one is outstanding is refused. */
-	CHECK_INT(kagent_worker_request(worker, request, 1000, on_response, outcome, &cause),
+	CHECK_INT(kagent_worker_client_request(worker, request, 1000, on_response, outcome, &cause),
 		  -EBUSY);
 	free(cause);
 	json_decref(request);
@@ -82,7 +83,7 @@ on_ready(kagent_worker_t *worker, int status, const json_t *hello, const char *m
 static void
 run_fake(const char *mode, struct outcome *outcome)
 {
-	struct kagent_worker_spawn_options options = {
+	struct kagent_worker_client_spawn_options options = {
 	    .python = "python3", .term_after_ms = 200, .kill_after_ms = 400};
 	uv_loop_t loop;
 	char *runner = fake_runner(), *cause = NULL;
@@ -92,9 +93,10 @@ run_fake(const char *mode, struct outcome *outcome)
 	options.runner_dir = runner;
 	setenv("FAKE_WORKER_MODE", mode, 1);
 	CHECK_INT(uv_loop_init(&loop), 0);
-	CHECK_INT(kagent_worker_spawn(&loop, &options, on_ready, outcome, &outcome->worker, &cause),
+	CHECK_INT(kagent_worker_client_spawn(&loop, &options, on_ready, outcome, &outcome->worker,
+					     &cause),
 		  0);
-	CHECK(kagent_worker_pid(outcome->worker) > 0);
+	CHECK(kagent_worker_client_pid(outcome->worker) > 0);
 	CHECK_INT(uv_run(&loop, UV_RUN_DEFAULT), 0);
 	CHECK_INT(outcome->closed, 1);
 	CHECK_INT(uv_loop_close(&loop), 0);
@@ -190,12 +192,12 @@ static void
 test_stubborn_close(void)
 {
 	struct outcome outcome = {.deadline_ms = 100000};
-	struct kagent_worker_spawn_options options = {
+	struct kagent_worker_client_spawn_options options = {
 	    .python = "python3", .term_after_ms = 200, .kill_after_ms = 400};
 	uv_loop_t loop;
 	char *runner = fake_runner(), *cause = NULL;
 	uint64_t start;
-	kagent_worker_t *worker;
+	kagent_worker_client_t *worker;
 
 	/* Close once the fake is up (it ignores SIGTERM before saying hello), while its first
 	 * request hangs: only SIGKILL, kill_after_ms later, ends it. */
@@ -203,12 +205,13 @@ test_stubborn_close(void)
 	setenv("FAKE_WORKER_MODE", "stubborn", 1);
 	outcome.ready_status = 1;
 	CHECK_INT(uv_loop_init(&loop), 0);
-	CHECK_INT(kagent_worker_spawn(&loop, &options, on_ready, &outcome, &worker, &cause), 0);
+	CHECK_INT(kagent_worker_client_spawn(&loop, &options, on_ready, &outcome, &worker, &cause),
+		  0);
 	while (outcome.ready_status == 1)
 		CHECK(uv_run(&loop, UV_RUN_ONCE) != 0);
 	CHECK_INT(outcome.ready_status, 0);
 	start = uv_hrtime();
-	kagent_worker_close(worker, on_closed, &outcome);
+	kagent_worker_client_close(worker, on_closed, &outcome);
 	CHECK_INT(uv_run(&loop, UV_RUN_DEFAULT), 0);
 	CHECK_INT(outcome.closed, 1);
 	CHECK((uv_hrtime() - start) / 1000000 >= 350);
@@ -220,15 +223,15 @@ test_stubborn_close(void)
 static void
 test_missing_python(void)
 {
-	struct kagent_worker_spawn_options options = {.python = "/nonexistent/python3",
-						      .runner_dir = "/nonexistent"};
+	struct kagent_worker_client_spawn_options options = {.python = "/nonexistent/python3",
+							     .runner_dir = "/nonexistent"};
 	struct outcome outcome = {0};
-	kagent_worker_t *worker = NULL;
+	kagent_worker_client_t *worker = NULL;
 	uv_loop_t loop;
 	char *cause = NULL;
 
 	CHECK_INT(uv_loop_init(&loop), 0);
-	CHECK_INT(kagent_worker_spawn(&loop, &options, on_ready, &outcome, &worker, &cause),
+	CHECK_INT(kagent_worker_client_spawn(&loop, &options, on_ready, &outcome, &worker, &cause),
 		  -ENOENT);
 	CHECK(worker == NULL);
 	CHECK_CONTAINS(cause, "cannot start the worker (/nonexistent/python3");
@@ -260,9 +263,9 @@ test_socket(void)
 	for (tries = 0; tries < 100 && stat(path, &info) != 0; tries++)
 		usleep(50000);
 	CHECK_INT(uv_loop_init(&loop), 0);
-	CHECK_INT(
-	    kagent_worker_connect(&loop, path, 5000, on_ready, &outcome, &outcome.worker, &cause),
-	    0);
+	CHECK_INT(kagent_worker_client_connect(&loop, path, 5000, on_ready, &outcome,
+					       &outcome.worker, &cause),
+		  0);
 	CHECK_INT(uv_run(&loop, UV_RUN_DEFAULT), 0);
 	CHECK_INT(outcome.ready_status, 0);
 	CHECK_INT(outcome.response_status, 0);
@@ -286,8 +289,8 @@ test_socket_refused(void)
 	char *cause = NULL;
 
 	CHECK_INT(uv_loop_init(&loop), 0);
-	CHECK_INT(kagent_worker_connect(&loop, "/nonexistent/kagent.sock", 5000, on_ready, &outcome,
-					&outcome.worker, &cause),
+	CHECK_INT(kagent_worker_client_connect(&loop, "/nonexistent/kagent.sock", 5000, on_ready,
+					       &outcome, &outcome.worker, &cause),
 		  0);
 	CHECK_INT(uv_run(&loop, UV_RUN_DEFAULT), 0);
 	CHECK_INT(outcome.ready_status, -ENOENT);

@@ -3,14 +3,14 @@
  * GPU probe, a worker (running or spawned), the request, cached baselines, the
  * verdict. The CLI, the agent loop and the daemon all call this.
  */
-#ifndef KAGENT_EVALUATE_H
-#define KAGENT_EVALUATE_H
+#ifndef KAGENT_EVALUATION_H
+#define KAGENT_EVALUATION_H
 
 #include <jansson.h>
 #include <stdint.h>
 #include <uv.h>
 
-struct kagent_evaluate_options {
+struct kagent_evaluation_options {
 	const char *problem_path;
 	const char *candidate_path;
 	const char *device; /* "cuda" (NULL means cuda) or "cpu" */
@@ -33,15 +33,16 @@ struct kagent_evaluate_options {
  * status 0: object is a verdict (docs/verdict.md); otherwise a negative errno and object is an
  * error object {"schema", "error", "message"}. object is borrowed: json_incref to keep it.
  */
-typedef void (*kagent_evaluate_callback)(int status, const json_t *object, void *data);
+typedef void (*kagent_evaluation_callback)(int status, const json_t *object, void *data);
 
 /* Starts an evaluation; callback runs exactly once, from the loop, never from this call. */
-void kagent_evaluate_start(uv_loop_t *loop, const struct kagent_evaluate_options *options,
-			   kagent_evaluate_callback callback, void *data);
+void kagent_evaluation_start(uv_loop_t *loop, const struct kagent_evaluation_options *options,
+			     kagent_evaluation_callback callback, void *data);
 /* Runs an evaluation on a loop of its own. Returns 0 with a verdict in *object_out, or a
  * negative errno with an error object; the caller releases *object_out. */
-int kagent_evaluate_run_sync(const struct kagent_evaluate_options *options, json_t **object_out);
+int kagent_evaluation_run_sync(const struct kagent_evaluation_options *options,
+			       json_t **object_out);
 /* "triton", "cuda" or "unknown" from a candidate's source text. */
-const char *kagent_evaluate_detect_backend(const char *source);
+const char *kagent_evaluation_detect_backend(const char *source);
 
 #endif

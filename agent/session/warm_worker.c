@@ -23,13 +23,13 @@
 #include <unistd.h>
 
 /* Importing torch and initialising CUDA takes seconds; a worker silent this long is stuck. */
-#define SESSION_WORKER_START_SECONDS 300
-#define SESSION_WORKER_POLL_MS 100
+#define WARM_WORKER_START_SECONDS 300
+#define WARM_WORKER_POLL_MS 100
 
 static void
-session_worker__release_pending(struct kagent_session *session)
+warm_worker__release_pending(struct kagent_session *session)
 {
-	struct kagent_session_worker *worker = &session->worker;
+	struct kagent_warm_worker *worker = &session->worker;
 
 	uv_timer_stop(&worker->poll_timer);
 	if (worker->pending != NULL) {
@@ -41,42 +41,42 @@ session_worker__release_pending(struct kagent_session *session)
 }
 
 static void
-session_worker__exited(uv_process_t *process, int64_t exit_status, int term_signal)
+warm_worker__exited(uv_process_t *process, int64_t exit_status, int term_signal)
 {
 	struct kagent_session *session = process->data;
-	struct kagent_session_worker *worker = &session->worker;
+	struct kagent_warm_worker *worker = &session->worker;
 
-	if (worker->state != KAGENT_SESSION_WORKER_STOPPING)
+	if (worker->state != KAGENT_WARM_WORKER_STOPPING)
 		kagent_log(KAGENT_LOG_ERROR,
 			   "the session's worker exited (status %lld, signal %d); see %s",
 			   (long long)exit_status, term_signal, worker->log_path);
-	worker->state = KAGENT_SESSION_WORKER_GONE;
+	worker->state = KAGENT_WARM_WORKER_GONE;
 	uv_close((uv_handle_t *)process, kagent_session_handle_closed);
-	session_worker__release_pending(session);
+	warm_worker__release_pending(session);
 }
 
 static void
-session_worker__poll(uv_timer_t *timer)
+warm_worker__poll(uv_timer_t *timer)
 {
 	struct kagent_session *session = timer->data;
-	struct kagent_session_worker *worker = &session->worker;
+	struct kagent_warm_worker *worker = &session->worker;
 
 	if (access(worker->socket_path, F_OK) == 0) {
-		worker->state = KAGENT_SESSION_WORKER_READY;
-		session_worker__release_pending(session);
+		worker->state = KAGENT_WARM_WORKER_READY;
+		warm_worker__release_pending(session);
 		return;
 	}
-	if (++worker->polls * SESSION_WORKER_POLL_MS >= SESSION_WORKER_START_SECONDS * 1000) {
+	if (++worker->polls * WARM_WORKER_POLL_MS >= WARM_WORKER_START_SECONDS * 1000) {
 		kagent_log(KAGENT_LOG_ERROR, "the session's worker did not start; see %s",
 			   worker->log_path);
-		kagent_session_worker_stop(session);
-		session_worker__release_pending(session);
+		kagent_warm_worker_stop(session);
+		warm_worker__release_pending(session);
 	}
 }
 
 /* A socket path short enough for sun_path: beside the default worker socket. */
 static char *
-session_worker__socket_path(const struct kagent_session *session, char **error)
+warm_worker__socket_path(const struct kagent_session *session, char **error)
 {
 	char *default_socket = NULL, *slash, *path = NULL;
 
@@ -93,16 +93,16 @@ session_worker__socket_path(const struct kagent_session *session, char **error)
 }
 
 void
-kagent_session_worker_start(struct kagent_session *session, const char *log_path)
+kagent_warm_worker_start(struct kagent_session *session, const char *log_path)
 {
-	struct kagent_session_worker *worker = &session->worker;
+	struct kagent_warm_worker *worker = &session->worker;
 	char gpu[16], *executable = NULL, *error = NULL;
 	uv_process_options_t options = {0};
 	uv_stdio_container_t stdio[3];
 	int log_fd, status;
 
 	worker->log_path = kagent_strdup(log_path);
-	worker->socket_path = session_worker__socket_path(session, &error);
+	worker->socket_path = warm_worker__socket_path(session, &error);
 	if (worker->socket_path == NULL)
 		goto fail;
 	unlink(worker->socket_path);
@@ -126,7 +126,7 @@ kagent_session_worker_start(struct kagent_session *session, const char *log_path
 		options.args = arguments;
 		options.stdio = stdio;
 		options.stdio_count = 3;
-		options.exit_cb = session_worker__exited;
+		options.exit_cb = warm_worker__exited;
 		worker->process.data = session;
 		status = uv_spawn(session->loop, &worker->process, &options);
 	}
@@ -140,22 +140,22 @@ kagent_session_worker_start(struct kagent_session *session, const char *log_path
 		goto fail;
 	}
 	session->handles_open++;
-	worker->state = KAGENT_SESSION_WORKER_STARTING;
-	uv_timer_start(&worker->poll_timer, session_worker__poll, SESSION_WORKER_POLL_MS,
-		       SESSION_WORKER_POLL_MS);
+	worker->state = KAGENT_WARM_WORKER_STARTING;
+	uv_timer_start(&worker->poll_timer, warm_worker__poll, WARM_WORKER_POLL_MS,
+		       WARM_WORKER_POLL_MS);
 	return;
 fail:
 	kagent_log(KAGENT_LOG_ERROR, "evaluations will start their own workers: %s", error);
 	free(error);
-	worker->state = KAGENT_SESSION_WORKER_GONE;
+	worker->state = KAGENT_WARM_WORKER_GONE;
 }
 
 int
-kagent_session_worker_wait(struct kagent_session *session, void (*on_ready)(void *data), void *data)
+kagent_warm_worker_wait(struct kagent_session *session, void (*on_ready)(void *data), void *data)
 {
-	struct kagent_session_worker *worker = &session->worker;
+	struct kagent_warm_worker *worker = &session->worker;
 
-	if (worker->state != KAGENT_SESSION_WORKER_STARTING)
+	if (worker->state != KAGENT_WARM_WORKER_STARTING)
 		return 0;
 	/* Evaluations of a session run one at a time. */
 	worker->pending = data;
@@ -164,21 +164,21 @@ kagent_session_worker_wait(struct kagent_session *session, void (*on_ready)(void
 }
 
 const char *
-kagent_session_worker_socket(const struct kagent_session *session)
+kagent_warm_worker_socket(const struct kagent_session *session)
 {
-	return session->worker.state == KAGENT_SESSION_WORKER_READY ? session->worker.socket_path
-								    : NULL;
+	return session->worker.state == KAGENT_WARM_WORKER_READY ? session->worker.socket_path
+								 : NULL;
 }
 
 void
-kagent_session_worker_stop(struct kagent_session *session)
+kagent_warm_worker_stop(struct kagent_session *session)
 {
-	struct kagent_session_worker *worker = &session->worker;
+	struct kagent_warm_worker *worker = &session->worker;
 
-	if (worker->state != KAGENT_SESSION_WORKER_STARTING &&
-	    worker->state != KAGENT_SESSION_WORKER_READY)
+	if (worker->state != KAGENT_WARM_WORKER_STARTING &&
+	    worker->state != KAGENT_WARM_WORKER_READY)
 		return;
-	worker->state = KAGENT_SESSION_WORKER_STOPPING;
+	worker->state = KAGENT_WARM_WORKER_STOPPING;
 	uv_timer_stop(&worker->poll_timer);
 	uv_process_kill(&worker->process, SIGTERM);
 }

@@ -1,7 +1,7 @@
-/* Unit tests for tools/evaluator/evaluate.c: backend detection, early errors, and the request it
+/* Unit tests for tools/evaluator/evaluation.c: backend detection, early errors, and the request it
  * sends. */
 #include "kagent/base/alloc.h"
-#include "kagent/evaluator/evaluate.h"
+#include "kagent/evaluator/evaluation.h"
 #include "kagent/base/paths.h"
 #include "test.h"
 
@@ -12,17 +12,17 @@
 static void
 test_detect_backend(void)
 {
-	CHECK_STRING(kagent_evaluate_detect_backend("import triton\n"), "triton");
-	CHECK_STRING(kagent_evaluate_detect_backend("@triton.jit\ndef k(): pass"), "triton");
-	CHECK_STRING(kagent_evaluate_detect_backend("from torch.utils.cpp_extension import "
-						    "load_inline"),
+	CHECK_STRING(kagent_evaluation_detect_backend("import triton\n"), "triton");
+	CHECK_STRING(kagent_evaluation_detect_backend("@triton.jit\ndef k(): pass"), "triton");
+	CHECK_STRING(kagent_evaluation_detect_backend("from torch.utils.cpp_extension import "
+						      "load_inline"),
 		     "cuda");
-	CHECK_STRING(kagent_evaluate_detect_backend("from kagent_runner import cuda\n"), "cuda");
-	CHECK_STRING(kagent_evaluate_detect_backend("import kagent_runner.cuda as kc\n"), "cuda");
-	CHECK_STRING(kagent_evaluate_detect_backend("from kagent_runner.cuda import compile\n"),
+	CHECK_STRING(kagent_evaluation_detect_backend("from kagent_runner import cuda\n"), "cuda");
+	CHECK_STRING(kagent_evaluation_detect_backend("import kagent_runner.cuda as kc\n"), "cuda");
+	CHECK_STRING(kagent_evaluation_detect_backend("from kagent_runner.cuda import compile\n"),
 		     "cuda");
-	CHECK_STRING(kagent_evaluate_detect_backend("import torch\n"), "unknown");
-	CHECK_STRING(kagent_evaluate_detect_backend(NULL), "unknown");
+	CHECK_STRING(kagent_evaluation_detect_backend("import torch\n"), "unknown");
+	CHECK_STRING(kagent_evaluation_detect_backend(NULL), "unknown");
 }
 
 /* A private environment: a fresh TMPDIR, cache, fake runner and no driver. */
@@ -57,11 +57,11 @@ static void
 test_missing_file(void)
 {
 	char *directory = setup(), *problem = kagent_asprintf("%s/p.py", directory);
-	struct kagent_evaluate_options options = {.problem_path = "/nonexistent/p.py",
-						  .candidate_path = problem};
+	struct kagent_evaluation_options options = {.problem_path = "/nonexistent/p.py",
+						    .candidate_path = problem};
 	json_t *object = NULL;
 
-	CHECK_INT(kagent_evaluate_run_sync(&options, &object), -ENOENT);
+	CHECK_INT(kagent_evaluation_run_sync(&options, &object), -ENOENT);
 	CHECK_STRING(json_string_value(json_object_get(object, "error")), "io");
 	CHECK_CONTAINS(json_string_value(json_object_get(object, "message")),
 		       "cannot read the problem /nonexistent/p.py");
@@ -76,18 +76,18 @@ test_no_gpu(void)
 {
 	char *directory = setup(), *problem = kagent_asprintf("%s/p.py", directory);
 	char *candidate = kagent_asprintf("%s/c.py", directory);
-	struct kagent_evaluate_options options = {.problem_path = problem,
-						  .candidate_path = candidate};
+	struct kagent_evaluation_options options = {.problem_path = problem,
+						    .candidate_path = candidate};
 	json_t *object = NULL;
 
 	/* FAKE_WORKER_MODE=exit would fail differently: no Python may start before the probe. */
 	setenv("FAKE_WORKER_MODE", "exit", 1);
-	CHECK_INT(kagent_evaluate_run_sync(&options, &object), -ENODEV);
+	CHECK_INT(kagent_evaluation_run_sync(&options, &object), -ENODEV);
 	CHECK_STRING(json_string_value(json_object_get(object, "error")), "no_gpu");
 	CHECK_CONTAINS(json_string_value(json_object_get(object, "message")), "no usable GPU");
 	json_decref(object);
 	options.device = "tpu";
-	CHECK_INT(kagent_evaluate_run_sync(&options, &object), -EINVAL);
+	CHECK_INT(kagent_evaluation_run_sync(&options, &object), -EINVAL);
 	CHECK_STRING(json_string_value(json_object_get(object, "error")), "usage");
 	json_decref(object);
 	kagent_paths_remove_tree(directory, NULL);
@@ -119,18 +119,18 @@ test_request_and_worker_errors(void)
 	char *directory = setup(), *problem = kagent_asprintf("%s/p.py", directory);
 	char *candidate = kagent_asprintf("%s/c.py", directory);
 	char *log = kagent_asprintf("%s/requests.jsonl", directory);
-	struct kagent_evaluate_options options = {.problem_path = problem,
-						  .candidate_path = candidate,
-						  .device = "cpu",
-						  .seed = 500,
-						  .measure_compile = 1};
+	struct kagent_evaluation_options options = {.problem_path = problem,
+						    .candidate_path = candidate,
+						    .device = "cpu",
+						    .seed = 500,
+						    .measure_compile = 1};
 	json_t *object = NULL, *request;
 	json_error_t error;
 	FILE *file;
 
 	/* The echo fake answers with something that is not a result: a worker error. */
 	setenv("FAKE_WORKER_LOG", log, 1);
-	CHECK_INT(kagent_evaluate_run_sync(&options, &object), -EPROTO);
+	CHECK_INT(kagent_evaluation_run_sync(&options, &object), -EPROTO);
 	CHECK_STRING(json_string_value(json_object_get(object, "error")), "worker");
 	json_decref(object);
 	file = fopen(log, "r");
@@ -167,7 +167,7 @@ test_request_and_worker_errors(void)
 
 	/* A worker that dies mid-request: its stderr explains. */
 	setenv("FAKE_WORKER_MODE", "exit", 1);
-	CHECK_INT(kagent_evaluate_run_sync(&options, &object), -EPIPE);
+	CHECK_INT(kagent_evaluation_run_sync(&options, &object), -EPIPE);
 	CHECK_STRING(json_string_value(json_object_get(object, "error")), "worker");
 	CHECK_CONTAINS(json_string_value(json_object_get(object, "message")),
 		       "No module named 'torch'");
@@ -190,12 +190,12 @@ test_problem_error(void)
 	    directory, "r.json",
 	    "{\"type\": \"result\", \"judge\": {\"problem_error\": \"p.py defines no class "
 	    "Model\"}}");
-	struct kagent_evaluate_options options = {
+	struct kagent_evaluation_options options = {
 	    .problem_path = problem, .candidate_path = candidate, .device = "cpu"};
 	json_t *object = NULL;
 
 	setenv("FAKE_WORKER_RESULT", result, 1);
-	CHECK_INT(kagent_evaluate_run_sync(&options, &object), -EINVAL);
+	CHECK_INT(kagent_evaluation_run_sync(&options, &object), -EINVAL);
 	CHECK_STRING(json_string_value(json_object_get(object, "error")), "problem");
 	CHECK_CONTAINS(json_string_value(json_object_get(object, "message")), "no class Model");
 	json_decref(object);

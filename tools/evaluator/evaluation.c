@@ -1,10 +1,10 @@
 /*
- * One evaluation (see include/kagent/evaluator/evaluate.h). The order of the checks is
+ * One evaluation (see include/kagent/evaluator/evaluation.h). The order of the checks is
  * deliberate: everything that can fail without Python (files, GPU) is checked
  * before a worker is started, so a user without a GPU hears so in milliseconds
  * rather than after torch has imported.
  */
-#include "kagent/evaluator/evaluate.h"
+#include "kagent/evaluator/evaluation.h"
 #include "kagent/base/fileio.h"
 #include "kagent/base/alloc.h"
 #include "kagent/evaluator/baseline_cache.h"
@@ -14,7 +14,7 @@
 #include "kagent/base/sha256.h"
 #include "kagent/evaluator/tolerance.h"
 #include "kagent/evaluator/verdict.h"
-#include "kagent/evaluator/worker.h"
+#include "kagent/evaluator/worker_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,17 +26,17 @@
 #include <unistd.h>
 
 /* A candidate larger than this is not source a person or a model wrote. */
-#define EVALUATE_SOURCE_CAP (4 * 1024 * 1024)
-#define EVALUATE_WALL_SECONDS 300
+#define EVALUATION_SOURCE_CAP (4 * 1024 * 1024)
+#define EVALUATION_WALL_SECONDS 300
 /* The worker's own wall limit plus this much before kagent gives up on it. */
-#define EVALUATE_GRACE_SECONDS 60
+#define EVALUATION_GRACE_SECONDS 60
 
-struct evaluate__state {
+struct evaluation__state {
 	uv_loop_t *loop;
 	uv_timer_t defer; /* delivers early errors from the loop, not from start */
-	kagent_evaluate_callback callback;
+	kagent_evaluation_callback callback;
 	void *data;
-	struct kagent_evaluate_options options;
+	struct kagent_evaluation_options options;
 	char *problem_path, *candidate_path, *device, *worker_socket;
 	char problem_sha256[KAGENT_SHA256_HEX_SIZE];
 	char candidate_sha256[KAGENT_SHA256_HEX_SIZE];
@@ -51,7 +51,7 @@ struct evaluate__state {
 	char *job_dir;
 	char *cache_key;
 	json_t *cached_baselines;
-	kagent_worker_t *worker;
+	kagent_worker_client_t *worker;
 	int tried_default_socket;
 	uint64_t started_ns;
 	json_t *outcome; /* the verdict or error object to deliver */
@@ -60,7 +60,7 @@ struct evaluate__state {
 };
 
 const char *
-kagent_evaluate_detect_backend(const char *source)
+kagent_evaluation_detect_backend(const char *source)
 {
 	if (source == NULL)
 		return "unknown";
@@ -75,7 +75,7 @@ kagent_evaluate_detect_backend(const char *source)
 }
 
 static void
-evaluate__free(struct evaluate__state *state)
+evaluation__free(struct evaluation__state *state)
 {
 	if (state->job_dir != NULL)
 		kagent_paths_remove_tree(state->job_dir, NULL);
@@ -93,31 +93,31 @@ evaluate__free(struct evaluate__state *state)
 }
 
 static void
-evaluate__timer_closed(uv_handle_t *handle)
+evaluation__timer_closed(uv_handle_t *handle)
 {
-	evaluate__free(handle->data);
+	evaluation__free(handle->data);
 }
 
 /* The worker is gone: deliver, then let the timer's close callback free everything. */
 static void
-evaluate__finish(struct evaluate__state *state)
+evaluation__finish(struct evaluation__state *state)
 {
 	if (!state->delivered) {
 		state->delivered = 1;
 		state->callback(state->outcome_status, state->outcome, state->data);
 	}
-	uv_close((uv_handle_t *)&state->defer, evaluate__timer_closed);
+	uv_close((uv_handle_t *)&state->defer, evaluation__timer_closed);
 }
 
 static void
-evaluate__worker_closed(void *data)
+evaluation__worker_closed(void *data)
 {
-	evaluate__finish(data);
+	evaluation__finish(data);
 }
 
 /* Records the outcome (first one wins) and closes the worker, if any. */
 static void
-evaluate__end(struct evaluate__state *state, int status, json_t *outcome)
+evaluation__end(struct evaluation__state *state, int status, json_t *outcome)
 {
 	if (state->outcome == NULL) {
 		state->outcome = outcome;
@@ -126,51 +126,51 @@ evaluate__end(struct evaluate__state *state, int status, json_t *outcome)
 		json_decref(outcome);
 	}
 	if (state->worker != NULL) {
-		kagent_worker_t *worker = state->worker;
+		kagent_worker_client_t *worker = state->worker;
 
 		state->worker = NULL;
-		kagent_worker_close(worker, evaluate__worker_closed, state);
+		kagent_worker_client_close(worker, evaluation__worker_closed, state);
 		return;
 	}
-	evaluate__finish(state);
+	evaluation__finish(state);
 }
 
 static void
-evaluate__fail(struct evaluate__state *state, int status, const char *kind, const char *message)
+evaluation__fail(struct evaluation__state *state, int status, const char *kind, const char *message)
 {
 	kagent_log(KAGENT_LOG_INFO, "%s: %s", kind, message);
-	evaluate__end(state, status, kagent_verdict_error_json(kind, message));
+	evaluation__end(state, status, kagent_verdict_error_json(kind, message));
 }
 
 static void
-evaluate__deferred_failure(uv_timer_t *timer)
+evaluation__deferred_failure(uv_timer_t *timer)
 {
-	struct evaluate__state *state = timer->data;
+	struct evaluation__state *state = timer->data;
 
-	evaluate__end(state, state->outcome_status, NULL);
+	evaluation__end(state, state->outcome_status, NULL);
 }
 
 /* An error found before the loop ran: keep it and deliver it from the loop. */
 static void
-evaluate__fail_early(struct evaluate__state *state, int status, const char *kind,
-		     const char *message)
+evaluation__fail_early(struct evaluation__state *state, int status, const char *kind,
+		       const char *message)
 {
 	state->outcome = kagent_verdict_error_json(kind, message);
 	state->outcome_status = status;
-	uv_timer_start(&state->defer, evaluate__deferred_failure, 0, 0);
+	uv_timer_start(&state->defer, evaluation__deferred_failure, 0, 0);
 }
 
 /*
  * When the worker runs as root, the judge and the candidate child of GPU N run as uid
- * EVALUATE_SANDBOX_UID_BASE + N: a uid nothing else uses, shared by the two because CUDA IPC
+ * EVALUATION_SANDBOX_UID_BASE + N: a uid nothing else uses, shared by the two because CUDA IPC
  * works only between processes of one uid (the candidate's Landlock domain still keeps it
  * from tracing or signalling the judge), and its own per GPU because the worker ends every
  * process of that uid after each evaluation.
  */
-#define EVALUATE_SANDBOX_UID_BASE 2147400000
+#define EVALUATION_SANDBOX_UID_BASE 2147400000
 
 static json_t *
-evaluate__seeds(uint64_t base, int count)
+evaluation__seeds(uint64_t base, int count)
 {
 	json_t *seeds = json_array();
 	int index;
@@ -181,7 +181,7 @@ evaluate__seeds(uint64_t base, int count)
 }
 
 static json_t *
-evaluate__timing_options(void)
+evaluation__timing_options(void)
 {
 	return json_pack("{s:i, s:i, s:i, s:f, s:i}", "warmup_calls", 3, "min_calls", 10,
 			 "max_calls", 100, "target_seconds", 0.1, "verify_calls", 5);
@@ -189,7 +189,7 @@ evaluate__timing_options(void)
 
 /* A library beside the sandbox library (libkagent-trace.so, libkagent-cuda.so), when built. */
 static json_t *
-evaluate__sibling_library(const char *sandbox_library, const char *name)
+evaluation__sibling_library(const char *sandbox_library, const char *name)
 {
 	const char *slash = sandbox_library != NULL ? strrchr(sandbox_library, '/') : NULL;
 	json_t *value = json_null();
@@ -207,9 +207,9 @@ evaluate__sibling_library(const char *sandbox_library, const char *name)
 }
 
 static json_t *
-evaluate__request(struct evaluate__state *state)
+evaluation__request(struct evaluation__state *state)
 {
-	const struct kagent_evaluate_options *options = &state->options;
+	const struct kagent_evaluation_options *options = &state->options;
 	uint64_t base = options->seed;
 	int trials = options->trials > 0 ? options->trials : 3;
 	int signed_trials = options->signed_trials == 0	 ? 2
@@ -244,22 +244,22 @@ evaluate__request(struct evaluate__state *state)
 	    "s:{s:i, s:i, s:i, s:i, s:i, s:i}, s:s, s:s?, s:s?, s:s?, s:I}",
 	    "type", "evaluate", "id", id, "problem_path", problem_copy, "candidate_path",
 	    candidate_copy, "device", state->device, "gpu_index", options->gpu_index, "seeds",
-	    evaluate__seeds(base, trials), "signed_seeds",
-	    evaluate__seeds(base + 100000, signed_trials), "tolerances",
-	    kagent_tolerance_table_to_json(), "timing", evaluate__timing_options(), "baselines",
+	    evaluation__seeds(base, trials), "signed_seeds",
+	    evaluation__seeds(base + 100000, signed_trials), "tolerances",
+	    kagent_tolerance_table_to_json(), "timing", evaluation__timing_options(), "baselines",
 	    state->cached_baselines, "measure_compile", options->measure_compile, "limits",
-	    "wall_seconds", EVALUATE_WALL_SECONDS, "first_call_seconds",
+	    "wall_seconds", EVALUATION_WALL_SECONDS, "first_call_seconds",
 	    options->call_timeout_seconds > 0 ? options->call_timeout_seconds : 120, "call_seconds",
 	    options->call_timeout_seconds > 0 ? options->call_timeout_seconds : 20, "cpu_seconds",
 	    600, "max_processes", 256, "output_bytes", 65536, "scratch_directory", scratch,
 	    "cache_directory", candidate_cache, "judge_cache_directory", judge_cache,
 	    "sandbox_library", sandbox_library, "sandbox_uid",
-	    (json_int_t)(EVALUATE_SANDBOX_UID_BASE + options->gpu_index));
+	    (json_int_t)(EVALUATION_SANDBOX_UID_BASE + options->gpu_index));
 	json_object_set_new(request, "judge_directory", json_string(judge_home));
 	json_object_set_new(request, "trace_library",
-			    evaluate__sibling_library(sandbox_library, "libkagent-trace.so"));
+			    evaluation__sibling_library(sandbox_library, "libkagent-trace.so"));
 	json_object_set_new(request, "cuda_library",
-			    evaluate__sibling_library(sandbox_library, "libkagent-cuda.so"));
+			    evaluation__sibling_library(sandbox_library, "libkagent-cuda.so"));
 	json_object_set_new(request, "profile_reference",
 			    json_boolean(options->profile_reference != 0));
 	free(problem_copy);
@@ -274,13 +274,13 @@ evaluate__request(struct evaluate__state *state)
 }
 
 static void
-evaluate__on_response(kagent_worker_t *worker, int status, const json_t *response,
-		      const char *message, void *data)
+evaluation__on_response(kagent_worker_client_t *worker, int status, const json_t *response,
+			const char *message, void *data)
 {
-	struct evaluate__state *state = data;
+	struct evaluation__state *state = data;
 	struct kagent_verdict_input in = {
 	    .result = response,
-	    .hello = kagent_worker_hello(worker),
+	    .hello = kagent_worker_client_hello(worker),
 	    .problem_path = state->problem_path,
 	    .problem_sha256 = state->problem_sha256,
 	    .candidate_path = state->candidate_path,
@@ -296,13 +296,13 @@ evaluate__on_response(kagent_worker_t *worker, int status, const json_t *respons
 	int error;
 
 	if (status != 0) {
-		evaluate__fail(state, status, "worker", message);
+		evaluation__fail(state, status, "worker", message);
 		return;
 	}
 	in.wall_seconds = (double)(uv_hrtime() - state->started_ns) / 1e9;
 	error = kagent_verdict_build(&in, &verdict, &cause);
 	if (error != 0) {
-		evaluate__fail(state, error, error == -EINVAL ? "problem" : "worker", cause);
+		evaluation__fail(state, error, error == -EINVAL ? "problem" : "worker", cause);
 		free(cause);
 		return;
 	}
@@ -315,16 +315,16 @@ evaluate__on_response(kagent_worker_t *worker, int status, const json_t *respons
 			free(cause);
 		}
 	}
-	evaluate__end(state, 0, verdict);
+	evaluation__end(state, 0, verdict);
 }
 
-static void evaluate__on_ready(kagent_worker_t *worker, int status, const json_t *hello,
-			       const char *message, void *data);
+static void evaluation__on_ready(kagent_worker_client_t *worker, int status, const json_t *hello,
+				 const char *message, void *data);
 
 static int
-evaluate__spawn(struct evaluate__state *state, char **cause)
+evaluation__spawn(struct evaluation__state *state, char **cause)
 {
-	struct kagent_worker_spawn_options options = {
+	struct kagent_worker_client_spawn_options options = {
 	    .hello_timeout_ms = (unsigned)state->options.worker_hello_timeout_ms,
 	    /* A one-shot worker has nothing to finish once it answered: SIGTERM at once spares
 	     * the wait for Python's teardown of torch (the worker ends its children first). */
@@ -332,15 +332,15 @@ evaluate__spawn(struct evaluate__state *state, char **cause)
 	    .echo_stderr = kagent_log_verbosity >= KAGENT_LOG_INFO,
 	};
 
-	return kagent_worker_spawn(state->loop, &options, evaluate__on_ready, state, &state->worker,
-				   cause);
+	return kagent_worker_client_spawn(state->loop, &options, evaluation__on_ready, state,
+					  &state->worker, cause);
 }
 
 static void
-evaluate__on_ready(kagent_worker_t *worker, int status, const json_t *hello, const char *message,
-		   void *data)
+evaluation__on_ready(kagent_worker_client_t *worker, int status, const json_t *hello,
+		     const char *message, void *data)
 {
-	struct evaluate__state *state = data;
+	struct evaluation__state *state = data;
 	struct kagent_baseline_key key = {0};
 	json_t *request = NULL, *timing = NULL;
 	char *cause = NULL;
@@ -354,20 +354,20 @@ evaluate__on_ready(kagent_worker_t *worker, int status, const json_t *hello, con
 			   message);
 		state->tried_default_socket = 0;
 		state->worker = NULL;
-		kagent_worker_close(worker, NULL, NULL);
-		error = evaluate__spawn(state, &cause);
+		kagent_worker_client_close(worker, NULL, NULL);
+		error = evaluation__spawn(state, &cause);
 		if (error != 0) {
-			evaluate__fail(state, error, "worker", cause);
+			evaluation__fail(state, error, "worker", cause);
 			free(cause);
 		}
 		return;
 	}
 	if (status != 0) {
-		evaluate__fail(state, status, "worker", message);
+		evaluation__fail(state, status, "worker", message);
 		return;
 	}
 	if (state->cache_dir != NULL && !state->options.no_cache) {
-		timing = evaluate__timing_options();
+		timing = evaluation__timing_options();
 		key.problem_sha256 = state->problem_sha256;
 		key.device = state->device;
 		key.gpu_name = state->have_gpu ? state->gpu.name : NULL;
@@ -381,12 +381,12 @@ evaluate__on_ready(kagent_worker_t *worker, int status, const json_t *hello, con
 		kagent_baseline_cache_lookup(state->cache_dir, state->cache_key,
 					     &state->cached_baselines);
 	}
-	request = evaluate__request(state);
-	error = kagent_worker_request(
-	    worker, request, (uint64_t)(EVALUATE_WALL_SECONDS + EVALUATE_GRACE_SECONDS) * 1000,
-	    evaluate__on_response, state, &cause);
+	request = evaluation__request(state);
+	error = kagent_worker_client_request(
+	    worker, request, (uint64_t)(EVALUATION_WALL_SECONDS + EVALUATION_GRACE_SECONDS) * 1000,
+	    evaluation__on_response, state, &cause);
 	if (error != 0) {
-		evaluate__fail(state, error, "worker", cause);
+		evaluation__fail(state, error, "worker", cause);
 		free(cause);
 	}
 	json_decref(request);
@@ -395,8 +395,8 @@ evaluate__on_ready(kagent_worker_t *worker, int status, const json_t *hello, con
 
 /* Resolves a path and reads its content (capped) when wanted; a message on failure. */
 static int
-evaluate__read_source(const char *path, const char *role, char **resolved, char **text,
-		      char **cause)
+evaluation__read_source(const char *path, const char *role, char **resolved, char **text,
+			char **cause)
 {
 	char buffer[PATH_MAX];
 	struct stat info;
@@ -426,9 +426,9 @@ evaluate__read_source(const char *path, const char *role, char **resolved, char 
 	*resolved = kagent_strdup(buffer);
 	if (text == NULL)
 		goto out;
-	*text = kagent_malloc(EVALUATE_SOURCE_CAP + 1);
-	while (used < EVALUATE_SOURCE_CAP &&
-	       (got = read(fd, *text + used, EVALUATE_SOURCE_CAP - used)) > 0)
+	*text = kagent_malloc(EVALUATION_SOURCE_CAP + 1);
+	while (used < EVALUATION_SOURCE_CAP &&
+	       (got = read(fd, *text + used, EVALUATION_SOURCE_CAP - used)) > 0)
 		used += (size_t)got;
 	(*text)[used] = '\0';
 out:
@@ -439,13 +439,13 @@ out:
 
 /* Copies a file into the job folder, readable by the sandbox uid (mode 0644). */
 static int
-evaluate__copy_into_job(const char *from, const char *job_dir, const char *name, char **cause)
+evaluation__copy_into_job(const char *from, const char *job_dir, const char *name, char **cause)
 {
 	char *data = NULL, *to = kagent_asprintf("%s/%s", job_dir, name);
 	size_t size = 0;
 	int error;
 
-	error = kagent_fileio_read(from, EVALUATE_SOURCE_CAP, &data, &size, cause);
+	error = kagent_fileio_read(from, EVALUATION_SOURCE_CAP, &data, &size, cause);
 	if (error == 0)
 		error = kagent_fileio_write_atomic(to, data, size, cause);
 	if (error == 0 && chmod(to, 0644) != 0) {
@@ -457,9 +457,9 @@ evaluate__copy_into_job(const char *from, const char *job_dir, const char *name,
 	return error;
 }
 
-/* The job folder: see struct evaluate__state. */
+/* The job folder: see struct evaluation__state. */
 static int
-evaluate__make_job(struct evaluate__state *state, const char *tmp, char **cause)
+evaluation__make_job(struct evaluation__state *state, const char *tmp, char **cause)
 {
 	static const char *const folders[] = {"scratch", "judge"};
 	char *path;
@@ -485,19 +485,19 @@ evaluate__make_job(struct evaluate__state *state, const char *tmp, char **cause)
 		if (error != 0)
 			goto out;
 	}
-	if ((error = evaluate__copy_into_job(state->problem_path, state->job_dir, "problem.py",
-					     cause)) != 0)
+	if ((error = evaluation__copy_into_job(state->problem_path, state->job_dir, "problem.py",
+					       cause)) != 0)
 		goto out;
 	error =
-	    evaluate__copy_into_job(state->candidate_path, state->job_dir, "candidate.py", cause);
+	    evaluation__copy_into_job(state->candidate_path, state->job_dir, "candidate.py", cause);
 out:
 	return error;
 }
 
 static int
-evaluate__prepare(struct evaluate__state *state, const char **kind, char **cause)
+evaluation__prepare(struct evaluation__state *state, const char **kind, char **cause)
 {
-	const struct kagent_evaluate_options *options = &state->options;
+	const struct kagent_evaluation_options *options = &state->options;
 	const char *tmp = getenv("TMPDIR");
 	char *source = NULL, *socket_path = NULL;
 	struct stat info;
@@ -515,12 +515,12 @@ evaluate__prepare(struct evaluate__state *state, const char **kind, char **cause
 		goto out;
 	}
 	*kind = "io";
-	error = evaluate__read_source(options->problem_path, "problem", &state->problem_path, NULL,
-				      cause);
+	error = evaluation__read_source(options->problem_path, "problem", &state->problem_path,
+					NULL, cause);
 	if (error != 0)
 		goto out;
-	error = evaluate__read_source(options->candidate_path, "candidate", &state->candidate_path,
-				      &source, cause);
+	error = evaluation__read_source(options->candidate_path, "candidate",
+					&state->candidate_path, &source, cause);
 	if (error != 0)
 		goto out;
 	if ((error = kagent_sha256_file_hex(state->problem_path, state->problem_sha256, cause)) !=
@@ -529,7 +529,7 @@ evaluate__prepare(struct evaluate__state *state, const char **kind, char **cause
 	if ((error = kagent_sha256_file_hex(state->candidate_path, state->candidate_sha256,
 					    cause)) != 0)
 		goto out;
-	state->backend = kagent_evaluate_detect_backend(source);
+	state->backend = kagent_evaluation_detect_backend(source);
 	if (strcmp(state->device, "cuda") == 0) {
 		*kind = "no_gpu";
 		if ((error = kagent_cuda_driver_probe(&state->gpu, options->gpu_index, cause)) != 0)
@@ -548,15 +548,15 @@ evaluate__prepare(struct evaluate__state *state, const char **kind, char **cause
 		free(*cause);
 		*cause = NULL;
 	}
-	if ((error = evaluate__make_job(state, tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp",
-					cause)) != 0)
+	if ((error = evaluation__make_job(state, tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp",
+					  cause)) != 0)
 		goto out;
 	*kind = "worker";
 	state->started_ns = uv_hrtime();
 	if (state->worker_socket != NULL) {
-		error = kagent_worker_connect(state->loop, state->worker_socket,
-					      (unsigned)options->worker_hello_timeout_ms,
-					      evaluate__on_ready, state, &state->worker, cause);
+		error = kagent_worker_client_connect(
+		    state->loop, state->worker_socket, (unsigned)options->worker_hello_timeout_ms,
+		    evaluation__on_ready, state, &state->worker, cause);
 		goto out;
 	}
 	if (!options->cold) {
@@ -564,13 +564,13 @@ evaluate__prepare(struct evaluate__state *state, const char **kind, char **cause
 		if (socket_path != NULL && stat(socket_path, &info) == 0 &&
 		    S_ISSOCK(info.st_mode)) {
 			state->tried_default_socket = 1;
-			error =
-			    kagent_worker_connect(state->loop, socket_path, 10000,
-						  evaluate__on_ready, state, &state->worker, cause);
+			error = kagent_worker_client_connect(state->loop, socket_path, 10000,
+							     evaluation__on_ready, state,
+							     &state->worker, cause);
 			goto out;
 		}
 	}
-	error = evaluate__spawn(state, cause);
+	error = evaluation__spawn(state, cause);
 out:
 	free(socket_path);
 	free(source);
@@ -578,10 +578,10 @@ out:
 }
 
 void
-kagent_evaluate_start(uv_loop_t *loop, const struct kagent_evaluate_options *options,
-		      kagent_evaluate_callback callback, void *data)
+kagent_evaluation_start(uv_loop_t *loop, const struct kagent_evaluation_options *options,
+			kagent_evaluation_callback callback, void *data)
 {
-	struct evaluate__state *state = kagent_calloc(1, sizeof *state);
+	struct evaluation__state *state = kagent_calloc(1, sizeof *state);
 	const char *kind = "usage";
 	char *cause = NULL;
 	int error;
@@ -597,34 +597,34 @@ kagent_evaluate_start(uv_loop_t *loop, const struct kagent_evaluate_options *opt
 	state->options.worker_socket = state->worker_socket;
 	uv_timer_init(loop, &state->defer);
 	state->defer.data = state;
-	error = evaluate__prepare(state, &kind, &cause);
+	error = evaluation__prepare(state, &kind, &cause);
 	/* The caller's path strings need not outlive this call: only the resolved copies stay. */
 	state->options.problem_path = NULL;
 	state->options.candidate_path = NULL;
 	if (error != 0) {
-		evaluate__fail_early(state, error, kind, cause);
+		evaluation__fail_early(state, error, kind, cause);
 		free(cause);
 	}
 }
 
-struct evaluate__sync {
+struct evaluation__sync {
 	json_t *object;
 	int status;
 };
 
 static void
-evaluate__sync_done(int status, const json_t *object, void *data)
+evaluation__sync_done(int status, const json_t *object, void *data)
 {
-	struct evaluate__sync *sync = data;
+	struct evaluation__sync *sync = data;
 
 	sync->status = status;
 	sync->object = json_incref((json_t *)object);
 }
 
 int
-kagent_evaluate_run_sync(const struct kagent_evaluate_options *options, json_t **object_out)
+kagent_evaluation_run_sync(const struct kagent_evaluation_options *options, json_t **object_out)
 {
-	struct evaluate__sync sync = {NULL, -EINTR};
+	struct evaluation__sync sync = {NULL, -EINTR};
 	uv_loop_t loop;
 	int error;
 
@@ -633,7 +633,7 @@ kagent_evaluate_run_sync(const struct kagent_evaluate_options *options, json_t *
 		*object_out = kagent_verdict_error_json("io", uv_strerror(error));
 		return -ENOMEM;
 	}
-	kagent_evaluate_start(&loop, options, evaluate__sync_done, &sync);
+	kagent_evaluation_start(&loop, options, evaluation__sync_done, &sync);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	if (uv_loop_close(&loop) != 0)
 		kagent_log(KAGENT_LOG_ERROR, "the evaluation left handles open");
