@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 static int
-worker_client__handler(int argc, char **argv)
+command_worker__handler(int argc, char **argv)
 {
 	static const struct option long_options[] = {
 	    {"socket", required_argument, NULL, 's'},
@@ -107,5 +107,5 @@ const struct kagent_command kagent_command_worker = {
     .name = "worker",
     .usage = "[--socket PATH] [--gpu N]",
     .help = "run a warm evaluation worker on a Unix socket until killed",
-    .handler = worker_client__handler,
+    .handler = command_worker__handler,
 };
