@@ -10,7 +10,7 @@
 #endif
 
 static void
-print_help(FILE *stream)
+main__print_help(FILE *stream)
 {
 	const struct kagent_command *const *entry;
 
@@ -36,21 +36,21 @@ main(int argc, char **argv)
 			printf("kagent %s\n", KAGENT_VERSION);
 			return 0;
 		} else if (strcmp(argv[index], "-h") == 0 || strcmp(argv[index], "--help") == 0) {
-			print_help(stdout);
+			main__print_help(stdout);
 			return 0;
 		} else {
 			fprintf(stderr, "kagent: unknown option %s\n", argv[index]);
-			print_help(stderr);
+			main__print_help(stderr);
 			return 2;
 		}
 		index++;
 	}
 	if (index >= argc) {
-		print_help(stderr);
+		main__print_help(stderr);
 		return 2;
 	}
 	if (strcmp(argv[index], "help") == 0) {
-		print_help(stdout);
+		main__print_help(stdout);
 		return 0;
 	}
 	if (strcmp(argv[index], "version") == 0) {

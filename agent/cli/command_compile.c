@@ -16,7 +16,7 @@
 #define EXIT_COMPILE_ERRORS 1
 #define EXIT_USAGE 2
 
-struct arguments {
+struct command_compile__arguments {
 	const char *path;
 	const char *arch;
 	const char *output;
@@ -30,7 +30,8 @@ struct arguments {
 
 /* Reports a usage or I/O failure, as JSON when --json was asked for. */
 static int
-fail(const struct arguments *arguments, const char *kind, const char *message)
+command_compile__fail(const struct command_compile__arguments *arguments, const char *kind,
+		      const char *message)
 {
 	if (arguments->json) {
 		json_t *object = json_pack("{s:b, s:{s:s, s:s}}", "success", 0, "error", "kind",
@@ -47,7 +48,7 @@ fail(const struct arguments *arguments, const char *kind, const char *message)
 }
 
 static bool
-is_direct_option(const char *argument)
+command_compile__is_direct_option(const char *argument)
 {
 	return strncmp(argument, "-D", 2) == 0 || strncmp(argument, "-U", 2) == 0 ||
 	       strncmp(argument, "-I", 2) == 0 || strncmp(argument, "-std=", 5) == 0 ||
@@ -57,7 +58,8 @@ is_direct_option(const char *argument)
 
 /* Returns 0 or a negative errno with *cause filled. */
 static int
-parse_arguments(int argc, char **argv, struct arguments *arguments, char **cause)
+command_compile__parse_arguments(int argc, char **argv,
+				 struct command_compile__arguments *arguments, char **cause)
 {
 	int index, result = 0;
 
@@ -99,7 +101,7 @@ parse_arguments(int argc, char **argv, struct arguments *arguments, char **cause
 				arguments->names[arguments->name_count++] = value;
 			else
 				arguments->output = value;
-		} else if (is_direct_option(argument)) {
+		} else if (command_compile__is_direct_option(argument)) {
 			arguments->options[arguments->option_count++] = argument;
 		} else if (argument[0] == '-' && argument[1] != '\0') {
 			result = -EINVAL;
@@ -124,9 +126,9 @@ out:
 }
 
 static int
-kagent_command_compile_run(int argc, char **argv)
+command_compile__handler(int argc, char **argv)
 {
-	struct arguments arguments;
+	struct command_compile__arguments arguments;
 	struct kagent_compile_request request;
 	struct kagent_compile_result *result = NULL;
 	char *cause = NULL, *source = NULL, *text = NULL;
@@ -136,8 +138,8 @@ kagent_command_compile_run(int argc, char **argv)
 
 	memset(&arguments, 0, sizeof arguments);
 	memset(&request, 0, sizeof request);
-	if (parse_arguments(argc, argv, &arguments, &cause) < 0) {
-		exit_status = fail(&arguments, "usage", cause);
+	if (command_compile__parse_arguments(argc, argv, &arguments, &cause) < 0) {
+		exit_status = command_compile__fail(&arguments, "usage", cause);
 		if (!arguments.json)
 			kagent_command_print_usage(&kagent_command_compile);
 		goto out;
@@ -145,11 +147,12 @@ kagent_command_compile_run(int argc, char **argv)
 	status =
 	    kagent_fileio_read(arguments.path, KAGENT_COMPILE_MAX_SOURCE, &source, &size, &cause);
 	if (status < 0) {
-		exit_status = fail(&arguments, "io", cause);
+		exit_status = command_compile__fail(&arguments, "io", cause);
 		goto out;
 	}
 	if (strlen(source) != size) {
-		exit_status = fail(&arguments, "io", "the source file contains a NUL byte");
+		exit_status =
+		    command_compile__fail(&arguments, "io", "the source file contains a NUL byte");
 		goto out;
 	}
 	request.source = source;
@@ -162,15 +165,15 @@ kagent_command_compile_run(int argc, char **argv)
 	request.use_cache = !arguments.no_cache;
 	status = kagent_compile_source(&request, &result, &cause);
 	if (status < 0) {
-		exit_status =
-		    fail(&arguments, status == -EINVAL ? "invalid_request" : "compiler", cause);
+		exit_status = command_compile__fail(
+		    &arguments, status == -EINVAL ? "invalid_request" : "compiler", cause);
 		goto out;
 	}
 	if (result->success && arguments.output != NULL) {
 		status = kagent_fileio_write_atomic(arguments.output, result->cubin,
 						    result->cubin_size, &cause);
 		if (status < 0) {
-			exit_status = fail(&arguments, "io", cause);
+			exit_status = command_compile__fail(&arguments, "io", cause);
 			goto out;
 		}
 	}
@@ -205,5 +208,5 @@ const struct kagent_command kagent_command_compile = {
     .usage = "FILE.cu [--arch sm_90a] [--json] [-D...] [-I...] [--option OPT]... "
 	     "[--name-expression EXPR]... [--no-cache] [-o OUT.cubin]",
     .help = "compile CUDA C++ to a cubin with NVRTC; report diagnostics, registers, spills",
-    .handler = kagent_command_compile_run,
+    .handler = command_compile__handler,
 };

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 static int
-gpu__handler(int argc, char **argv)
+command_gpu__handler(int argc, char **argv)
 {
 	static const struct option long_options[] = {
 	    {"json", no_argument, NULL, 'j'},
@@ -86,5 +86,5 @@ const struct kagent_command kagent_command_gpu = {
     .name = "gpu",
     .usage = "[--json] [--gpu N]",
     .help = "show the GPUs the NVIDIA driver sees (exit 2 when there is none)",
-    .handler = gpu__handler,
+    .handler = command_gpu__handler,
 };

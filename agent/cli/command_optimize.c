@@ -24,13 +24,13 @@
 #define OPTIMIZE_EXIT_ERROR 2
 
 /* Flags that set one config key each: one table serves parsing and the usage text. */
-struct optimize_flag {
+struct command_optimize__flag {
 	const char *name;
 	const char *config_key;
 };
 
 /* clang-format off */
-static const struct optimize_flag optimize_flags[] = {
+static const struct command_optimize__flag command_optimize__flags[] = {
 	{"base-url", "provider.base_url"},
 	{"model", "provider.model"},
 	{"api", "provider.api"},
@@ -48,7 +48,7 @@ static const struct optimize_flag optimize_flags[] = {
 	{"prompts", "prompts_directory"},
 };
 /* clang-format on */
-#define OPTIMIZE_FLAG_COUNT (sizeof optimize_flags / sizeof optimize_flags[0])
+#define OPTIMIZE_FLAG_COUNT (sizeof command_optimize__flags / sizeof command_optimize__flags[0])
 
 enum {
 	OPTIMIZE_OPTION_CONFIG = 256,
@@ -56,10 +56,10 @@ enum {
 	OPTIMIZE_OPTION_JSON,
 	OPTIMIZE_OPTION_VERBOSE,
 	OPTIMIZE_OPTION_HELP,
-	OPTIMIZE_OPTION_FLAG, /* + index into optimize_flags */
+	OPTIMIZE_OPTION_FLAG, /* + index into command_optimize__flags */
 };
 
-struct optimize_run {
+struct command_optimize__run {
 	struct kagent_terminal_view *view;
 	struct kagent_session *session;
 	uv_signal_t interrupt;
@@ -68,17 +68,18 @@ struct optimize_run {
 };
 
 static void
-optimize__observe(const json_t *record, void *data)
+command_optimize__observe(const json_t *record, void *data)
 {
-	struct optimize_run *run = data;
+	struct command_optimize__run *run = data;
 
 	kagent_terminal_view_record(run->view, record);
 }
 
 static void
-optimize__done(struct kagent_session *session, int status, const json_t *summary, void *data)
+command_optimize__done(struct kagent_session *session, int status, const json_t *summary,
+		       void *data)
 {
-	struct optimize_run *run = data;
+	struct command_optimize__run *run = data;
 	const char *reason = json_string_value(json_object_get(summary, "stop_reason"));
 
 	run->final = json_incref((json_t *)summary);
@@ -98,9 +99,9 @@ optimize__done(struct kagent_session *session, int status, const json_t *summary
 }
 
 static void
-optimize__interrupted(uv_signal_t *handle, int signal_number)
+command_optimize__interrupted(uv_signal_t *handle, int signal_number)
 {
-	struct optimize_run *run = handle->data;
+	struct command_optimize__run *run = handle->data;
 
 	fprintf(stderr,
 		"\nkagent optimize: stopping after the current step (the run can be "
@@ -110,7 +111,7 @@ optimize__interrupted(uv_signal_t *handle, int signal_number)
 }
 
 static int
-optimize__fail(const char *message)
+command_optimize__fail(const char *message)
 {
 	fprintf(stderr, "kagent optimize: %s\n", message);
 	return OPTIMIZE_EXIT_ERROR;
@@ -118,8 +119,8 @@ optimize__fail(const char *message)
 
 /* Reads the config file, then the flags, then the environment, as config.h orders them. */
 static int
-optimize__configure(struct kagent_config *config, const char *config_path, char **flag_values,
-		    char **error)
+command_optimize__configure(struct kagent_config *config, const char *config_path,
+			    char **flag_values, char **error)
 {
 	char *default_path = NULL;
 	size_t index;
@@ -133,11 +134,11 @@ optimize__configure(struct kagent_config *config, const char *config_path, char 
 	for (index = 0; index < OPTIMIZE_FLAG_COUNT; index++) {
 		if (flag_values[index] == NULL)
 			continue;
-		status = kagent_config_set(config, optimize_flags[index].config_key,
+		status = kagent_config_set(config, command_optimize__flags[index].config_key,
 					   flag_values[index], error);
 		if (status < 0) {
-			char *with_flag =
-			    kagent_asprintf("--%s: %s", optimize_flags[index].name, *error);
+			char *with_flag = kagent_asprintf(
+			    "--%s: %s", command_optimize__flags[index].name, *error);
 
 			free(*error);
 			*error = with_flag;
@@ -153,7 +154,8 @@ out:
 
 /* The GPU is checked before the first token is spent: without one no candidate can run. */
 static int
-optimize__check_gpu(const struct kagent_config *config, struct kagent_gpu_info *gpu, char **error)
+command_optimize__check_gpu(const struct kagent_config *config, struct kagent_gpu_info *gpu,
+			    char **error)
 {
 	char *cause = NULL;
 
@@ -170,7 +172,7 @@ optimize__check_gpu(const struct kagent_config *config, struct kagent_gpu_info *
 }
 
 static void
-optimize__print_final(const json_t *final, FILE *stream)
+command_optimize__print_final(const json_t *final, FILE *stream)
 {
 	const char *path = json_string_value(json_object_get(final, "path"));
 
@@ -184,7 +186,7 @@ optimize__print_final(const json_t *final, FILE *stream)
 }
 
 static int
-optimize__run(int argc, char **argv)
+command_optimize__handler(int argc, char **argv)
 {
 	struct option long_options[OPTIMIZE_FLAG_COUNT + 6];
 	char *flag_values[OPTIMIZE_FLAG_COUNT] = {0};
@@ -193,7 +195,7 @@ optimize__run(int argc, char **argv)
 	struct kagent_gpu_info gpu = {0};
 	struct kagent_http_client *http = NULL;
 	struct kagent_terminal_view_options view_options = {0};
-	struct optimize_run run = {.exit_status = OPTIMIZE_EXIT_ERROR};
+	struct command_optimize__run run = {.exit_status = OPTIMIZE_EXIT_ERROR};
 	struct kagent_session_options session_options = {0};
 	uv_loop_t loop;
 	char *error = NULL;
@@ -201,8 +203,9 @@ optimize__run(int argc, char **argv)
 	size_t index;
 
 	for (index = 0; index < OPTIMIZE_FLAG_COUNT; index++)
-		long_options[index] = (struct option){optimize_flags[index].name, required_argument,
-						      NULL, OPTIMIZE_OPTION_FLAG + (int)index};
+		long_options[index] =
+		    (struct option){command_optimize__flags[index].name, required_argument, NULL,
+				    OPTIMIZE_OPTION_FLAG + (int)index};
 	long_options[index++] =
 	    (struct option){"config", required_argument, NULL, OPTIMIZE_OPTION_CONFIG};
 	long_options[index++] =
@@ -235,11 +238,11 @@ optimize__run(int argc, char **argv)
 			status = 0;
 			goto out;
 		case ':':
-			status = optimize__fail("an option is missing its value");
+			status = command_optimize__fail("an option is missing its value");
 			goto out;
 		case '?':
 			error = kagent_asprintf("unknown option %s", argv[optind - 1]);
-			status = optimize__fail(error);
+			status = command_optimize__fail(error);
 			kagent_command_print_usage(&kagent_command_optimize);
 			goto out;
 		default:
@@ -247,19 +250,19 @@ optimize__run(int argc, char **argv)
 		}
 	}
 	if (argc - optind != 1) {
-		status = optimize__fail("give exactly one problem file");
+		status = command_optimize__fail("give exactly one problem file");
 		kagent_command_print_usage(&kagent_command_optimize);
 		goto out;
 	}
-	if (optimize__configure(&config, config_path, flag_values, &error) < 0 ||
-	    optimize__check_gpu(&config, &gpu, &error) < 0) {
-		status = optimize__fail(error);
+	if (command_optimize__configure(&config, config_path, flag_values, &error) < 0 ||
+	    command_optimize__check_gpu(&config, &gpu, &error) < 0) {
+		status = command_optimize__fail(error);
 		goto out;
 	}
 	uv_loop_init(&loop);
 	loop_open = 1;
 	if (kagent_http_client_create(&loop, &http, &error) < 0) {
-		status = optimize__fail(error);
+		status = command_optimize__fail(error);
 		goto out;
 	}
 	/* With --json, stdout carries one JSON object; the person watching reads stderr. */
@@ -275,17 +278,17 @@ optimize__run(int argc, char **argv)
 	    .gpu_name = gpu.name[0] != '\0' ? gpu.name : NULL,
 	    /* This binary, whatever its path: `kagent worker` is one of its commands. */
 	    .worker_executable = "/proc/self/exe",
-	    .observer = optimize__observe,
-	    .done = optimize__done,
+	    .observer = command_optimize__observe,
+	    .done = command_optimize__done,
 	    .data = &run,
 	};
 	if (kagent_session_create(&session_options, &run.session, &error) < 0) {
-		status = optimize__fail(error);
+		status = command_optimize__fail(error);
 		goto out;
 	}
 	uv_signal_init(&loop, &run.interrupt);
 	run.interrupt.data = &run;
-	uv_signal_start(&run.interrupt, optimize__interrupted, SIGINT);
+	uv_signal_start(&run.interrupt, command_optimize__interrupted, SIGINT);
 	kagent_session_start(run.session);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	kagent_terminal_view_finish(run.view);
@@ -295,7 +298,7 @@ optimize__run(int argc, char **argv)
 			json_dumpf(run.final, stdout, JSON_COMPACT);
 			fputc('\n', stdout);
 		} else {
-			optimize__print_final(run.final, stdout);
+			command_optimize__print_final(run.final, stdout);
 		}
 	}
 out:
@@ -325,5 +328,5 @@ const struct kagent_command kagent_command_optimize = {
 	     "[--worker SOCKET] [--output DIR] [--prompts DIR] [--resume RUN-ID] [--json] "
 	     "[--verbose]",
     .help = "let a model write faster kernels for a PyTorch problem, verified by kagent eval",
-    .handler = optimize__run,
+    .handler = command_optimize__handler,
 };

@@ -8,7 +8,7 @@
 #include "kagent/evaluator/profile.h"
 
 static int
-profile__handler(int argc, char **argv)
+command_profile__handler(int argc, char **argv)
 {
 	return kagent_command_eval_run(argc, argv, &kagent_command_profile, 1,
 				       kagent_profile_render_text);
@@ -18,5 +18,5 @@ const struct kagent_command kagent_command_profile = {
     .name = "profile",
     .usage = KAGENT_COMMAND_EVAL_USAGE,
     .help = "per-kernel GPU time of the reference and the candidate, and what to attack first",
-    .handler = profile__handler,
+    .handler = command_profile__handler,
 };

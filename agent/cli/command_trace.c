@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 static int
-trace__check(const json_t *record, void *data)
+command_trace__check(const json_t *record, void *data)
 {
 	(void)record;
 	(void)data;
@@ -17,7 +17,7 @@ trace__check(const json_t *record, void *data)
 }
 
 static int
-trace__print_json(const json_t *record, void *data)
+command_trace__print_json(const json_t *record, void *data)
 {
 	(void)data;
 	json_dumpf(record, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -26,14 +26,14 @@ trace__print_json(const json_t *record, void *data)
 }
 
 static int
-trace__render(const json_t *record, void *view)
+command_trace__render(const json_t *record, void *view)
 {
 	kagent_terminal_view_record(view, record);
 	return 0;
 }
 
 static int
-trace__handler(int argc, char **argv)
+command_trace__handler(int argc, char **argv)
 {
 	static const struct option long_options[] = {
 	    {"verbose", no_argument, NULL, 'v'},
@@ -72,13 +72,15 @@ trace__handler(int argc, char **argv)
 	}
 	if (json) {
 		/* Check the whole file first: a reader of JSON lines wants all of them or none. */
-		result = kagent_trace_read(argv[optind], trace__check, NULL, &truncated, &error);
+		result =
+		    kagent_trace_read(argv[optind], command_trace__check, NULL, &truncated, &error);
 		if (result == 0)
-			result = kagent_trace_read(argv[optind], trace__print_json, NULL,
+			result = kagent_trace_read(argv[optind], command_trace__print_json, NULL,
 						   &truncated, &error);
 	} else {
 		view = kagent_terminal_view_create(stdout, &options);
-		result = kagent_trace_read(argv[optind], trace__render, view, &truncated, &error);
+		result = kagent_trace_read(argv[optind], command_trace__render, view, &truncated,
+					   &error);
 		kagent_terminal_view_finish(view);
 	}
 	fflush(stdout);
@@ -103,5 +105,5 @@ const struct kagent_command kagent_command_trace = {
     .name = "trace",
     .usage = "FILE [--verbose] [--json]",
     .help = "show a run's trace (JSONL) as readable lines, or its records with --json",
-    .handler = trace__handler,
+    .handler = command_trace__handler,
 };

@@ -32,14 +32,14 @@
 #define HTTP_DEFAULT_CONNECT_TIMEOUT_MS 10000
 #define HTTP_DEFAULT_STALL_SECONDS 120
 
-struct http__socket {
+struct http_client__socket {
 	uv_poll_t poll;
 	curl_socket_t fd;
 	struct kagent_http_client *client;
-	struct http__socket *previous, *next;
+	struct http_client__socket *previous, *next;
 };
 
-enum http__phase {
+enum http_client__phase {
 	HTTP_QUEUED,  /* waiting for the loop to add it to the multi handle */
 	HTTP_RUNNING, /* in the multi handle */
 };
@@ -51,7 +51,7 @@ struct kagent_http_request {
 	struct curl_slist *headers;
 	/* Deferred start, then the stall watch; a 0 ms start after cancel. */
 	uv_timer_t timer;
-	enum http__phase phase;
+	enum http_client__phase phase;
 	int cancelled;
 	int head_seen;
 	int body_refused;    /* on_body returned non-zero */
@@ -75,20 +75,20 @@ struct kagent_http_client {
 	CURLM *multi;
 	uv_timer_t timer; /* curl's CURLMOPT_TIMERFUNCTION */
 	struct kagent_http_request *requests;
-	struct http__socket *sockets;
+	struct http_client__socket *sockets;
 	int open_handles;
 	int dispatching; /* inside curl_multi_socket_action: no libcurl call allowed */
 	int freeing;
 	int torn_down;
 };
 
-static pthread_once_t http__global_once = PTHREAD_ONCE_INIT;
-static CURLcode http__global_status;
+static pthread_once_t http_client__global_once = PTHREAD_ONCE_INIT;
+static CURLcode http_client__global_status;
 
 static void
-http__global_init(void)
+http_client__global_init(void)
 {
-	http__global_status = curl_global_init(CURL_GLOBAL_DEFAULT);
+	http_client__global_status = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
 const char *
@@ -112,32 +112,32 @@ kagent_http_failure_name(enum kagent_http_failure failure)
 }
 
 static void
-http__client_handle_closed(struct kagent_http_client *client)
+http_client__client_handle_closed(struct kagent_http_client *client)
 {
 	if (--client->open_handles == 0 && client->torn_down)
 		free(client);
 }
 
 static void
-http__client_timer_closed(uv_handle_t *handle)
+http_client__client_timer_closed(uv_handle_t *handle)
 {
-	http__client_handle_closed(handle->data);
+	http_client__client_handle_closed(handle->data);
 }
 
 /* ---- sockets ---- */
 
 static void
-http__socket_closed(uv_handle_t *handle)
+http_client__socket_closed(uv_handle_t *handle)
 {
-	struct http__socket *socket = handle->data;
+	struct http_client__socket *socket = handle->data;
 	struct kagent_http_client *client = socket->client;
 
 	free(socket);
-	http__client_handle_closed(client);
+	http_client__client_handle_closed(client);
 }
 
 static void
-http__socket_close(struct http__socket *socket)
+http_client__socket_close(struct http_client__socket *socket)
 {
 	struct kagent_http_client *client = socket->client;
 
@@ -148,15 +148,15 @@ http__socket_close(struct http__socket *socket)
 	if (socket->next != NULL)
 		socket->next->previous = socket->previous;
 	uv_poll_stop(&socket->poll);
-	uv_close((uv_handle_t *)&socket->poll, http__socket_closed);
+	uv_close((uv_handle_t *)&socket->poll, http_client__socket_closed);
 }
 
-static void http__dispatch(struct kagent_http_client *client, curl_socket_t fd, int flags);
+static void http_client__dispatch(struct kagent_http_client *client, curl_socket_t fd, int flags);
 
 static void
-http__poll_callback(uv_poll_t *poll, int status, int events)
+http_client__poll_callback(uv_poll_t *poll, int status, int events)
 {
-	struct http__socket *socket = poll->data;
+	struct http_client__socket *socket = poll->data;
 	int flags = 0;
 
 	if (status < 0)
@@ -167,20 +167,21 @@ http__poll_callback(uv_poll_t *poll, int status, int events)
 		if (events & UV_WRITABLE)
 			flags |= CURL_CSELECT_OUT;
 	}
-	http__dispatch(socket->client, socket->fd, flags);
+	http_client__dispatch(socket->client, socket->fd, flags);
 }
 
 /* CURLMOPT_SOCKETFUNCTION: what curl wants to wait for on one socket. */
 static int
-http__socket_function(CURL *easy, curl_socket_t fd, int what, void *client_data, void *socket_data)
+http_client__socket_function(CURL *easy, curl_socket_t fd, int what, void *client_data,
+			     void *socket_data)
 {
 	struct kagent_http_client *client = client_data;
-	struct http__socket *socket = socket_data;
+	struct http_client__socket *socket = socket_data;
 	int events = 0, status;
 
 	if (what == CURL_POLL_REMOVE) {
 		if (socket != NULL)
-			http__socket_close(socket);
+			http_client__socket_close(socket);
 		return 0;
 	}
 	if (socket == NULL) {
@@ -206,7 +207,7 @@ http__socket_function(CURL *easy, curl_socket_t fd, int what, void *client_data,
 		events |= UV_READABLE;
 	if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
 		events |= UV_WRITABLE;
-	uv_poll_start(&socket->poll, events, http__poll_callback);
+	uv_poll_start(&socket->poll, events, http_client__poll_callback);
 	return 0;
 }
 
@@ -216,14 +217,14 @@ http__socket_function(CURL *easy, curl_socket_t fd, int what, void *client_data,
  * watch whatever socket reuses the number. So close the poll first.
  */
 static int
-http__close_socket_function(void *client_data, curl_socket_t fd)
+http_client__close_socket_function(void *client_data, curl_socket_t fd)
 {
 	struct kagent_http_client *client = client_data;
-	struct http__socket *socket;
+	struct http_client__socket *socket;
 
 	for (socket = client->sockets; socket != NULL; socket = socket->next) {
 		if (socket->fd == fd) {
-			http__socket_close(socket);
+			http_client__socket_close(socket);
 			break;
 		}
 	}
@@ -235,21 +236,21 @@ http__close_socket_function(void *client_data, curl_socket_t fd)
 /* ---- the client timer ---- */
 
 static void
-http__timeout_callback(uv_timer_t *timer)
+http_client__timeout_callback(uv_timer_t *timer)
 {
-	http__dispatch(timer->data, CURL_SOCKET_TIMEOUT, 0);
+	http_client__dispatch(timer->data, CURL_SOCKET_TIMEOUT, 0);
 }
 
 /* CURLMOPT_TIMERFUNCTION. libcurl must not be called from here: a 0 ms timeout runs in 1 ms. */
 static int
-http__timer_function(CURLM *multi, long timeout_ms, void *client_data)
+http_client__timer_function(CURLM *multi, long timeout_ms, void *client_data)
 {
 	struct kagent_http_client *client = client_data;
 
 	if (timeout_ms < 0)
 		uv_timer_stop(&client->timer);
 	else
-		uv_timer_start(&client->timer, http__timeout_callback,
+		uv_timer_start(&client->timer, http_client__timeout_callback,
 			       timeout_ms == 0 ? 1 : (uint64_t)timeout_ms, 0);
 	return 0;
 }
@@ -257,19 +258,19 @@ http__timer_function(CURLM *multi, long timeout_ms, void *client_data)
 /* ---- requests ---- */
 
 static void
-http__request_closed(uv_handle_t *handle)
+http_client__request_closed(uv_handle_t *handle)
 {
 	struct kagent_http_request *request = handle->data;
 	struct kagent_http_client *client = request->client;
 
 	free(request);
-	http__client_handle_closed(client);
+	http_client__client_handle_closed(client);
 }
 
 /* Tells the caller (exactly once) and releases the request. message is taken. */
 static void
-http__request_finish(struct kagent_http_request *request, enum kagent_http_failure failure,
-		     char *message)
+http_client__request_finish(struct kagent_http_request *request, enum kagent_http_failure failure,
+			    char *message)
 {
 	struct kagent_http_client *client = request->client;
 	struct kagent_http_result *result = &request->result;
@@ -307,28 +308,28 @@ http__request_finish(struct kagent_http_request *request, enum kagent_http_failu
 	free(result->error_body);
 	kagent_buffer_free(&request->error_body);
 	free(request->description);
-	uv_close((uv_handle_t *)&request->timer, http__request_closed);
+	uv_close((uv_handle_t *)&request->timer, http_client__request_closed);
 }
 
 /* Maps how libcurl ended the transfer to the caller's failure kinds. */
 static void
-http__request_complete(struct kagent_http_request *request, CURLcode code)
+http_client__request_complete(struct kagent_http_request *request, CURLcode code)
 {
 	enum kagent_http_failure failure;
 	const char *what;
 
 	if (request->cancelled) {
-		http__request_finish(request, KAGENT_HTTP_ABORTED,
-				     kagent_asprintf("%s: cancelled", request->description));
+		http_client__request_finish(request, KAGENT_HTTP_ABORTED,
+					    kagent_asprintf("%s: cancelled", request->description));
 		return;
 	}
 	/* A capped error body stopped the transfer on purpose: the status is what counts. */
 	if (code == CURLE_OK || (code == CURLE_WRITE_ERROR && request->error_body_full)) {
-		http__request_finish(request, KAGENT_HTTP_OK, NULL);
+		http_client__request_finish(request, KAGENT_HTTP_OK, NULL);
 		return;
 	}
 	if (code == CURLE_WRITE_ERROR && request->body_refused) {
-		http__request_finish(
+		http_client__request_finish(
 		    request, KAGENT_HTTP_ABORTED,
 		    kagent_asprintf("%s: the response body callback stopped the request",
 				    request->description));
@@ -356,15 +357,15 @@ http__request_complete(struct kagent_http_request *request, CURLcode code)
 		what = "transfer failed";
 		break;
 	}
-	http__request_finish(request, failure,
-			     kagent_asprintf("%s: %s: %s", request->description, what,
-					     request->curl_error[0] != '\0'
-						 ? request->curl_error
-						 : curl_easy_strerror(code)));
+	http_client__request_finish(request, failure,
+				    kagent_asprintf("%s: %s: %s", request->description, what,
+						    request->curl_error[0] != '\0'
+							? request->curl_error
+							: curl_easy_strerror(code)));
 }
 
 static void
-http__request_timer(uv_timer_t *timer)
+http_client__request_timer(uv_timer_t *timer)
 {
 	struct kagent_http_request *request = timer->data;
 	struct kagent_http_client *client = request->client;
@@ -372,16 +373,16 @@ http__request_timer(uv_timer_t *timer)
 	CURLMcode code;
 
 	if (request->cancelled) {
-		http__request_complete(request, CURLE_OK);
+		http_client__request_complete(request, CURLE_OK);
 		return;
 	}
 	if (request->phase == HTTP_QUEUED) {
 		code = curl_multi_add_handle(client->multi, request->easy);
 		if (code != CURLM_OK) {
-			http__request_finish(request, KAGENT_HTTP_OTHER,
-					     kagent_asprintf("%s: cannot start: %s",
-							     request->description,
-							     curl_multi_strerror(code)));
+			http_client__request_finish(request, KAGENT_HTTP_OTHER,
+						    kagent_asprintf("%s: cannot start: %s",
+								    request->description,
+								    curl_multi_strerror(code)));
 			return;
 		}
 		request->phase = HTTP_RUNNING;
@@ -390,30 +391,31 @@ http__request_timer(uv_timer_t *timer)
 	/* The stall watch: re-armed for the rest of the time when bytes moved meanwhile. */
 	idle = uv_now(client->loop) - request->last_activity_ms;
 	if (idle < request->stall_ms) {
-		uv_timer_start(&request->timer, http__request_timer, request->stall_ms - idle, 0);
+		uv_timer_start(&request->timer, http_client__request_timer,
+			       request->stall_ms - idle, 0);
 		return;
 	}
-	http__request_finish(request, KAGENT_HTTP_STALLED,
-			     kagent_asprintf("%s: stalled: no byte for %llu s",
-					     request->description,
-					     (unsigned long long)(request->stall_ms / 1000)));
+	http_client__request_finish(
+	    request, KAGENT_HTTP_STALLED,
+	    kagent_asprintf("%s: stalled: no byte for %llu s", request->description,
+			    (unsigned long long)(request->stall_ms / 1000)));
 }
 
 static void
-http__request_saw_activity(struct kagent_http_request *request)
+http_client__request_saw_activity(struct kagent_http_request *request)
 {
 	request->last_activity_ms = uv_now(request->client->loop);
 }
 
 /* Whether curl callbacks must stop the transfer. */
 static int
-http__request_stopping(const struct kagent_http_request *request)
+http_client__request_stopping(const struct kagent_http_request *request)
 {
 	return request->cancelled || request->client->freeing;
 }
 
 static const char *
-http__head_header(const struct kagent_http_response_head *head, const char *name)
+http_client__head_header(const struct kagent_http_response_head *head, const char *name)
 {
 	const struct kagent_http_request *request = head->opaque;
 	struct curl_header *header;
@@ -424,25 +426,26 @@ http__head_header(const struct kagent_http_response_head *head, const char *name
 }
 
 static char *
-http__copy_header(struct kagent_http_request *request, const char *name)
+http_client__copy_header(struct kagent_http_request *request, const char *name)
 {
 	struct kagent_http_response_head head = {.opaque = request};
-	const char *value = http__head_header(&head, name);
+	const char *value = http_client__head_header(&head, name);
 
 	return value != NULL ? kagent_strndup(value, strnlen(value, HTTP_HEADER_VALUE_CAP)) : NULL;
 }
 
 static int
-http__status_ok(long status)
+http_client__status_ok(long status)
 {
 	return status >= 200 && status <= 299;
 }
 
 /* The head of the final response is complete (interim 1xx heads are skipped). */
 static void
-http__request_head(struct kagent_http_request *request)
+http_client__request_head(struct kagent_http_request *request)
 {
-	struct kagent_http_response_head head = {.header = http__head_header, .opaque = request};
+	struct kagent_http_response_head head = {.header = http_client__head_header,
+						 .opaque = request};
 	long status = 0;
 
 	curl_easy_getinfo(request->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -450,48 +453,48 @@ http__request_head(struct kagent_http_request *request)
 		return;
 	request->head_seen = 1;
 	request->result.status = status;
-	request->result.retry_after = http__copy_header(request, "retry-after");
-	request->result.retry_after_ms = http__copy_header(request, "retry-after-ms");
-	request->result.should_retry = http__copy_header(request, "x-should-retry");
-	if (http__status_ok(status) && request->on_head != NULL) {
+	request->result.retry_after = http_client__copy_header(request, "retry-after");
+	request->result.retry_after_ms = http_client__copy_header(request, "retry-after-ms");
+	request->result.should_retry = http_client__copy_header(request, "x-should-retry");
+	if (http_client__status_ok(status) && request->on_head != NULL) {
 		head.status = status;
 		request->on_head(&head, request->data);
 	}
 }
 
 static size_t
-http__header_callback(char *line, size_t size, size_t count, void *data)
+http_client__header_callback(char *line, size_t size, size_t count, void *data)
 {
 	struct kagent_http_request *request = data;
 	size_t length = size * count;
 
-	if (http__request_stopping(request))
+	if (http_client__request_stopping(request))
 		return CURL_WRITEFUNC_ERROR;
-	http__request_saw_activity(request);
+	http_client__request_saw_activity(request);
 	if (length <= 2 && (length == 0 || line[0] == '\r' || line[0] == '\n'))
-		http__request_head(request);
+		http_client__request_head(request);
 	return length;
 }
 
 static size_t
-http__write_callback(char *bytes, size_t size, size_t count, void *data)
+http_client__write_callback(char *bytes, size_t size, size_t count, void *data)
 {
 	struct kagent_http_request *request = data;
 	size_t length = size * count, room;
 
-	if (http__request_stopping(request))
+	if (http_client__request_stopping(request))
 		return CURL_WRITEFUNC_ERROR;
-	http__request_saw_activity(request);
+	http_client__request_saw_activity(request);
 	if (!request->head_seen)
-		http__request_head(request);
+		http_client__request_head(request);
 	request->result.bytes += length;
-	if (http__status_ok(request->result.status)) {
+	if (http_client__status_ok(request->result.status)) {
 		if (request->on_body != NULL && length > 0 &&
 		    request->on_body(bytes, length, request->data) != 0) {
 			request->body_refused = 1;
 			return CURL_WRITEFUNC_ERROR;
 		}
-		return http__request_stopping(request) ? CURL_WRITEFUNC_ERROR : length;
+		return http_client__request_stopping(request) ? CURL_WRITEFUNC_ERROR : length;
 	}
 	room = HTTP_ERROR_BODY_CAP - request->error_body.length;
 	kagent_buffer_append(&request->error_body, bytes, length < room ? length : room);
@@ -505,35 +508,35 @@ http__write_callback(char *bytes, size_t size, size_t count, void *data)
 
 /* Upload progress counts as activity, so a large body on a slow link is not a stall. */
 static int
-http__progress_callback(void *data, curl_off_t download_total, curl_off_t downloaded,
-			curl_off_t upload_total, curl_off_t uploaded)
+http_client__progress_callback(void *data, curl_off_t download_total, curl_off_t downloaded,
+			       curl_off_t upload_total, curl_off_t uploaded)
 {
 	struct kagent_http_request *request = data;
 
 	if (uploaded > request->uploaded) {
 		request->uploaded = uploaded;
-		http__request_saw_activity(request);
+		http_client__request_saw_activity(request);
 	}
-	return http__request_stopping(request);
+	return http_client__request_stopping(request);
 }
 
 /* The connection is up: the stall watch starts (before, the connect timeout rules). */
 static int
-http__prerequest_callback(void *data, char *connected_ip, char *local_ip, int connected_port,
-			  int local_port)
+http_client__prerequest_callback(void *data, char *connected_ip, char *local_ip, int connected_port,
+				 int local_port)
 {
 	struct kagent_http_request *request = data;
 
-	http__request_saw_activity(request);
+	http_client__request_saw_activity(request);
 	if (!request->cancelled)
-		uv_timer_start(&request->timer, http__request_timer, request->stall_ms, 0);
+		uv_timer_start(&request->timer, http_client__request_timer, request->stall_ms, 0);
 	return CURL_PREREQFUNC_OK;
 }
 
 /* Checks the options that curl would only reject once the request runs. */
 static int
-http__check_options(const struct kagent_http_request_options *options, const char *method,
-		    char **error)
+http_client__check_options(const struct kagent_http_request_options *options, const char *method,
+			   char **error)
 {
 	CURLU *url;
 	CURLUcode url_code;
@@ -589,9 +592,9 @@ out:
 
 /* Sets up the easy handle; 0 or a negative errno with *error set. */
 static int
-http__request_configure(struct kagent_http_request *request,
-			const struct kagent_http_request_options *options, const char *method,
-			char **error)
+http_client__request_configure(struct kagent_http_request *request,
+			       const struct kagent_http_request_options *options,
+			       const char *method, char **error)
 {
 	CURL *easy = request->easy;
 	long connect_timeout_ms = options->connect_timeout_ms > 0 ? options->connect_timeout_ms
@@ -621,16 +624,16 @@ http__request_configure(struct kagent_http_request *request,
 	curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(easy, CURLOPT_USERAGENT, "kagent/" KAGENT_VERSION);
 	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, request->headers);
-	curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, http__header_callback);
+	curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, http_client__header_callback);
 	curl_easy_setopt(easy, CURLOPT_HEADERDATA, request);
-	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, http__write_callback);
+	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, http_client__write_callback);
 	curl_easy_setopt(easy, CURLOPT_WRITEDATA, request);
-	curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, http__progress_callback);
+	curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, http_client__progress_callback);
 	curl_easy_setopt(easy, CURLOPT_XFERINFODATA, request);
 	curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, http__prerequest_callback);
+	curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, http_client__prerequest_callback);
 	curl_easy_setopt(easy, CURLOPT_PREREQDATA, request);
-	curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, http__close_socket_function);
+	curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, http_client__close_socket_function);
 	curl_easy_setopt(easy, CURLOPT_CLOSESOCKETDATA, request->client);
 	code = curl_easy_setopt(easy, CURLOPT_URL, options->url);
 	if (code == CURLE_OK && strcmp(method, "POST") == 0) {
@@ -649,7 +652,7 @@ http__request_configure(struct kagent_http_request *request,
 }
 
 static char *
-http__describe(const char *method, const char *url)
+http_client__describe(const char *method, const char *url)
 {
 	return kagent_asprintf("%s %.*s", method, (int)strcspn(url, "?#"), url);
 }
@@ -665,7 +668,7 @@ kagent_http_request_start(struct kagent_http_client *client,
 		*error = kagent_strdup("the HTTP client is being freed");
 		return NULL;
 	}
-	if (http__check_options(options, method, error) < 0)
+	if (http_client__check_options(options, method, error) < 0)
 		return NULL;
 	request = kagent_calloc(1, sizeof *request);
 	request->client = client;
@@ -674,7 +677,7 @@ kagent_http_request_start(struct kagent_http_client *client,
 		*error = kagent_strdup("cannot create a libcurl handle (out of memory)");
 		goto fail;
 	}
-	if (http__request_configure(request, options, method, error) < 0)
+	if (http_client__request_configure(request, options, method, error) < 0)
 		goto fail;
 	request->stall_ms =
 	    1000 * (uint64_t)(options->stall_seconds > 0 ? options->stall_seconds
@@ -683,7 +686,7 @@ kagent_http_request_start(struct kagent_http_client *client,
 	request->on_body = options->on_body;
 	request->on_done = options->on_done;
 	request->data = options->data;
-	request->description = http__describe(method, options->url);
+	request->description = http_client__describe(method, options->url);
 	request->started_ns = uv_hrtime();
 	request->phase = HTTP_QUEUED;
 
@@ -695,7 +698,7 @@ kagent_http_request_start(struct kagent_http_client *client,
 		client->requests->previous = request;
 	client->requests = request;
 	/* Added from the loop, so that start may be called from any callback, even curl's. */
-	uv_timer_start(&request->timer, http__request_timer, 0, 0);
+	uv_timer_start(&request->timer, http_client__request_timer, 0, 0);
 	return request;
 
 fail:
@@ -711,31 +714,31 @@ kagent_http_request_cancel(struct kagent_http_request *request)
 	if (request->cancelled)
 		return;
 	request->cancelled = 1;
-	uv_timer_start(&request->timer, http__request_timer, 0, 0);
+	uv_timer_start(&request->timer, http_client__request_timer, 0, 0);
 }
 
 /* ---- dispatch and teardown ---- */
 
 static void
-http__teardown(struct kagent_http_client *client)
+http_client__teardown(struct kagent_http_client *client)
 {
 	if (client->torn_down)
 		return;
 	client->torn_down = 1;
 	while (client->requests != NULL) {
 		client->requests->cancelled = 1;
-		http__request_complete(client->requests, CURLE_OK);
+		http_client__request_complete(client->requests, CURLE_OK);
 	}
 	curl_multi_cleanup(client->multi);
 	client->multi = NULL;
 	while (client->sockets != NULL)
-		http__socket_close(client->sockets);
-	uv_close((uv_handle_t *)&client->timer, http__client_timer_closed);
+		http_client__socket_close(client->sockets);
+	uv_close((uv_handle_t *)&client->timer, http_client__client_timer_closed);
 }
 
 /* Reports the transfers curl has finished; must run outside libcurl's callbacks. */
 static void
-http__check_done(struct kagent_http_client *client)
+http_client__check_done(struct kagent_http_client *client)
 {
 	CURLMsg *message;
 	CURLcode code;
@@ -748,21 +751,21 @@ http__check_done(struct kagent_http_client *client)
 		/* The message dies with curl_multi_remove_handle: copy first. */
 		code = message->data.result;
 		curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, &request);
-		http__request_complete((struct kagent_http_request *)request, code);
+		http_client__request_complete((struct kagent_http_request *)request, code);
 	}
 	if (client->freeing)
-		http__teardown(client);
+		http_client__teardown(client);
 }
 
 static void
-http__dispatch(struct kagent_http_client *client, curl_socket_t fd, int flags)
+http_client__dispatch(struct kagent_http_client *client, curl_socket_t fd, int flags)
 {
 	int running;
 
 	client->dispatching++;
 	curl_multi_socket_action(client->multi, fd, flags, &running);
 	client->dispatching--;
-	http__check_done(client);
+	http_client__check_done(client);
 }
 
 int
@@ -771,10 +774,10 @@ kagent_http_client_create(uv_loop_t *loop, struct kagent_http_client **client_ou
 	struct kagent_http_client *client;
 
 	*client_out = NULL;
-	pthread_once(&http__global_once, http__global_init);
-	if (http__global_status != CURLE_OK) {
+	pthread_once(&http_client__global_once, http_client__global_init);
+	if (http_client__global_status != CURLE_OK) {
 		*error = kagent_asprintf("cannot initialize libcurl: %s",
-					 curl_easy_strerror(http__global_status));
+					 curl_easy_strerror(http_client__global_status));
 		return -EIO;
 	}
 	client = kagent_calloc(1, sizeof *client);
@@ -788,9 +791,9 @@ kagent_http_client_create(uv_loop_t *loop, struct kagent_http_client **client_ou
 	uv_timer_init(loop, &client->timer);
 	client->timer.data = client;
 	client->open_handles = 1;
-	curl_multi_setopt(client->multi, CURLMOPT_SOCKETFUNCTION, http__socket_function);
+	curl_multi_setopt(client->multi, CURLMOPT_SOCKETFUNCTION, http_client__socket_function);
 	curl_multi_setopt(client->multi, CURLMOPT_SOCKETDATA, client);
-	curl_multi_setopt(client->multi, CURLMOPT_TIMERFUNCTION, http__timer_function);
+	curl_multi_setopt(client->multi, CURLMOPT_TIMERFUNCTION, http_client__timer_function);
 	curl_multi_setopt(client->multi, CURLMOPT_TIMERDATA, client);
 	*client_out = client;
 	return 0;
@@ -810,5 +813,5 @@ kagent_http_client_free(struct kagent_http_client *client)
 	client->freeing = 1;
 	/* Inside a curl callback, the dispatch tears down once libcurl has returned. */
 	if (client->dispatching == 0)
-		http__teardown(client);
+		http_client__teardown(client);
 }

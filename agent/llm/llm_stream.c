@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct llm_call {
+struct llm_stream__call {
 	struct kagent_buffer id;
 	struct kagent_buffer name;
 	struct kagent_buffer arguments;
@@ -31,7 +31,7 @@ struct llm_call {
 };
 
 /* One piece of the reply's provider state (see provider_state in llm_stream.h). */
-struct llm_state_part {
+struct llm_stream__state_part {
 	/* Responses' output_index or Anthropic's content block index; -1 when none came. */
 	long long index;
 	/* Responses: the reasoning item, whole. */
@@ -50,9 +50,9 @@ struct kagent_llm_stream {
 	int saw_finish;
 	struct kagent_buffer text;
 	struct kagent_buffer reasoning;
-	struct llm_call *calls;
+	struct llm_stream__call *calls;
 	size_t call_count;
-	struct llm_state_part *parts; /* in output order */
+	struct llm_stream__state_part *parts; /* in output order */
 	size_t part_count;
 	size_t state_bytes; /* counted against KAGENT_LLM_STREAM_STATE_CAP */
 	char *finish_reason;
@@ -71,8 +71,8 @@ struct kagent_llm_stream {
 
 /* Sets the stream's one error; later events and finish report the same. */
 static int
-llm_fail(struct kagent_llm_stream *stream, enum kagent_llm_error error, int error_number,
-	 const char *type, char *message)
+llm_stream__fail(struct kagent_llm_stream *stream, enum kagent_llm_error error, int error_number,
+		 const char *type, char *message)
 {
 	stream->error = error;
 	stream->error_number = error_number;
@@ -85,11 +85,11 @@ llm_fail(struct kagent_llm_stream *stream, enum kagent_llm_error error, int erro
 }
 
 static int
-llm_append(struct kagent_llm_stream *stream, struct kagent_buffer *buffer, const char *bytes,
-	   size_t size, size_t cap, const char *what)
+llm_stream__append(struct kagent_llm_stream *stream, struct kagent_buffer *buffer,
+		   const char *bytes, size_t size, size_t cap, const char *what)
 {
 	if (buffer->length + size > cap)
-		return llm_fail(
+		return llm_stream__fail(
 		    stream, KAGENT_LLM_ERROR_TOO_LARGE, -EMSGSIZE, NULL,
 		    kagent_asprintf("the model's %s is longer than %zu bytes", what, cap));
 	kagent_buffer_append(buffer, bytes, size);
@@ -97,24 +97,24 @@ llm_append(struct kagent_llm_stream *stream, struct kagent_buffer *buffer, const
 }
 
 static int
-llm_set(struct kagent_llm_stream *stream, struct kagent_buffer *buffer, const char *string,
-	size_t cap, const char *what)
+llm_stream__set(struct kagent_llm_stream *stream, struct kagent_buffer *buffer, const char *string,
+		size_t cap, const char *what)
 {
 	buffer->length = 0;
 	if (buffer->data != NULL)
 		buffer->data[0] = '\0';
-	return llm_append(stream, buffer, string, strlen(string), cap, what);
+	return llm_stream__append(stream, buffer, string, strlen(string), cap, what);
 }
 
 /* A copy of a peer's short string, cut at the name cap (kagent_strndup copies exactly n bytes). */
 static char *
-llm_strdup_capped(const char *string)
+llm_stream__strdup_capped(const char *string)
 {
 	return kagent_strndup(string, strnlen(string, KAGENT_LLM_STREAM_NAME_CAP));
 }
 
 static const char *
-json_string_member(const json_t *object, const char *key)
+llm_stream__string_member(const json_t *object, const char *key)
 {
 	const char *value = json_string_value(json_object_get(object, key));
 
@@ -123,24 +123,24 @@ json_string_member(const json_t *object, const char *key)
 
 /* Fills a missing identifier (response id, model) from the first event that has it. */
 static void
-llm_set_once(char **field, const char *value)
+llm_stream__set_once(char **field, const char *value)
 {
 	if (*field == NULL && value != NULL && strlen(value) <= KAGENT_LLM_STREAM_NAME_CAP)
 		*field = kagent_strdup(value);
 }
 
 static int
-llm_provider_error(struct kagent_llm_stream *stream, const json_t *error)
+llm_stream__provider_error(struct kagent_llm_stream *stream, const json_t *error)
 {
 	const char *type = NULL, *message = NULL;
 	enum kagent_llm_error kind = KAGENT_LLM_ERROR_PROVIDER;
 	int error_number = -EREMOTEIO;
 
 	if (json_is_object(error)) {
-		type = json_string_member(error, "type");
+		type = llm_stream__string_member(error, "type");
 		if (type == NULL || strcmp(type, "error") == 0)
-			type = json_string_member(error, "code");
-		message = json_string_member(error, "message");
+			type = llm_stream__string_member(error, "code");
+		message = llm_stream__string_member(error, "message");
 	} else if (json_is_string(error)) {
 		message = json_string_value(error);
 	}
@@ -148,21 +148,22 @@ llm_provider_error(struct kagent_llm_stream *stream, const json_t *error)
 		kind = KAGENT_LLM_ERROR_OVERLOADED;
 		error_number = -EBUSY;
 	}
-	return llm_fail(stream, kind, error_number, type,
-			kagent_asprintf("the provider reported an error in the stream: %s%s%.4096s",
-					type != NULL ? type : "",
-					type != NULL && message != NULL ? ": " : "",
-					message != NULL ? message : (type ? "" : "(no message)")));
+	return llm_stream__fail(
+	    stream, kind, error_number, type,
+	    kagent_asprintf("the provider reported an error in the stream: %s%s%.4096s",
+			    type != NULL ? type : "", type != NULL && message != NULL ? ": " : "",
+			    message != NULL ? message : (type ? "" : "(no message)")));
 }
 
 /* Takes the next tool-call slot, or fails once the reply has too many. */
 static int
-llm_new_call(struct kagent_llm_stream *stream, long long index, struct llm_call **call_out)
+llm_stream__new_call(struct kagent_llm_stream *stream, long long index,
+		     struct llm_stream__call **call_out)
 {
-	struct llm_call *call;
+	struct llm_stream__call *call;
 
 	if (stream->call_count >= KAGENT_LLM_STREAM_TOOL_CALL_CAP)
-		return llm_fail(
+		return llm_stream__fail(
 		    stream, KAGENT_LLM_ERROR_TOO_LARGE, -EMSGSIZE, NULL,
 		    kagent_asprintf("the model made more than %d tool calls in one reply",
 				    KAGENT_LLM_STREAM_TOOL_CALL_CAP));
@@ -174,8 +175,8 @@ llm_new_call(struct kagent_llm_stream *stream, long long index, struct llm_call 
 	return 0;
 }
 
-static struct llm_call *
-llm_find_call_by_id(struct kagent_llm_stream *stream, const char *id)
+static struct llm_stream__call *
+llm_stream__find_call_by_id(struct kagent_llm_stream *stream, const char *id)
 {
 	for (size_t i = stream->call_count; i > 0; i--)
 		if (strcmp(kagent_buffer_string(&stream->calls[i - 1].id), id) == 0)
@@ -184,8 +185,8 @@ llm_find_call_by_id(struct kagent_llm_stream *stream, const char *id)
 }
 
 /* The latest call with this index: a server may reuse an index for a new id. */
-static struct llm_call *
-llm_find_call_by_index(struct kagent_llm_stream *stream, long long index)
+static struct llm_stream__call *
+llm_stream__find_call_by_index(struct kagent_llm_stream *stream, long long index)
 {
 	for (size_t i = stream->call_count; i > 0; i--)
 		if (stream->calls[i - 1].index == index)
@@ -193,8 +194,8 @@ llm_find_call_by_index(struct kagent_llm_stream *stream, long long index)
 	return NULL;
 }
 
-static struct llm_call *
-llm_find_call_by_item(struct kagent_llm_stream *stream, const char *item_id)
+static struct llm_stream__call *
+llm_stream__find_call_by_item(struct kagent_llm_stream *stream, const char *item_id)
 {
 	for (size_t i = stream->call_count; i > 0; i--)
 		if (stream->calls[i - 1].item_id != NULL &&
@@ -205,42 +206,44 @@ llm_find_call_by_item(struct kagent_llm_stream *stream, const char *item_id)
 
 /* Counts size more bytes of provider state, or fails once the reply has too many. */
 static int
-llm_charge_state(struct kagent_llm_stream *stream, size_t size)
+llm_stream__charge_state(struct kagent_llm_stream *stream, size_t size)
 {
 	if (size > KAGENT_LLM_STREAM_STATE_CAP - stream->state_bytes)
-		return llm_fail(stream, KAGENT_LLM_ERROR_TOO_LARGE, -EMSGSIZE, NULL,
-				kagent_asprintf("the model's reasoning state (reasoning items, "
-						"thinking blocks) is larger than %zu bytes",
-						KAGENT_LLM_STREAM_STATE_CAP));
+		return llm_stream__fail(
+		    stream, KAGENT_LLM_ERROR_TOO_LARGE, -EMSGSIZE, NULL,
+		    kagent_asprintf("the model's reasoning state (reasoning items, "
+				    "thinking blocks) is larger than %zu bytes",
+				    KAGENT_LLM_STREAM_STATE_CAP));
 	stream->state_bytes += size;
 	return 0;
 }
 
 static int
-llm_append_state(struct kagent_llm_stream *stream, struct kagent_buffer *buffer,
-		 const json_t *value)
+llm_stream__append_state(struct kagent_llm_stream *stream, struct kagent_buffer *buffer,
+			 const json_t *value)
 {
 	int result;
 
 	if (!json_is_string(value))
 		return 0;
-	if ((result = llm_charge_state(stream, json_string_length(value))) == 0)
+	if ((result = llm_stream__charge_state(stream, json_string_length(value))) == 0)
 		kagent_buffer_append(buffer, json_string_value(value), json_string_length(value));
 	return result;
 }
 
 /* Takes a state slot for index, placed after every part with an index not above it. */
 static int
-llm_new_state_part(struct kagent_llm_stream *stream, long long index,
-		   struct llm_state_part **part_out)
+llm_stream__new_state_part(struct kagent_llm_stream *stream, long long index,
+			   struct llm_stream__state_part **part_out)
 {
 	size_t position = stream->part_count;
 
 	if (stream->part_count >= KAGENT_LLM_STREAM_STATE_PART_CAP)
-		return llm_fail(stream, KAGENT_LLM_ERROR_TOO_LARGE, -EMSGSIZE, NULL,
-				kagent_asprintf("the model sent more than %d reasoning items or "
-						"thinking blocks in one reply",
-						KAGENT_LLM_STREAM_STATE_PART_CAP));
+		return llm_stream__fail(
+		    stream, KAGENT_LLM_ERROR_TOO_LARGE, -EMSGSIZE, NULL,
+		    kagent_asprintf("the model sent more than %d reasoning items or "
+				    "thinking blocks in one reply",
+				    KAGENT_LLM_STREAM_STATE_PART_CAP));
 	stream->parts =
 	    kagent_realloc(stream->parts, (stream->part_count + 1) * sizeof *stream->parts);
 	while (index >= 0 && position > 0 && stream->parts[position - 1].index > index)
@@ -256,8 +259,8 @@ llm_new_state_part(struct kagent_llm_stream *stream, long long index,
 
 /* Arguments given as a JSON value rather than as text (lenient servers). */
 static int
-llm_append_arguments(struct kagent_llm_stream *stream, struct llm_call *call,
-		     const json_t *arguments)
+llm_stream__append_arguments(struct kagent_llm_stream *stream, struct llm_stream__call *call,
+			     const json_t *arguments)
 {
 	const char *text = json_string_value(arguments);
 	char *dumped = NULL;
@@ -268,26 +271,26 @@ llm_append_arguments(struct kagent_llm_stream *stream, struct llm_call *call,
 		text = dumped;
 	}
 	if (text != NULL)
-		result = llm_append(stream, &call->arguments, text, strlen(text),
-				    KAGENT_LLM_STREAM_ARGUMENTS_CAP, "tool-call arguments");
+		result = llm_stream__append(stream, &call->arguments, text, strlen(text),
+					    KAGENT_LLM_STREAM_ARGUMENTS_CAP, "tool-call arguments");
 	free(dumped);
 	return result;
 }
 
 static int
-llm_append_text(struct kagent_llm_stream *stream, struct kagent_buffer *buffer, const json_t *value,
-		const char *what)
+llm_stream__append_text(struct kagent_llm_stream *stream, struct kagent_buffer *buffer,
+			const json_t *value, const char *what)
 {
 	const char *text = json_string_value(value);
 
 	if (text == NULL)
 		return 0;
-	return llm_append(stream, buffer, text, json_string_length(value),
-			  KAGENT_LLM_STREAM_TEXT_CAP, what);
+	return llm_stream__append(stream, buffer, text, json_string_length(value),
+				  KAGENT_LLM_STREAM_TEXT_CAP, what);
 }
 
 static long long
-json_tokens(const json_t *object, const char *key, long long previous)
+llm_stream__tokens(const json_t *object, const char *key, long long previous)
 {
 	const json_t *value = json_object_get(object, key);
 
@@ -297,24 +300,24 @@ json_tokens(const json_t *object, const char *key, long long previous)
 /* ---- OpenAI Chat Completions ---- */
 
 static int
-chat_tool_call(struct kagent_llm_stream *stream, const json_t *fragment)
+llm_stream__chat_tool_call(struct kagent_llm_stream *stream, const json_t *fragment)
 {
 	const json_t *index_value = json_object_get(fragment, "index");
 	const json_t *function = json_object_get(fragment, "function");
-	const char *id = json_string_member(fragment, "id");
-	const char *name = json_string_member(function, "name");
+	const char *id = llm_stream__string_member(fragment, "id");
+	const char *name = llm_stream__string_member(function, "name");
 	int has_index = json_is_integer(index_value);
 	long long index = has_index ? (long long)json_integer_value(index_value) : -1;
-	struct llm_call *call = NULL;
+	struct llm_stream__call *call = NULL;
 	int result = 0;
 
 	if (id != NULL && id[0] == '\0')
 		id = NULL;
 	/* A known id wins: some servers repeat it on every fragment. */
 	if (id != NULL)
-		call = llm_find_call_by_id(stream, id);
+		call = llm_stream__find_call_by_id(stream, id);
 	if (call == NULL && has_index) {
-		call = llm_find_call_by_index(stream, index);
+		call = llm_stream__find_call_by_index(stream, index);
 		/* The same index with another id is a new call (servers that always send 0). */
 		if (call != NULL && id != NULL && call->id.length > 0)
 			call = NULL;
@@ -322,27 +325,27 @@ chat_tool_call(struct kagent_llm_stream *stream, const json_t *fragment)
 	/* No index and no id: a continuation of the latest call, or the first call. */
 	if (call == NULL && !has_index && id == NULL && stream->call_count > 0)
 		call = &stream->calls[stream->call_count - 1];
-	if (call == NULL && (result = llm_new_call(stream, index, &call)) < 0)
+	if (call == NULL && (result = llm_stream__new_call(stream, index, &call)) < 0)
 		goto out;
 	if (id != NULL && call->id.length == 0 &&
-	    (result = llm_set(stream, &call->id, id, KAGENT_LLM_STREAM_NAME_CAP, "tool-call id")) <
-		0)
+	    (result = llm_stream__set(stream, &call->id, id, KAGENT_LLM_STREAM_NAME_CAP,
+				      "tool-call id")) < 0)
 		goto out;
 	if (name != NULL && name[0] != '\0' &&
 	    strcmp(kagent_buffer_string(&call->name), name) != 0) {
 		/* Names come whole in practice; a differing one is appended, like arguments. */
-		result = llm_append(stream, &call->name, name, strlen(name),
-				    KAGENT_LLM_STREAM_NAME_CAP, "tool name");
+		result = llm_stream__append(stream, &call->name, name, strlen(name),
+					    KAGENT_LLM_STREAM_NAME_CAP, "tool name");
 		if (result < 0)
 			goto out;
 	}
-	result = llm_append_arguments(stream, call, json_object_get(function, "arguments"));
+	result = llm_stream__append_arguments(stream, call, json_object_get(function, "arguments"));
 out:
 	return result;
 }
 
 static int
-chat_event(struct kagent_llm_stream *stream, const json_t *chunk)
+llm_stream__chat_event(struct kagent_llm_stream *stream, const json_t *chunk)
 {
 	const json_t *choices = json_object_get(chunk, "choices");
 	const json_t *usage = json_object_get(chunk, "usage");
@@ -350,42 +353,42 @@ chat_event(struct kagent_llm_stream *stream, const json_t *chunk)
 	size_t i;
 	int result = 0;
 
-	llm_set_once(&stream->response_id, json_string_member(chunk, "id"));
-	llm_set_once(&stream->model, json_string_member(chunk, "model"));
+	llm_stream__set_once(&stream->response_id, llm_stream__string_member(chunk, "id"));
+	llm_stream__set_once(&stream->model, llm_stream__string_member(chunk, "model"));
 	json_array_foreach(choices, i, choice)
 	{
 		const json_t *delta = json_object_get(choice, "delta");
 		const json_t *index = json_object_get(choice, "index");
 		const json_t *tool_calls = json_object_get(delta, "tool_calls");
 		const json_t *fragment;
-		const char *finish = json_string_member(choice, "finish_reason");
+		const char *finish = llm_stream__string_member(choice, "finish_reason");
 		size_t j;
 
 		/* The agent asks for one choice (n=1); others would be alternatives, not parts. */
 		if (json_is_integer(index) && json_integer_value(index) != 0)
 			continue;
-		if ((result = llm_append_text(stream, &stream->text,
-					      json_object_get(delta, "content"), "text")) < 0 ||
-		    (result = llm_append_text(stream, &stream->reasoning,
-					      json_object_get(delta, "reasoning_content"),
-					      "reasoning")) < 0 ||
-		    (result = llm_append_text(stream, &stream->reasoning,
-					      json_object_get(delta, "reasoning"), "reasoning")) <
-			0)
+		if ((result = llm_stream__append_text(
+			 stream, &stream->text, json_object_get(delta, "content"), "text")) < 0 ||
+		    (result = llm_stream__append_text(stream, &stream->reasoning,
+						      json_object_get(delta, "reasoning_content"),
+						      "reasoning")) < 0 ||
+		    (result = llm_stream__append_text(stream, &stream->reasoning,
+						      json_object_get(delta, "reasoning"),
+						      "reasoning")) < 0)
 			goto out;
 		if (json_is_object(tool_calls)) {
 			/* Lenient: a single call not wrapped in an array. */
-			if ((result = chat_tool_call(stream, tool_calls)) < 0)
+			if ((result = llm_stream__chat_tool_call(stream, tool_calls)) < 0)
 				goto out;
 		}
 		json_array_foreach(tool_calls, j, fragment)
 		{
-			if ((result = chat_tool_call(stream, fragment)) < 0)
+			if ((result = llm_stream__chat_tool_call(stream, fragment)) < 0)
 				goto out;
 		}
 		if (finish != NULL) {
 			free(stream->finish_reason);
-			stream->finish_reason = llm_strdup_capped(finish);
+			stream->finish_reason = llm_stream__strdup_capped(finish);
 			stream->saw_finish = 1;
 		}
 	}
@@ -393,11 +396,11 @@ chat_event(struct kagent_llm_stream *stream, const json_t *chunk)
 		const json_t *details = json_object_get(usage, "prompt_tokens_details");
 
 		stream->usage.input_tokens =
-		    json_tokens(usage, "prompt_tokens", stream->usage.input_tokens);
+		    llm_stream__tokens(usage, "prompt_tokens", stream->usage.input_tokens);
 		stream->usage.output_tokens =
-		    json_tokens(usage, "completion_tokens", stream->usage.output_tokens);
+		    llm_stream__tokens(usage, "completion_tokens", stream->usage.output_tokens);
 		stream->usage.cached_tokens =
-		    json_tokens(details, "cached_tokens", stream->usage.cached_tokens);
+		    llm_stream__tokens(details, "cached_tokens", stream->usage.cached_tokens);
 	}
 out:
 	return result;
@@ -406,24 +409,24 @@ out:
 /* ---- OpenAI Responses ---- */
 
 static int
-responses_call_for(struct kagent_llm_stream *stream, const json_t *event, const char *item_id,
-		   struct llm_call **call_out)
+llm_stream__responses_call_for(struct kagent_llm_stream *stream, const json_t *event,
+			       const char *item_id, struct llm_stream__call **call_out)
 {
 	const json_t *output_index = json_object_get(event, "output_index");
 	long long index = json_is_integer(output_index) ? json_integer_value(output_index) : -1;
-	struct llm_call *call = NULL;
+	struct llm_stream__call *call = NULL;
 	int result = 0;
 
 	if (item_id != NULL)
-		call = llm_find_call_by_item(stream, item_id);
+		call = llm_stream__find_call_by_item(stream, item_id);
 	if (call == NULL && index >= 0)
-		call = llm_find_call_by_index(stream, index);
+		call = llm_stream__find_call_by_index(stream, index);
 	if (call == NULL) {
 		/* A delta before its output_item.added: keep it rather than lose arguments. */
-		if ((result = llm_new_call(stream, index, &call)) < 0)
+		if ((result = llm_stream__new_call(stream, index, &call)) < 0)
 			goto out;
 		if (item_id != NULL)
-			call->item_id = llm_strdup_capped(item_id);
+			call->item_id = llm_stream__strdup_capped(item_id);
 	}
 	*call_out = call;
 out:
@@ -433,15 +436,16 @@ out:
 /* A finished reasoning item, kept whole: with store false, the next request must carry it
  * (its encrypted_content) back for the model to keep its reasoning. */
 static int
-responses_reasoning_item(struct kagent_llm_stream *stream, const json_t *event)
+llm_stream__responses_reasoning_item(struct kagent_llm_stream *stream, const json_t *event)
 {
 	json_t *item = json_object_get(event, "item");
 	const json_t *output_index = json_object_get(event, "output_index");
-	struct llm_state_part *part;
+	struct llm_stream__state_part *part;
 	int result;
 
-	if ((result = llm_charge_state(stream, json_dumpb(item, NULL, 0, JSON_COMPACT))) < 0 ||
-	    (result = llm_new_state_part(
+	if ((result = llm_stream__charge_state(stream, json_dumpb(item, NULL, 0, JSON_COMPACT))) <
+		0 ||
+	    (result = llm_stream__new_state_part(
 		 stream, json_is_integer(output_index) ? json_integer_value(output_index) : -1,
 		 &part)) < 0)
 		return result;
@@ -450,110 +454,113 @@ responses_reasoning_item(struct kagent_llm_stream *stream, const json_t *event)
 }
 
 static int
-responses_item(struct kagent_llm_stream *stream, const json_t *event, int done)
+llm_stream__responses_item(struct kagent_llm_stream *stream, const json_t *event, int done)
 {
 	const json_t *item = json_object_get(event, "item");
-	const char *type = json_string_member(item, "type");
-	const char *call_id = json_string_member(item, "call_id");
-	const char *name = json_string_member(item, "name");
-	const char *arguments = json_string_member(item, "arguments");
-	struct llm_call *call;
+	const char *type = llm_stream__string_member(item, "type");
+	const char *call_id = llm_stream__string_member(item, "call_id");
+	const char *name = llm_stream__string_member(item, "name");
+	const char *arguments = llm_stream__string_member(item, "arguments");
+	struct llm_stream__call *call;
 	int result = 0;
 
 	if (type != NULL && strcmp(type, "reasoning") == 0 && done) {
-		result = responses_reasoning_item(stream, event);
+		result = llm_stream__responses_reasoning_item(stream, event);
 		goto out;
 	}
 	if (type == NULL || strcmp(type, "function_call") != 0)
 		goto out;
-	if ((result = responses_call_for(stream, event, json_string_member(item, "id"), &call)) < 0)
+	if ((result = llm_stream__responses_call_for(
+		 stream, event, llm_stream__string_member(item, "id"), &call)) < 0)
 		goto out;
 	if (call_id != NULL && call->id.length == 0 &&
-	    (result = llm_set(stream, &call->id, call_id, KAGENT_LLM_STREAM_NAME_CAP,
-			      "tool-call id")) < 0)
+	    (result = llm_stream__set(stream, &call->id, call_id, KAGENT_LLM_STREAM_NAME_CAP,
+				      "tool-call id")) < 0)
 		goto out;
 	if (name != NULL && call->name.length == 0 &&
-	    (result = llm_set(stream, &call->name, name, KAGENT_LLM_STREAM_NAME_CAP, "tool name")) <
-		0)
+	    (result = llm_stream__set(stream, &call->name, name, KAGENT_LLM_STREAM_NAME_CAP,
+				      "tool name")) < 0)
 		goto out;
 	/* The item's arguments are the whole text when done; at "added" they are usually "". */
 	if (arguments != NULL && (done || call->arguments.length == 0))
-		result = llm_set(stream, &call->arguments, arguments,
-				 KAGENT_LLM_STREAM_ARGUMENTS_CAP, "tool-call arguments");
+		result = llm_stream__set(stream, &call->arguments, arguments,
+					 KAGENT_LLM_STREAM_ARGUMENTS_CAP, "tool-call arguments");
 out:
 	return result;
 }
 
 static void
-responses_usage(struct kagent_llm_stream *stream, const json_t *response)
+llm_stream__responses_usage(struct kagent_llm_stream *stream, const json_t *response)
 {
 	const json_t *usage = json_object_get(response, "usage");
 	const json_t *details = json_object_get(usage, "input_tokens_details");
 
-	stream->usage.input_tokens = json_tokens(usage, "input_tokens", stream->usage.input_tokens);
+	stream->usage.input_tokens =
+	    llm_stream__tokens(usage, "input_tokens", stream->usage.input_tokens);
 	stream->usage.output_tokens =
-	    json_tokens(usage, "output_tokens", stream->usage.output_tokens);
+	    llm_stream__tokens(usage, "output_tokens", stream->usage.output_tokens);
 	stream->usage.cached_tokens =
-	    json_tokens(details, "cached_tokens", stream->usage.cached_tokens);
+	    llm_stream__tokens(details, "cached_tokens", stream->usage.cached_tokens);
 }
 
 static int
-responses_event(struct kagent_llm_stream *stream, const char *name, const json_t *event)
+llm_stream__responses_event(struct kagent_llm_stream *stream, const char *name, const json_t *event)
 {
-	const char *type = json_string_member(event, "type");
+	const char *type = llm_stream__string_member(event, "type");
 	const json_t *response = json_object_get(event, "response");
-	struct llm_call *call;
+	struct llm_stream__call *call;
 	int result = 0;
 
 	if (type == NULL)
 		type = name;
-	llm_set_once(&stream->response_id, json_string_member(response, "id"));
-	llm_set_once(&stream->model, json_string_member(response, "model"));
+	llm_stream__set_once(&stream->response_id, llm_stream__string_member(response, "id"));
+	llm_stream__set_once(&stream->model, llm_stream__string_member(response, "model"));
 	if (strcmp(type, "response.output_text.delta") == 0) {
-		result =
-		    llm_append_text(stream, &stream->text, json_object_get(event, "delta"), "text");
+		result = llm_stream__append_text(stream, &stream->text,
+						 json_object_get(event, "delta"), "text");
 	} else if (strcmp(type, "response.reasoning_summary_text.delta") == 0 ||
 		   strcmp(type, "response.reasoning_text.delta") == 0) {
-		result = llm_append_text(stream, &stream->reasoning,
-					 json_object_get(event, "delta"), "reasoning");
+		result = llm_stream__append_text(stream, &stream->reasoning,
+						 json_object_get(event, "delta"), "reasoning");
 	} else if (strcmp(type, "response.output_item.added") == 0) {
-		result = responses_item(stream, event, 0);
+		result = llm_stream__responses_item(stream, event, 0);
 	} else if (strcmp(type, "response.output_item.done") == 0) {
-		result = responses_item(stream, event, 1);
+		result = llm_stream__responses_item(stream, event, 1);
 	} else if (strcmp(type, "response.function_call_arguments.delta") == 0) {
-		if ((result = responses_call_for(stream, event,
-						 json_string_member(event, "item_id"), &call)) == 0)
-			result =
-			    llm_append_arguments(stream, call, json_object_get(event, "delta"));
+		if ((result = llm_stream__responses_call_for(
+			 stream, event, llm_stream__string_member(event, "item_id"), &call)) == 0)
+			result = llm_stream__append_arguments(stream, call,
+							      json_object_get(event, "delta"));
 	} else if (strcmp(type, "response.function_call_arguments.done") == 0) {
-		const char *arguments = json_string_member(event, "arguments");
+		const char *arguments = llm_stream__string_member(event, "arguments");
 
 		/* The whole text, authoritative over the deltas we joined. */
 		if (arguments != NULL &&
-		    (result = responses_call_for(stream, event,
-						 json_string_member(event, "item_id"), &call)) == 0)
-			result = llm_set(stream, &call->arguments, arguments,
-					 KAGENT_LLM_STREAM_ARGUMENTS_CAP, "tool-call arguments");
+		    (result = llm_stream__responses_call_for(
+			 stream, event, llm_stream__string_member(event, "item_id"), &call)) == 0)
+			result =
+			    llm_stream__set(stream, &call->arguments, arguments,
+					    KAGENT_LLM_STREAM_ARGUMENTS_CAP, "tool-call arguments");
 	} else if (strcmp(type, "response.completed") == 0 ||
 		   strcmp(type, "response.incomplete") == 0) {
-		const char *reason =
-		    json_string_member(json_object_get(response, "incomplete_details"), "reason");
-		const char *status = json_string_member(response, "status");
+		const char *reason = llm_stream__string_member(
+		    json_object_get(response, "incomplete_details"), "reason");
+		const char *status = llm_stream__string_member(response, "status");
 
-		responses_usage(stream, response);
+		llm_stream__responses_usage(stream, response);
 		free(stream->finish_reason);
 		stream->finish_reason =
-		    llm_strdup_capped(reason != NULL   ? reason
-				      : status != NULL ? status
-						       : type + strlen("response."));
+		    llm_stream__strdup_capped(reason != NULL   ? reason
+					      : status != NULL ? status
+							       : type + strlen("response."));
 		stream->done = 1;
 	} else if (strcmp(type, "response.failed") == 0) {
-		responses_usage(stream, response);
-		result = llm_provider_error(stream, json_object_get(response, "error"));
+		llm_stream__responses_usage(stream, response);
+		result = llm_stream__provider_error(stream, json_object_get(response, "error"));
 	} else if (strcmp(type, "error") == 0) {
 		const json_t *error = json_object_get(event, "error");
 
-		result = llm_provider_error(stream, error != NULL ? error : event);
+		result = llm_stream__provider_error(stream, error != NULL ? error : event);
 	}
 	return result;
 }
@@ -561,18 +568,19 @@ responses_event(struct kagent_llm_stream *stream, const char *name, const json_t
 /* ---- Anthropic Messages ---- */
 
 static void
-anthropic_usage(struct kagent_llm_stream *stream, const json_t *usage)
+llm_stream__anthropic_usage(struct kagent_llm_stream *stream, const json_t *usage)
 {
 	if (!json_is_object(usage))
 		return;
 	/* input_tokens excludes cache reads and writes there; the neutral count includes them. */
-	stream->plain_input_tokens = json_tokens(usage, "input_tokens", stream->plain_input_tokens);
+	stream->plain_input_tokens =
+	    llm_stream__tokens(usage, "input_tokens", stream->plain_input_tokens);
 	stream->cache_read_tokens =
-	    json_tokens(usage, "cache_read_input_tokens", stream->cache_read_tokens);
+	    llm_stream__tokens(usage, "cache_read_input_tokens", stream->cache_read_tokens);
 	stream->cache_creation_tokens =
-	    json_tokens(usage, "cache_creation_input_tokens", stream->cache_creation_tokens);
+	    llm_stream__tokens(usage, "cache_creation_input_tokens", stream->cache_creation_tokens);
 	stream->usage.output_tokens =
-	    json_tokens(usage, "output_tokens", stream->usage.output_tokens);
+	    llm_stream__tokens(usage, "output_tokens", stream->usage.output_tokens);
 	if (stream->plain_input_tokens >= 0)
 		stream->usage.input_tokens =
 		    stream->plain_input_tokens +
@@ -584,8 +592,8 @@ anthropic_usage(struct kagent_llm_stream *stream, const json_t *usage)
 
 /* The thinking block at index; one is made for a delta whose block start never came. */
 static int
-anthropic_thinking_part(struct kagent_llm_stream *stream, const json_t *index,
-			struct llm_state_part **part_out)
+llm_stream__anthropic_thinking_part(struct kagent_llm_stream *stream, const json_t *index,
+				    struct llm_stream__state_part **part_out)
 {
 	long long position = json_is_integer(index) ? json_integer_value(index) : -1;
 
@@ -595,52 +603,55 @@ anthropic_thinking_part(struct kagent_llm_stream *stream, const json_t *index,
 			return 0;
 		}
 	}
-	return llm_new_state_part(stream, position, part_out);
+	return llm_stream__new_state_part(stream, position, part_out);
 }
 
 static int
-anthropic_block_start(struct kagent_llm_stream *stream, const json_t *event)
+llm_stream__anthropic_block_start(struct kagent_llm_stream *stream, const json_t *event)
 {
 	const json_t *block = json_object_get(event, "content_block");
 	const json_t *index = json_object_get(event, "index");
 	const json_t *input = json_object_get(block, "input");
 	const json_t *thinking = json_object_get(block, "thinking");
-	const char *type = json_string_member(block, "type");
-	const char *id = json_string_member(block, "id");
-	const char *name = json_string_member(block, "name");
+	const char *type = llm_stream__string_member(block, "type");
+	const char *id = llm_stream__string_member(block, "id");
+	const char *name = llm_stream__string_member(block, "name");
 	long long position = json_is_integer(index) ? json_integer_value(index) : -1;
-	struct llm_state_part *part;
-	struct llm_call *call;
+	struct llm_stream__state_part *part;
+	struct llm_stream__call *call;
 	int result = 0;
 
 	if (type == NULL)
 		goto out;
 	if (strcmp(type, "text") == 0) {
-		result =
-		    llm_append_text(stream, &stream->text, json_object_get(block, "text"), "text");
+		result = llm_stream__append_text(stream, &stream->text,
+						 json_object_get(block, "text"), "text");
 	} else if (strcmp(type, "thinking") == 0) {
 		/* Anthropic wants the block back unchanged, signature included, before the
 		 * tool_use blocks of the turn. */
-		result = llm_append_text(stream, &stream->reasoning, thinking, "reasoning");
-		if (result < 0 || (result = llm_new_state_part(stream, position, &part)) < 0 ||
-		    (result = llm_append_state(stream, &part->text, thinking)) < 0)
+		result = llm_stream__append_text(stream, &stream->reasoning, thinking, "reasoning");
+		if (result < 0 ||
+		    (result = llm_stream__new_state_part(stream, position, &part)) < 0 ||
+		    (result = llm_stream__append_state(stream, &part->text, thinking)) < 0)
 			goto out;
-		result =
-		    llm_append_state(stream, &part->signature, json_object_get(block, "signature"));
+		result = llm_stream__append_state(stream, &part->signature,
+						  json_object_get(block, "signature"));
 	} else if (strcmp(type, "redacted_thinking") == 0) {
-		if ((result = llm_new_state_part(stream, position, &part)) < 0)
+		if ((result = llm_stream__new_state_part(stream, position, &part)) < 0)
 			goto out;
 		part->redacted = 1;
-		result = llm_append_state(stream, &part->text, json_object_get(block, "data"));
+		result =
+		    llm_stream__append_state(stream, &part->text, json_object_get(block, "data"));
 	} else if (strcmp(type, "tool_use") == 0) {
-		if ((result = llm_new_call(stream, position, &call)) < 0)
+		if ((result = llm_stream__new_call(stream, position, &call)) < 0)
 			goto out;
 		if (id != NULL &&
-		    (result = llm_set(stream, &call->id, id, KAGENT_LLM_STREAM_NAME_CAP,
-				      "tool-call id")) < 0)
+		    (result = llm_stream__set(stream, &call->id, id, KAGENT_LLM_STREAM_NAME_CAP,
+					      "tool-call id")) < 0)
 			goto out;
-		if (name != NULL && (result = llm_set(stream, &call->name, name,
-						      KAGENT_LLM_STREAM_NAME_CAP, "tool name")) < 0)
+		if (name != NULL &&
+		    (result = llm_stream__set(stream, &call->name, name, KAGENT_LLM_STREAM_NAME_CAP,
+					      "tool name")) < 0)
 			goto out;
 		/* Usually {} with the real input streamed as partial_json; kept for when not. */
 		if (json_is_object(input) && json_object_size(input) > 0)
@@ -651,42 +662,45 @@ out:
 }
 
 static int
-anthropic_block_delta(struct kagent_llm_stream *stream, const json_t *event)
+llm_stream__anthropic_block_delta(struct kagent_llm_stream *stream, const json_t *event)
 {
 	const json_t *delta = json_object_get(event, "delta");
 	const json_t *index = json_object_get(event, "index");
 	const json_t *thinking = json_object_get(delta, "thinking");
-	const char *type = json_string_member(delta, "type");
-	struct llm_state_part *part;
-	struct llm_call *call;
+	const char *type = llm_stream__string_member(delta, "type");
+	struct llm_stream__state_part *part;
+	struct llm_stream__call *call;
 	int result = 0;
 
 	if (type == NULL)
 		goto out;
 	if (strcmp(type, "text_delta") == 0) {
-		result =
-		    llm_append_text(stream, &stream->text, json_object_get(delta, "text"), "text");
+		result = llm_stream__append_text(stream, &stream->text,
+						 json_object_get(delta, "text"), "text");
 	} else if (strcmp(type, "thinking_delta") == 0) {
-		result = llm_append_text(stream, &stream->reasoning, thinking, "reasoning");
-		if (result < 0 || (result = anthropic_thinking_part(stream, index, &part)) < 0)
+		result = llm_stream__append_text(stream, &stream->reasoning, thinking, "reasoning");
+		if (result < 0 ||
+		    (result = llm_stream__anthropic_thinking_part(stream, index, &part)) < 0)
 			goto out;
-		result = llm_append_state(stream, &part->text, thinking);
+		result = llm_stream__append_state(stream, &part->text, thinking);
 	} else if (strcmp(type, "signature_delta") == 0) {
-		if ((result = anthropic_thinking_part(stream, index, &part)) < 0)
+		if ((result = llm_stream__anthropic_thinking_part(stream, index, &part)) < 0)
 			goto out;
-		result =
-		    llm_append_state(stream, &part->signature, json_object_get(delta, "signature"));
+		result = llm_stream__append_state(stream, &part->signature,
+						  json_object_get(delta, "signature"));
 	} else if (strcmp(type, "input_json_delta") == 0) {
 		call = json_is_integer(index)
-			   ? llm_find_call_by_index(stream, json_integer_value(index))
+			   ? llm_stream__find_call_by_index(stream, json_integer_value(index))
 			   : NULL;
 		if (call == NULL) {
-			result = llm_fail(stream, KAGENT_LLM_ERROR_PROTOCOL, -EBADMSG, NULL,
-					  kagent_strdup("input_json_delta for a content block "
-							"that is not a tool_use block"));
+			result =
+			    llm_stream__fail(stream, KAGENT_LLM_ERROR_PROTOCOL, -EBADMSG, NULL,
+					     kagent_strdup("input_json_delta for a content block "
+							   "that is not a tool_use block"));
 			goto out;
 		}
-		result = llm_append_arguments(stream, call, json_object_get(delta, "partial_json"));
+		result = llm_stream__append_arguments(stream, call,
+						      json_object_get(delta, "partial_json"));
 	}
 	/* Unknown deltas carry nothing the agent uses. */
 out:
@@ -694,35 +708,36 @@ out:
 }
 
 static int
-anthropic_event(struct kagent_llm_stream *stream, const char *name, const json_t *event)
+llm_stream__anthropic_event(struct kagent_llm_stream *stream, const char *name, const json_t *event)
 {
-	const char *type = json_string_member(event, "type");
+	const char *type = llm_stream__string_member(event, "type");
 	const json_t *message = json_object_get(event, "message");
 	int result = 0;
 
 	if (type == NULL)
 		type = name;
 	if (strcmp(type, "message_start") == 0) {
-		llm_set_once(&stream->response_id, json_string_member(message, "id"));
-		llm_set_once(&stream->model, json_string_member(message, "model"));
-		anthropic_usage(stream, json_object_get(message, "usage"));
+		llm_stream__set_once(&stream->response_id,
+				     llm_stream__string_member(message, "id"));
+		llm_stream__set_once(&stream->model, llm_stream__string_member(message, "model"));
+		llm_stream__anthropic_usage(stream, json_object_get(message, "usage"));
 	} else if (strcmp(type, "content_block_start") == 0) {
-		result = anthropic_block_start(stream, event);
+		result = llm_stream__anthropic_block_start(stream, event);
 	} else if (strcmp(type, "content_block_delta") == 0) {
-		result = anthropic_block_delta(stream, event);
+		result = llm_stream__anthropic_block_delta(stream, event);
 	} else if (strcmp(type, "message_delta") == 0) {
 		const char *stop =
-		    json_string_member(json_object_get(event, "delta"), "stop_reason");
+		    llm_stream__string_member(json_object_get(event, "delta"), "stop_reason");
 
 		if (stop != NULL) {
 			free(stream->finish_reason);
-			stream->finish_reason = llm_strdup_capped(stop);
+			stream->finish_reason = llm_stream__strdup_capped(stop);
 		}
-		anthropic_usage(stream, json_object_get(event, "usage"));
+		llm_stream__anthropic_usage(stream, json_object_get(event, "usage"));
 	} else if (strcmp(type, "message_stop") == 0) {
 		stream->done = 1;
 	} else if (strcmp(type, "error") == 0) {
-		result = llm_provider_error(stream, json_object_get(event, "error"));
+		result = llm_stream__provider_error(stream, json_object_get(event, "error"));
 	}
 	/* ping and content_block_stop need nothing. */
 	return result;
@@ -746,7 +761,7 @@ kagent_llm_stream_create(enum kagent_llm_format format)
 }
 
 static void
-llm_call_release(struct llm_call *call)
+llm_stream__call_release(struct llm_stream__call *call)
 {
 	kagent_buffer_free(&call->id);
 	kagent_buffer_free(&call->name);
@@ -756,7 +771,7 @@ llm_call_release(struct llm_call *call)
 }
 
 static void
-llm_state_part_release(struct llm_state_part *part)
+llm_stream__state_part_release(struct llm_stream__state_part *part)
 {
 	json_decref(part->item);
 	kagent_buffer_free(&part->text);
@@ -769,10 +784,10 @@ kagent_llm_stream_free(struct kagent_llm_stream *stream)
 	if (stream == NULL)
 		return;
 	for (size_t i = 0; i < stream->call_count; i++)
-		llm_call_release(&stream->calls[i]);
+		llm_stream__call_release(&stream->calls[i]);
 	free(stream->calls);
 	for (size_t i = 0; i < stream->part_count; i++)
-		llm_state_part_release(&stream->parts[i]);
+		llm_stream__state_part_release(&stream->parts[i]);
 	free(stream->parts);
 	kagent_buffer_free(&stream->text);
 	kagent_buffer_free(&stream->reasoning);
@@ -817,30 +832,30 @@ kagent_llm_stream_event(struct kagent_llm_stream *stream, const char *name, cons
 		goto out;
 	event = json_loadb(data, length, JSON_DECODE_ANY, &json_error);
 	if (!json_is_object(event)) {
-		result =
-		    llm_fail(stream, KAGENT_LLM_ERROR_PROTOCOL, -EBADMSG, NULL,
-			     kagent_asprintf("a \"%.64s\" event is not a JSON object: %s", name,
-					     event == NULL ? json_error.text : "other JSON"));
+		result = llm_stream__fail(
+		    stream, KAGENT_LLM_ERROR_PROTOCOL, -EBADMSG, NULL,
+		    kagent_asprintf("a \"%.64s\" event is not a JSON object: %s", name,
+				    event == NULL ? json_error.text : "other JSON"));
 		goto failed;
 	}
 	/* An error inside a 200 stream: {"error": ...} from OpenAI-compatible servers,
 	 * {"type": "error", "error": ...} from Anthropic (and some proxies elsewhere). */
 	if (!json_is_null(json_object_get(event, "error")) &&
 	    json_object_get(event, "error") != NULL &&
-	    (json_string_member(event, "type") == NULL ||
-	     strcmp(json_string_member(event, "type"), "error") == 0)) {
-		result = llm_provider_error(stream, json_object_get(event, "error"));
+	    (llm_stream__string_member(event, "type") == NULL ||
+	     strcmp(llm_stream__string_member(event, "type"), "error") == 0)) {
+		result = llm_stream__provider_error(stream, json_object_get(event, "error"));
 		goto failed;
 	}
 	switch (stream->format) {
 	case KAGENT_LLM_FORMAT_CHAT_COMPLETIONS:
-		result = chat_event(stream, event);
+		result = llm_stream__chat_event(stream, event);
 		break;
 	case KAGENT_LLM_FORMAT_RESPONSES:
-		result = responses_event(stream, name, event);
+		result = llm_stream__responses_event(stream, name, event);
 		break;
 	case KAGENT_LLM_FORMAT_ANTHROPIC:
-		result = anthropic_event(stream, name, event);
+		result = llm_stream__anthropic_event(stream, name, event);
 		break;
 	}
 failed:
@@ -858,7 +873,7 @@ kagent_llm_stream_on_sse_event(void *stream, const struct kagent_sse_event *even
 }
 
 static enum kagent_llm_finish
-llm_normalize_finish(const struct kagent_llm_stream *stream)
+llm_stream__normalize_finish(const struct kagent_llm_stream *stream)
 {
 	static const struct {
 		const char *word;
@@ -891,7 +906,7 @@ llm_normalize_finish(const struct kagent_llm_stream *stream)
 
 /* Moves one call into the result and parses its arguments. */
 static void
-llm_finish_call(struct llm_call *call, struct kagent_llm_tool_call *out)
+llm_stream__finish_call(struct llm_stream__call *call, struct kagent_llm_tool_call *out)
 {
 	json_error_t json_error;
 	json_t *parsed;
@@ -921,11 +936,11 @@ llm_finish_call(struct llm_call *call, struct kagent_llm_tool_call *out)
 	} else {
 		out->arguments_json = parsed;
 	}
-	llm_call_release(call);
+	llm_stream__call_release(call);
 }
 
 static json_t *
-llm_buffer_json(const struct kagent_buffer *buffer)
+llm_stream__buffer_json(const struct kagent_buffer *buffer)
 {
 	/* The bytes came from JSON strings, so they are UTF-8 (and may hold a NUL). */
 	return json_stringn(kagent_buffer_string(buffer), buffer->length);
@@ -933,7 +948,7 @@ llm_buffer_json(const struct kagent_buffer *buffer)
 
 /* The parts as the result's provider_state (see llm_stream.h); NULL when there are none. */
 static json_t *
-llm_take_provider_state(struct kagent_llm_stream *stream)
+llm_stream__take_provider_state(struct kagent_llm_stream *stream)
 {
 	json_t *list;
 
@@ -941,20 +956,20 @@ llm_take_provider_state(struct kagent_llm_stream *stream)
 		return NULL;
 	list = json_array();
 	for (size_t i = 0; i < stream->part_count; i++) {
-		struct llm_state_part *part = &stream->parts[i];
+		struct llm_stream__state_part *part = &stream->parts[i];
 
 		if (part->item != NULL)
 			json_array_append(list, part->item);
 		else if (part->redacted)
-			json_array_append_new(list,
-					      json_pack("{s:s, s:o}", "type", "redacted_thinking",
-							"data", llm_buffer_json(&part->text)));
+			json_array_append_new(
+			    list, json_pack("{s:s, s:o}", "type", "redacted_thinking", "data",
+					    llm_stream__buffer_json(&part->text)));
 		else
 			json_array_append_new(
 			    list, json_pack("{s:s, s:o, s:o}", "type", "thinking", "thinking",
-					    llm_buffer_json(&part->text), "signature",
-					    llm_buffer_json(&part->signature)));
-		llm_state_part_release(part);
+					    llm_stream__buffer_json(&part->text), "signature",
+					    llm_stream__buffer_json(&part->signature)));
+		llm_stream__state_part_release(part);
 	}
 	free(stream->parts);
 	stream->parts = NULL;
@@ -978,9 +993,9 @@ kagent_llm_stream_finish(struct kagent_llm_stream *stream, struct kagent_llm_res
 	/* Chat Completions servers that end after finish_reason without [DONE] are accepted. */
 	if (!stream->done &&
 	    !(stream->format == KAGENT_LLM_FORMAT_CHAT_COMPLETIONS && stream->saw_finish))
-		llm_fail(stream, KAGENT_LLM_ERROR_TRUNCATED, -EPIPE, NULL,
-			 kagent_asprintf("the model's stream ended early, before %s",
-					 terminal[stream->format]));
+		llm_stream__fail(stream, KAGENT_LLM_ERROR_TRUNCATED, -EPIPE, NULL,
+				 kagent_asprintf("the model's stream ended early, before %s",
+						 terminal[stream->format]));
 	if (stream->error != KAGENT_LLM_ERROR_NONE) {
 		status = stream->error_number;
 		*cause = kagent_strdup(stream->error_message);
@@ -988,19 +1003,19 @@ kagent_llm_stream_finish(struct kagent_llm_stream *stream, struct kagent_llm_res
 	result->format = stream->format;
 	result->text = kagent_buffer_take(&stream->text);
 	result->reasoning = kagent_buffer_take(&stream->reasoning);
-	result->finish = llm_normalize_finish(stream);
+	result->finish = llm_stream__normalize_finish(stream);
 	result->finish_reason = kagent_strdup(stream->finish_reason ? stream->finish_reason : "");
 	result->usage = stream->usage;
 	result->response_id = kagent_strdup(stream->response_id ? stream->response_id : "");
 	result->model = kagent_strdup(stream->model ? stream->model : "");
-	result->provider_state = llm_take_provider_state(stream);
+	result->provider_state = llm_stream__take_provider_state(stream);
 	result->error = stream->error;
 	result->error_type = kagent_strdup(stream->error_type ? stream->error_type : "");
 	result->error_message = stream->error_message ? kagent_strdup(stream->error_message) : NULL;
 	result->tool_call_count = stream->call_count;
 	result->tool_calls = kagent_calloc(stream->call_count + 1, sizeof *result->tool_calls);
 	for (size_t i = 0; i < stream->call_count; i++)
-		llm_finish_call(&stream->calls[i], &result->tool_calls[i]);
+		llm_stream__finish_call(&stream->calls[i], &result->tool_calls[i]);
 	free(stream->calls);
 	stream->calls = NULL;
 	stream->call_count = 0;

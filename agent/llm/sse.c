@@ -70,7 +70,7 @@ kagent_sse_get_stats(const struct kagent_sse *sse, struct kagent_sse_stats *stat
 
 /* Records the first error and hands a copy of its message to the caller. */
 static int
-sse_fail(struct kagent_sse *sse, int error, char *message, char **cause)
+sse__fail(struct kagent_sse *sse, int error, char *message, char **cause)
 {
 	sse->error = error;
 	sse->error_cause = message;
@@ -79,7 +79,7 @@ sse_fail(struct kagent_sse *sse, int error, char *message, char **cause)
 }
 
 static int
-sse_dispatch(struct kagent_sse *sse, char **cause)
+sse__dispatch(struct kagent_sse *sse, char **cause)
 {
 	struct kagent_sse_event event;
 	char *callback_cause = NULL;
@@ -102,10 +102,10 @@ sse_dispatch(struct kagent_sse *sse, char **cause)
 	sse->data.length = 0;
 	sse->has_data = 0;
 	if (result < 0)
-		result = sse_fail(sse, result,
-				  callback_cause != NULL ? callback_cause
-							 : kagent_strdup("event handler failed"),
-				  cause);
+		result = sse__fail(sse, result,
+				   callback_cause != NULL ? callback_cause
+							  : kagent_strdup("event handler failed"),
+				   cause);
 	else
 		free(callback_cause);
 out:
@@ -114,14 +114,14 @@ out:
 
 /* Interprets one complete line (without its line ending). */
 static int
-sse_process_line(struct kagent_sse *sse, const char *line, size_t length, char **cause)
+sse__process_line(struct kagent_sse *sse, const char *line, size_t length, char **cause)
 {
 	const char *colon, *value;
 	size_t field_length, value_length;
 	int result = 0;
 
 	if (length == 0) {
-		result = sse_dispatch(sse, cause);
+		result = sse__dispatch(sse, cause);
 		goto out;
 	}
 	if (line[0] == ':') {
@@ -140,11 +140,11 @@ sse_process_line(struct kagent_sse *sse, const char *line, size_t length, char *
 		size_t joined = sse->data.length + (sse->has_data ? 1 : 0) + value_length;
 
 		if (joined > sse->data_cap) {
-			result = sse_fail(sse, -EMSGSIZE,
-					  kagent_asprintf("server-sent event data is larger than "
-							  "%zu bytes",
-							  sse->data_cap),
-					  cause);
+			result = sse__fail(sse, -EMSGSIZE,
+					   kagent_asprintf("server-sent event data is larger than "
+							   "%zu bytes",
+							   sse->data_cap),
+					   cause);
 			goto out;
 		}
 		if (sse->has_data)
@@ -164,9 +164,9 @@ out:
 }
 
 static int
-sse_line_too_long(struct kagent_sse *sse, char **cause)
+sse__line_too_long(struct kagent_sse *sse, char **cause)
 {
-	return sse_fail(
+	return sse__fail(
 	    sse, -EMSGSIZE,
 	    kagent_asprintf("a server-sent event line is longer than %zu bytes", sse->line_cap),
 	    cause);
@@ -218,7 +218,7 @@ kagent_sse_feed(struct kagent_sse *sse, const void *bytes, size_t size, char **c
 			stop++;
 		piece = (size_t)(stop - cursor);
 		if (sse->line.length + piece > sse->line_cap) {
-			result = sse_line_too_long(sse, cause);
+			result = sse__line_too_long(sse, cause);
 			goto out;
 		}
 		if (stop == end) {
@@ -227,11 +227,11 @@ kagent_sse_feed(struct kagent_sse *sse, const void *bytes, size_t size, char **c
 		}
 		if (sse->line.length > 0) {
 			kagent_buffer_append(&sse->line, cursor, piece);
-			result = sse_process_line(sse, sse->line.data, sse->line.length, cause);
+			result = sse__process_line(sse, sse->line.data, sse->line.length, cause);
 			sse->line.length = 0;
 		} else {
 			/* The whole line is in this chunk: no copy needed. */
-			result = sse_process_line(sse, cursor, piece, cause);
+			result = sse__process_line(sse, cursor, piece, cause);
 		}
 		if (result < 0)
 			goto out;
@@ -255,7 +255,7 @@ kagent_sse_finish(struct kagent_sse *sse, int *partial_out, char **cause)
 		goto out;
 	}
 	if (sse->line.length > 0) {
-		result = sse_process_line(sse, sse->line.data, sse->line.length, cause);
+		result = sse__process_line(sse, sse->line.data, sse->line.length, cause);
 		sse->line.length = 0;
 		if (result < 0)
 			goto out;
