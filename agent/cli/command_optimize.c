@@ -120,7 +120,7 @@ command_optimize__fail(const char *message)
 /* Reads the config file, then the flags, then the environment, as config.h orders them. */
 static int
 command_optimize__configure(struct kagent_config *config, const char *config_path,
-			    char **flag_values, char **error)
+			    char **flag_values, char **cause)
 {
 	char *default_path = NULL;
 	size_t index;
@@ -129,24 +129,24 @@ command_optimize__configure(struct kagent_config *config, const char *config_pat
 	if (config_path == NULL)
 		config_path = default_path = kagent_config_default_path();
 	if (config_path != NULL &&
-	    (status = kagent_config_load_file(config, config_path, error)) < 0)
+	    (status = kagent_config_load_file(config, config_path, cause)) < 0)
 		goto out;
 	for (index = 0; index < OPTIMIZE_FLAG_COUNT; index++) {
 		if (flag_values[index] == NULL)
 			continue;
 		status = kagent_config_set(config, command_optimize__flags[index].config_key,
-					   flag_values[index], error);
+					   flag_values[index], cause);
 		if (status < 0) {
 			char *with_flag = kagent_asprintf(
-			    "--%s: %s", command_optimize__flags[index].name, *error);
+			    "--%s: %s", command_optimize__flags[index].name, *cause);
 
-			free(*error);
-			*error = with_flag;
+			free(*cause);
+			*cause = with_flag;
 			goto out;
 		}
 	}
 	kagent_config_apply_environment(config);
-	status = kagent_config_validate(config, error);
+	status = kagent_config_validate(config, cause);
 out:
 	free(default_path);
 	return status;
@@ -155,17 +155,17 @@ out:
 /* The GPU is checked before the first token is spent: without one no candidate can run. */
 static int
 command_optimize__check_gpu(const struct kagent_config *config, struct kagent_gpu_info *gpu,
-			    char **error)
+			    char **cause)
 {
-	char *cause = NULL;
+	char *detail = NULL;
 
 	if (strcmp(config->evaluation.device, "cuda") != 0)
 		return 0;
-	if (kagent_cuda_driver_probe(gpu, config->evaluation.gpu_index, &cause) < 0) {
-		*error = kagent_asprintf("no GPU to evaluate candidates on: %s (nothing was sent "
+	if (kagent_cuda_driver_probe(gpu, config->evaluation.gpu_index, &detail) < 0) {
+		*cause = kagent_asprintf("no GPU to evaluate candidates on: %s (nothing was sent "
 					 "to the model)",
-					 cause);
-		free(cause);
+					 detail);
+		free(detail);
 		return -1;
 	}
 	return 0;

@@ -536,7 +536,7 @@ http_client__prerequest_callback(void *data, char *connected_ip, char *local_ip,
 /* Checks the options that curl would only reject once the request runs. */
 static int
 http_client__check_options(const struct kagent_http_request_options *options, const char *method,
-			   char **error)
+			   char **cause)
 {
 	CURLU *url;
 	CURLUcode url_code;
@@ -544,30 +544,30 @@ http_client__check_options(const struct kagent_http_request_options *options, co
 	int status = 0;
 
 	if (options->url == NULL || options->on_done == NULL) {
-		*error = kagent_strdup("an HTTP request needs a url and an on_done callback");
+		*cause = kagent_strdup("an HTTP request needs a url and an on_done callback");
 		return -EINVAL;
 	}
 	if (strcmp(method, "POST") != 0 && strcmp(method, "GET") != 0) {
-		*error = kagent_asprintf("HTTP method %s is not supported (POST or GET)", method);
+		*cause = kagent_asprintf("HTTP method %s is not supported (POST or GET)", method);
 		return -EINVAL;
 	}
 	if (options->body == NULL && options->body_length > 0) {
-		*error = kagent_strdup("an HTTP request body has a length but no bytes");
+		*cause = kagent_strdup("an HTTP request body has a length but no bytes");
 		return -EINVAL;
 	}
 	if (strcmp(method, "GET") == 0 && options->body_length > 0) {
-		*error = kagent_strdup("an HTTP GET request cannot carry a body");
+		*cause = kagent_strdup("an HTTP GET request cannot carry a body");
 		return -EINVAL;
 	}
 	if (options->body_length > HTTP_REQUEST_BODY_CAP) {
-		*error = kagent_asprintf("the HTTP request body (%zu bytes) is over the %u MiB cap",
+		*cause = kagent_asprintf("the HTTP request body (%zu bytes) is over the %u MiB cap",
 					 options->body_length, HTTP_REQUEST_BODY_CAP >> 20);
 		return -E2BIG;
 	}
 	url = curl_url();
 	if (url == NULL) {
 		status = -ENOMEM;
-		*error = kagent_strdup("out of memory parsing a URL");
+		*cause = kagent_strdup("out of memory parsing a URL");
 		goto out;
 	}
 	url_code = curl_url_set(url, CURLUPART_URL, options->url, 0);
@@ -575,13 +575,13 @@ http_client__check_options(const struct kagent_http_request_options *options, co
 		url_code = curl_url_get(url, CURLUPART_SCHEME, &scheme, 0);
 	if (url_code != CURLUE_OK) {
 		status = -EINVAL;
-		*error = kagent_asprintf("bad URL \"%.200s\": %s", options->url,
+		*cause = kagent_asprintf("bad URL \"%.200s\": %s", options->url,
 					 curl_url_strerror(url_code));
 		goto out;
 	}
 	if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
 		status = -EINVAL;
-		*error = kagent_asprintf("URL \"%.200s\" is not http or https", options->url);
+		*cause = kagent_asprintf("URL \"%.200s\" is not http or https", options->url);
 		goto out;
 	}
 out:
@@ -590,11 +590,11 @@ out:
 	return status;
 }
 
-/* Sets up the easy handle; 0 or a negative errno with *error set. */
+/* Sets up the easy handle; 0 or a negative errno with *cause set. */
 static int
 http_client__request_configure(struct kagent_http_request *request,
 			       const struct kagent_http_request_options *options,
-			       const char *method, char **error)
+			       const char *method, char **cause)
 {
 	CURL *easy = request->easy;
 	long connect_timeout_ms = options->connect_timeout_ms > 0 ? options->connect_timeout_ms
@@ -612,7 +612,7 @@ http_client__request_configure(struct kagent_http_request *request,
 			request->headers = list;
 	}
 	if (list == NULL) {
-		*error = kagent_strdup("out of memory building HTTP headers");
+		*cause = kagent_strdup("out of memory building HTTP headers");
 		return -ENOMEM;
 	}
 
@@ -644,7 +644,7 @@ http_client__request_configure(struct kagent_http_request *request,
 					options->body != NULL ? options->body : "");
 	}
 	if (code != CURLE_OK) {
-		*error =
+		*cause =
 		    kagent_asprintf("cannot set up the HTTP request: %s", curl_easy_strerror(code));
 		return -ENOMEM;
 	}
@@ -659,25 +659,25 @@ http_client__describe(const char *method, const char *url)
 
 struct kagent_http_request *
 kagent_http_request_start(struct kagent_http_client *client,
-			  const struct kagent_http_request_options *options, char **error)
+			  const struct kagent_http_request_options *options, char **cause)
 {
 	const char *method = options->method != NULL ? options->method : "POST";
 	struct kagent_http_request *request = NULL;
 
 	if (client->freeing) {
-		*error = kagent_strdup("the HTTP client is being freed");
+		*cause = kagent_strdup("the HTTP client is being freed");
 		return NULL;
 	}
-	if (http_client__check_options(options, method, error) < 0)
+	if (http_client__check_options(options, method, cause) < 0)
 		return NULL;
 	request = kagent_calloc(1, sizeof *request);
 	request->client = client;
 	request->easy = curl_easy_init();
 	if (request->easy == NULL) {
-		*error = kagent_strdup("cannot create a libcurl handle (out of memory)");
+		*cause = kagent_strdup("cannot create a libcurl handle (out of memory)");
 		goto fail;
 	}
-	if (http_client__request_configure(request, options, method, error) < 0)
+	if (http_client__request_configure(request, options, method, cause) < 0)
 		goto fail;
 	request->stall_ms =
 	    1000 * (uint64_t)(options->stall_seconds > 0 ? options->stall_seconds
@@ -769,14 +769,14 @@ http_client__dispatch(struct kagent_http_client *client, curl_socket_t fd, int f
 }
 
 int
-kagent_http_client_create(uv_loop_t *loop, struct kagent_http_client **client_out, char **error)
+kagent_http_client_create(uv_loop_t *loop, struct kagent_http_client **client_out, char **cause)
 {
 	struct kagent_http_client *client;
 
 	*client_out = NULL;
 	pthread_once(&http_client__global_once, http_client__global_init);
 	if (http_client__global_status != CURLE_OK) {
-		*error = kagent_asprintf("cannot initialize libcurl: %s",
+		*cause = kagent_asprintf("cannot initialize libcurl: %s",
 					 curl_easy_strerror(http_client__global_status));
 		return -EIO;
 	}
@@ -785,7 +785,7 @@ kagent_http_client_create(uv_loop_t *loop, struct kagent_http_client **client_ou
 	client->multi = curl_multi_init();
 	if (client->multi == NULL) {
 		free(client);
-		*error = kagent_strdup("cannot create a libcurl multi handle (out of memory)");
+		*cause = kagent_strdup("cannot create a libcurl multi handle (out of memory)");
 		return -ENOMEM;
 	}
 	uv_timer_init(loop, &client->timer);

@@ -63,7 +63,7 @@ struct llm_client__verdict {
 	struct kagent_llm_result *reply; /* on success */
 };
 
-static int llm_client__attempt_start(struct kagent_llm_call *call, char **error);
+static int llm_client__attempt_start(struct kagent_llm_call *call, char **cause);
 
 /* The length of the valid UTF-8 sequence at the start of text (length bytes), or 0 when
  * it is not one (overlong forms and surrogates included, as jansson refuses them). */
@@ -479,7 +479,7 @@ llm_client__attempt_done(const struct kagent_http_result *result, void *data)
 }
 
 static int
-llm_client__attempt_start(struct kagent_llm_call *call, char **error)
+llm_client__attempt_start(struct kagent_llm_call *call, char **cause)
 {
 	struct kagent_http_request_options options = {
 	    .method = "POST",
@@ -502,7 +502,7 @@ llm_client__attempt_start(struct kagent_llm_call *call, char **error)
 	/* Cancelled from on_attempt: the timer already carries the cancellation. */
 	if (call->cancelled)
 		return 0;
-	call->request = kagent_http_request_start(call->client, &options, error);
+	call->request = kagent_http_request_start(call->client, &options, cause);
 	return call->request != NULL ? 0 : -1;
 }
 
@@ -511,10 +511,10 @@ llm_client__attempt_start(struct kagent_llm_call *call, char **error)
 struct kagent_llm_call *
 kagent_llm_call_start(struct kagent_http_client *client, const struct kagent_llm_request *request,
 		      const struct kagent_llm_call_observer *observer,
-		      kagent_llm_call_callback callback, void *data, char **error)
+		      kagent_llm_call_callback callback, void *data, char **cause)
 {
 	struct kagent_llm_call *call = kagent_calloc(1, sizeof *call);
-	char *cause = NULL;
+	char *detail = NULL;
 
 	call->loop = kagent_http_client_loop(client);
 	call->client = client;
@@ -531,21 +531,21 @@ kagent_llm_call_start(struct kagent_http_client *client, const struct kagent_llm
 	call->started_ns = uv_hrtime();
 	call->url = kagent_llm_request_url(request->provider);
 	if (call->url == NULL) {
-		*error = kagent_strdup("no endpoint is configured (set provider.base_url)");
+		*cause = kagent_strdup("no endpoint is configured (set provider.base_url)");
 		goto failed;
 	}
-	if ((call->body = kagent_llm_request_body(request, &cause)) == NULL) {
-		*error = kagent_asprintf("cannot build the request: %s", cause);
-		free(cause);
+	if ((call->body = kagent_llm_request_body(request, &detail)) == NULL) {
+		*cause = kagent_asprintf("cannot build the request: %s", detail);
+		free(detail);
 		goto failed;
 	}
 	call->body_text = json_dumps(call->body, JSON_COMPACT);
 	call->headers = kagent_llm_request_headers(request->provider);
 	uv_timer_init(call->loop, &call->timer);
 	call->timer.data = call;
-	if (llm_client__attempt_start(call, &cause) < 0) {
-		*error = kagent_asprintf("cannot start the request: %s", cause);
-		free(cause);
+	if (llm_client__attempt_start(call, &detail) < 0) {
+		*cause = kagent_asprintf("cannot start the request: %s", detail);
+		free(detail);
 		uv_close((uv_handle_t *)&call->timer, llm_client__closed);
 		return NULL;
 	}

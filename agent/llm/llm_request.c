@@ -47,13 +47,13 @@ llm_request__nonempty_string(const json_t *value)
 /* Checks an assistant message's tool calls and records their ids in known_ids. */
 static int
 llm_request__read_tool_calls(const json_t *tool_calls, size_t index, json_t *known_ids,
-			     char **error)
+			     char **cause)
 {
 	const json_t *call;
 	size_t i;
 
 	if (!json_is_array(tool_calls)) {
-		*error = kagent_asprintf("messages[%zu]: \"tool_calls\" is not an array", index);
+		*cause = kagent_asprintf("messages[%zu]: \"tool_calls\" is not an array", index);
 		return -1;
 	}
 	json_array_foreach(tool_calls, i, call)
@@ -62,13 +62,13 @@ llm_request__read_tool_calls(const json_t *tool_calls, size_t index, json_t *kno
 
 		if (!llm_request__nonempty_string(json_object_get(call, "id")) ||
 		    !llm_request__nonempty_string(json_object_get(call, "name"))) {
-			*error = kagent_asprintf("messages[%zu].tool_calls[%zu]: a tool call needs "
+			*cause = kagent_asprintf("messages[%zu].tool_calls[%zu]: a tool call needs "
 						 "a non-empty \"id\" and \"name\"",
 						 index, i);
 			return -1;
 		}
 		if (arguments != NULL && !json_is_string(arguments)) {
-			*error = kagent_asprintf("messages[%zu].tool_calls[%zu]: \"arguments\" "
+			*cause = kagent_asprintf("messages[%zu].tool_calls[%zu]: \"arguments\" "
 						 "must be the JSON text, as a string",
 						 index, i);
 			return -1;
@@ -83,7 +83,7 @@ llm_request__read_tool_calls(const json_t *tool_calls, size_t index, json_t *kno
  * format: Responses items or Anthropic blocks. State of another format means nothing there. */
 static int
 llm_request__read_provider_state(const json_t *state, size_t index, enum kagent_llm_format format,
-				 const json_t **parts_out, char **error)
+				 const json_t **parts_out, char **cause)
 {
 	const char *state_format = json_string_value(json_object_get(state, "format"));
 	const char *key = format == KAGENT_LLM_FORMAT_RESPONSES	  ? "items"
@@ -94,7 +94,7 @@ llm_request__read_provider_state(const json_t *state, size_t index, enum kagent_
 
 	*parts_out = NULL;
 	if (!json_is_object(state) || state_format == NULL) {
-		*error = kagent_asprintf("messages[%zu]: \"provider_state\" must be an object "
+		*cause = kagent_asprintf("messages[%zu]: \"provider_state\" must be an object "
 					 "with a string \"format\"",
 					 index);
 		return -1;
@@ -108,7 +108,7 @@ llm_request__read_provider_state(const json_t *state, size_t index, enum kagent_
 			break;
 	}
 	if (!json_is_array(parts) || i < json_array_size(parts)) {
-		*error = kagent_asprintf("messages[%zu]: \"provider_state\" of format %s needs "
+		*cause = kagent_asprintf("messages[%zu]: \"provider_state\" of format %s needs "
 					 "\"%s\", an array of objects with a \"type\"",
 					 index, state_format, key);
 		return -1;
@@ -120,7 +120,7 @@ llm_request__read_provider_state(const json_t *state, size_t index, enum kagent_
 /* Reads and checks message number index; tool results must answer an earlier call. */
 static int
 llm_request__read_message(const json_t *message, size_t index, enum kagent_llm_format format,
-			  json_t *known_ids, struct llm_request__message *out, char **error)
+			  json_t *known_ids, struct llm_request__message *out, char **cause)
 {
 	const char *role = json_string_value(json_object_get(message, "role"));
 	const json_t *content = json_object_get(message, "content");
@@ -130,14 +130,14 @@ llm_request__read_message(const json_t *message, size_t index, enum kagent_llm_f
 
 	memset(out, 0, sizeof *out);
 	if (!json_is_object(message) || role == NULL) {
-		*error = kagent_asprintf("messages[%zu]: not an object with a \"role\"", index);
+		*cause = kagent_asprintf("messages[%zu]: not an object with a \"role\"", index);
 		goto out;
 	}
 	out->content = json_string_value(content);
 	if (strcmp(role, "user") == 0) {
 		out->role = LLM_REQUEST_USER;
 		if (out->content == NULL) {
-			*error = kagent_asprintf("messages[%zu]: a user message needs a string "
+			*cause = kagent_asprintf("messages[%zu]: a user message needs a string "
 						 "\"content\"",
 						 index);
 			goto out;
@@ -145,38 +145,38 @@ llm_request__read_message(const json_t *message, size_t index, enum kagent_llm_f
 	} else if (strcmp(role, "assistant") == 0) {
 		out->role = LLM_REQUEST_ASSISTANT;
 		if (content != NULL && !json_is_null(content) && out->content == NULL) {
-			*error = kagent_asprintf("messages[%zu]: an assistant message's "
+			*cause = kagent_asprintf("messages[%zu]: an assistant message's "
 						 "\"content\" must be a string or null",
 						 index);
 			goto out;
 		}
 		if (tool_calls != NULL) {
-			if (llm_request__read_tool_calls(tool_calls, index, known_ids, error) < 0)
+			if (llm_request__read_tool_calls(tool_calls, index, known_ids, cause) < 0)
 				goto out;
 			out->tool_calls = tool_calls;
 		}
 		if (provider_state != NULL &&
 		    llm_request__read_provider_state(provider_state, index, format,
-						     &out->provider_parts, error) < 0)
+						     &out->provider_parts, cause) < 0)
 			goto out;
 	} else if (strcmp(role, "tool") == 0) {
 		out->role = LLM_REQUEST_TOOL;
 		out->tool_call_id = json_string_value(json_object_get(message, "tool_call_id"));
 		out->is_error = json_is_true(json_object_get(message, "is_error"));
 		if (out->tool_call_id == NULL || out->content == NULL) {
-			*error = kagent_asprintf("messages[%zu]: a tool message needs a string "
+			*cause = kagent_asprintf("messages[%zu]: a tool message needs a string "
 						 "\"tool_call_id\" and \"content\"",
 						 index);
 			goto out;
 		}
 		if (json_object_get(known_ids, out->tool_call_id) == NULL) {
-			*error = kagent_asprintf("messages[%zu]: tool result for \"%.200s\", which "
+			*cause = kagent_asprintf("messages[%zu]: tool result for \"%.200s\", which "
 						 "no earlier assistant message called",
 						 index, out->tool_call_id);
 			goto out;
 		}
 	} else {
-		*error = kagent_asprintf("messages[%zu]: unknown role \"%.64s\" (expected user, "
+		*cause = kagent_asprintf("messages[%zu]: unknown role \"%.64s\" (expected user, "
 					 "assistant or tool)",
 					 index, role);
 		goto out;
@@ -388,14 +388,14 @@ llm_request__anthropic_tool(const json_t *tool)
 
 /* Checks the tools and fills a missing description or schema, so each format can copy them. */
 static json_t *
-llm_request__read_tools(const json_t *tools, char **error)
+llm_request__read_tools(const json_t *tools, char **cause)
 {
 	json_t *checked = json_array();
 	const json_t *tool;
 	size_t i;
 
 	if (tools != NULL && !json_is_array(tools)) {
-		*error = kagent_strdup("the tools are not a JSON array");
+		*cause = kagent_strdup("the tools are not a JSON array");
 		goto failed;
 	}
 	json_array_foreach(tools, i, tool)
@@ -406,7 +406,7 @@ llm_request__read_tools(const json_t *tools, char **error)
 		if (!llm_request__nonempty_string(json_object_get(tool, "name")) ||
 		    (description != NULL && !json_is_string(description)) ||
 		    (parameters != NULL && !json_is_object(parameters))) {
-			*error = kagent_asprintf("tools[%zu]: a tool needs a \"name\", a string "
+			*cause = kagent_asprintf("tools[%zu]: a tool needs a \"name\", a string "
 						 "\"description\" and an object \"parameters\"",
 						 i);
 			goto failed;
@@ -512,7 +512,7 @@ llm_request__start_body(const struct kagent_llm_request *request)
 }
 
 json_t *
-kagent_llm_request_body(const struct kagent_llm_request *request, char **error)
+kagent_llm_request_body(const struct kagent_llm_request *request, char **cause)
 {
 	const struct kagent_provider_config *provider = request->provider;
 	json_t *known_ids = json_object();
@@ -522,21 +522,21 @@ kagent_llm_request_body(const struct kagent_llm_request *request, char **error)
 	size_t i;
 
 	if (provider->model == NULL || provider->model[0] == '\0') {
-		*error = kagent_strdup("no model is configured (set provider.model)");
+		*cause = kagent_strdup("no model is configured (set provider.model)");
 		goto failed;
 	}
 	/* JSON strings must be UTF-8; these come from files, not from JSON. */
 	if (!llm_request__is_utf8(provider->model) || !llm_request__is_utf8(request->system) ||
 	    !llm_request__is_utf8(provider->reasoning_effort)) {
-		*error = kagent_strdup("the model name, the reasoning effort or the system prompt "
+		*cause = kagent_strdup("the model name, the reasoning effort or the system prompt "
 				       "is not valid UTF-8");
 		goto failed;
 	}
 	if (!json_is_array(request->messages)) {
-		*error = kagent_strdup("the conversation is not a JSON array of messages");
+		*cause = kagent_strdup("the conversation is not a JSON array of messages");
 		goto failed;
 	}
-	if ((tools = llm_request__read_tools(request->tools, error)) == NULL)
+	if ((tools = llm_request__read_tools(request->tools, cause)) == NULL)
 		goto failed;
 	body = llm_request__start_body(request);
 	list = json_object_get(body, provider->format == KAGENT_LLM_FORMAT_RESPONSES ? "input"
@@ -544,7 +544,7 @@ kagent_llm_request_body(const struct kagent_llm_request *request, char **error)
 	json_array_foreach(request->messages, i, message)
 	{
 		if (llm_request__read_message(message, i, provider->format, known_ids, &checked,
-					      error) < 0)
+					      cause) < 0)
 			goto failed;
 		switch (provider->format) {
 		case KAGENT_LLM_FORMAT_CHAT_COMPLETIONS:

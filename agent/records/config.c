@@ -428,11 +428,11 @@ config__load_integer(const void *field, size_t size)
 /*
  * Converts text (null: YAML's null) to the key's kind and stores it: the one
  * place where a file's value and a flag's value are checked. Returns 0, or
- * -EINVAL with *message set.
+ * -EINVAL with *cause set.
  */
 static int
 config__assign(struct kagent_config *config, const struct config__key *key, const char *text,
-	       int null, char **message)
+	       int null, char **cause)
 {
 	void *field = config__field(config, key);
 	long long integer;
@@ -440,7 +440,7 @@ config__assign(struct kagent_config *config, const struct config__key *key, cons
 	int boolean, index, status = 0;
 	char **string = field;
 
-	*message = NULL;
+	*cause = NULL;
 	if (null || text[0] == '\0') {
 		if (!key->optional)
 			goto invalid;
@@ -472,8 +472,8 @@ config__assign(struct kagent_config *config, const struct config__key *key, cons
 
 		status = config__parse_integer(text, &integer);
 		if (status == -ERANGE || (status == 0 && integer > maximum)) {
-			*message = kagent_asprintf("%.*s is too large (at most %lld)",
-						   CONFIG_QUOTE_CAP, text, maximum);
+			*cause = kagent_asprintf("%.*s is too large (at most %lld)",
+						 CONFIG_QUOTE_CAP, text, maximum);
 			status = -EINVAL;
 			goto out;
 		}
@@ -496,7 +496,7 @@ config__assign(struct kagent_config *config, const struct config__key *key, cons
 	}
 	goto out;
 invalid:
-	*message = config__expected(key, null ? NULL : text);
+	*cause = config__expected(key, null ? NULL : text);
 	status = -EINVAL;
 out:
 	return status;
@@ -750,27 +750,27 @@ kagent_config_init(struct kagent_config *config)
 }
 
 int
-kagent_config_load_file(struct kagent_config *config, const char *path, char **error)
+kagent_config_load_file(struct kagent_config *config, const char *path, char **cause)
 {
 	struct config__reader reader = {.config = config, .path = path};
 	int parser_ready = 0, status;
 	char *data = NULL;
 	size_t size;
 
-	*error = NULL;
-	status = kagent_fileio_read(path, CONFIG_FILE_CAP, &data, &size, error);
+	*cause = NULL;
+	status = kagent_fileio_read(path, CONFIG_FILE_CAP, &data, &size, cause);
 	if (status < 0)
 		goto out;
 	if (!yaml_parser_initialize(&reader.parser)) {
 		status = -ENOMEM;
-		*error = kagent_asprintf("%s: cannot start the YAML parser", path);
+		*cause = kagent_asprintf("%s: cannot start the YAML parser", path);
 		goto out;
 	}
 	parser_ready = 1;
 	yaml_parser_set_input_string(&reader.parser, (const unsigned char *)data, size);
 	status = config__read_stream(&reader);
 	if (status < 0) {
-		*error = reader.error;
+		*cause = reader.error;
 		reader.error = NULL;
 		goto out;
 	}
@@ -851,13 +851,13 @@ kagent_config_apply_environment(struct kagent_config *config)
 
 int
 kagent_config_set(struct kagent_config *config, const char *key_name, const char *value,
-		  char **error)
+		  char **cause)
 {
 	const struct config__key *key = config__find_key(key_name);
 	char *message = NULL;
 	int status;
 
-	*error = NULL;
+	*cause = NULL;
 	if (key == NULL) {
 		message = config__unknown_key_message(key_name);
 		status = -EINVAL;
@@ -865,7 +865,7 @@ kagent_config_set(struct kagent_config *config, const char *key_name, const char
 		status = config__assign(config, key, value, config__is_null_text(value), &message);
 	}
 	if (status < 0)
-		*error = kagent_asprintf("%s: %s", key_name, message);
+		*cause = kagent_asprintf("%s: %s", key_name, message);
 	free(message);
 	return status;
 }
@@ -928,7 +928,7 @@ config__check_anthropic_thinking(const struct kagent_provider_config *provider)
 }
 
 int
-kagent_config_validate(const struct kagent_config *config, char **error)
+kagent_config_validate(const struct kagent_config *config, char **cause)
 {
 	const struct kagent_provider_config *provider = &config->provider;
 	const char *key_env = provider->api_key_env != NULL
@@ -937,20 +937,20 @@ kagent_config_validate(const struct kagent_config *config, char **error)
 	char *host = NULL;
 	int status = -EINVAL;
 
-	*error = NULL;
+	*cause = NULL;
 	if (provider->model == NULL) {
-		*error = kagent_strdup("no model configured: set provider.model in kagent.yaml, or "
+		*cause = kagent_strdup("no model configured: set provider.model in kagent.yaml, or "
 				       "pass --model NAME");
 		goto out;
 	}
 	if (provider->base_url == NULL) {
-		*error = kagent_strdup("no endpoint configured: set provider.base_url in "
+		*cause = kagent_strdup("no endpoint configured: set provider.base_url in "
 				       "kagent.yaml, or pass --base-url URL");
 		goto out;
 	}
 	/* The file and the flags are checked when set; OPENAI_BASE_URL is not. */
 	if (!config__is_http_url(provider->base_url)) {
-		*error = kagent_asprintf("the endpoint '%s' (provider.base_url, --base-url or "
+		*cause = kagent_asprintf("the endpoint '%s' (provider.base_url, --base-url or "
 					 "the *_BASE_URL variable) must start with http:// or "
 					 "https://",
 					 provider->base_url);
@@ -959,14 +959,14 @@ kagent_config_validate(const struct kagent_config *config, char **error)
 	host = config__url_host(provider->base_url);
 	if (provider->api_key == NULL &&
 	    (strcmp(host, "api.openai.com") == 0 || strcmp(host, "api.anthropic.com") == 0)) {
-		*error = kagent_asprintf("%s is not set: export %s=... or name another variable in "
+		*cause = kagent_asprintf("%s is not set: export %s=... or name another variable in "
 					 "provider.api_key_env",
 					 key_env, key_env);
 		goto out;
 	}
 	if (provider->format == KAGENT_LLM_FORMAT_ANTHROPIC &&
 	    provider->thinking_budget_tokens > 0 &&
-	    (*error = config__check_anthropic_thinking(provider)) != NULL)
+	    (*cause = config__check_anthropic_thinking(provider)) != NULL)
 		goto out;
 	status = 0;
 out:

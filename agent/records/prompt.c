@@ -30,10 +30,10 @@ struct prompt__place {
 };
 
 static int prompt__render_file(struct prompt__render *render, const char *name, int depth,
-			       const struct prompt__place *from, char **error);
+			       const struct prompt__place *from, char **cause);
 
 static int __attribute__((format(printf, 4, 5)))
-prompt__fail(int code, const struct prompt__place *place, char **error, const char *format, ...)
+prompt__fail(int code, const struct prompt__place *place, char **cause, const char *format, ...)
 {
 	va_list arguments;
 	char *message;
@@ -41,18 +41,18 @@ prompt__fail(int code, const struct prompt__place *place, char **error, const ch
 	va_start(arguments, format);
 	message = kagent_vasprintf(format, arguments);
 	va_end(arguments);
-	*error = kagent_asprintf("%s:%d: %s%s", place->name, place->line, message, place->trail);
+	*cause = kagent_asprintf("%s:%d: %s%s", place->name, place->line, message, place->trail);
 	free(message);
 	return code;
 }
 
 static int
 prompt__append(struct prompt__render *render, const struct prompt__place *place, const char *bytes,
-	       size_t size, char **error)
+	       size_t size, char **cause)
 {
 	kagent_buffer_append(&render->text, bytes, size);
 	if (render->text.length > KAGENT_PROMPT_MAX_BYTES)
-		return prompt__fail(-EFBIG, place, error, "the rendered prompt grows past %d bytes",
+		return prompt__fail(-EFBIG, place, cause, "the rendered prompt grows past %d bytes",
 				    KAGENT_PROMPT_MAX_BYTES);
 	return 0;
 }
@@ -93,7 +93,7 @@ prompt__known_names(const struct prompt__render *render)
 
 static int
 prompt__substitute(struct prompt__render *render, const struct prompt__place *place,
-		   const char *start, size_t length, char **error)
+		   const char *start, size_t length, char **cause)
 {
 	char *known;
 	int result;
@@ -101,7 +101,7 @@ prompt__substitute(struct prompt__render *render, const struct prompt__place *pl
 	for (size_t index = 0; index < length; index++)
 		if (!prompt__is_name_character(start[index]))
 			return prompt__fail(
-			    -EINVAL, place, error,
+			    -EINVAL, place, cause,
 			    "malformed tag {{%.*s}}: a variable name has only "
 			    "letters, digits and '_' (write \\{{ for literal braces)",
 			    (int)length, start);
@@ -111,13 +111,13 @@ prompt__substitute(struct prompt__render *render, const struct prompt__place *pl
 		if (strlen(variable->name) != length || memcmp(variable->name, start, length) != 0)
 			continue;
 		if (variable->value == NULL)
-			return prompt__fail(-EINVAL, place, error, "variable {{%s}} has no value",
+			return prompt__fail(-EINVAL, place, cause, "variable {{%s}} has no value",
 					    variable->name);
 		return prompt__append(render, place, variable->value, strlen(variable->value),
-				      error);
+				      cause);
 	}
 	known = prompt__known_names(render);
-	result = prompt__fail(-EINVAL, place, error, "unknown variable {{%.*s}} (known: %s)",
+	result = prompt__fail(-EINVAL, place, cause, "unknown variable {{%.*s}} (known: %s)",
 			      (int)length, start, known);
 	free(known);
 	return result;
@@ -125,7 +125,7 @@ prompt__substitute(struct prompt__render *render, const struct prompt__place *pl
 
 static int
 prompt__include(struct prompt__render *render, const struct prompt__place *place, int depth,
-		const char *start, size_t length, char **error)
+		const char *start, size_t length, char **cause)
 {
 	const char *slash = strrchr(place->name, '/');
 	int folder_length = slash != NULL ? (int)(slash - place->name + 1) : 0;
@@ -133,18 +133,18 @@ prompt__include(struct prompt__render *render, const struct prompt__place *place
 	int result;
 
 	if (length == 0)
-		return prompt__fail(-EINVAL, place, error, "{{>}} names no file");
+		return prompt__fail(-EINVAL, place, cause, "{{>}} names no file");
 	if (memchr(start, '/', length) != NULL || memmem(start, length, "..", 2) != NULL)
-		return prompt__fail(-EINVAL, place, error,
+		return prompt__fail(-EINVAL, place, cause,
 				    "cannot include \"%.*s\": an included file is named without "
 				    "'/' or \"..\" and lies in the same folder",
 				    (int)length, start);
 	if (depth >= KAGENT_PROMPT_MAX_DEPTH)
-		return prompt__fail(-ELOOP, place, error,
+		return prompt__fail(-ELOOP, place, cause,
 				    "cannot include %.*s: includes nest deeper than %d (a cycle?)",
 				    (int)length, start, KAGENT_PROMPT_MAX_DEPTH);
 	name = kagent_asprintf("%.*s%.*s", folder_length, place->name, (int)length, start);
-	result = prompt__render_file(render, name, depth + 1, place, error);
+	result = prompt__render_file(render, name, depth + 1, place, cause);
 	free(name);
 	return result;
 }
@@ -152,7 +152,7 @@ prompt__include(struct prompt__render *render, const struct prompt__place *place
 /* One "{{...}}" tag; *cursor is just past "{{" and moves past "}}". */
 static int
 prompt__tag(struct prompt__render *render, const struct prompt__place *place, int depth,
-	    const char **cursor, char **error)
+	    const char **cursor, char **cause)
 {
 	const char *start = *cursor, *close = start, *end;
 
@@ -161,7 +161,7 @@ prompt__tag(struct prompt__render *render, const struct prompt__place *place, in
 		close++;
 	if (*close != '}')
 		return prompt__fail(
-		    -EINVAL, place, error,
+		    -EINVAL, place, cause,
 		    "\"{{\" is not closed by \"}}\" on the same line (write \\{{ for "
 		    "literal braces)");
 	*cursor = close + 2;
@@ -171,18 +171,18 @@ prompt__tag(struct prompt__render *render, const struct prompt__place *place, in
 	while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
 		end--;
 	if (start == end)
-		return prompt__fail(-EINVAL, place, error, "empty tag {{}}");
+		return prompt__fail(-EINVAL, place, cause, "empty tag {{}}");
 	if (*start != '>')
-		return prompt__substitute(render, place, start, (size_t)(end - start), error);
+		return prompt__substitute(render, place, start, (size_t)(end - start), cause);
 	start++;
 	while (start < end && (*start == ' ' || *start == '\t'))
 		start++;
-	return prompt__include(render, place, depth, start, (size_t)(end - start), error);
+	return prompt__include(render, place, depth, start, (size_t)(end - start), cause);
 }
 
 static int
 prompt__render_text(struct prompt__render *render, const char *name, const char *text, int depth,
-		    const char *trail, char **error)
+		    const char *trail, char **cause)
 {
 	struct prompt__place place = {.name = name, .line = 1, .trail = trail};
 	const char *cursor = text, *counted = text, *open;
@@ -193,22 +193,22 @@ prompt__render_text(struct prompt__render *render, const char *name, const char 
 		counted = open;
 		if (open > cursor && open[-1] == '\\') {
 			result = prompt__append(render, &place, cursor, (size_t)(open - 1 - cursor),
-						error);
+						cause);
 			if (result == 0)
-				result = prompt__append(render, &place, "{{", 2, error);
+				result = prompt__append(render, &place, "{{", 2, cause);
 			cursor = open + 2;
 		} else {
 			result =
-			    prompt__append(render, &place, cursor, (size_t)(open - cursor), error);
+			    prompt__append(render, &place, cursor, (size_t)(open - cursor), cause);
 			cursor = open + 2;
 			if (result == 0)
-				result = prompt__tag(render, &place, depth, &cursor, error);
+				result = prompt__tag(render, &place, depth, &cursor, cause);
 		}
 		if (result != 0)
 			goto out;
 	}
 	place.line += prompt__count_lines(counted, cursor);
-	result = prompt__append(render, &place, cursor, strlen(cursor), error);
+	result = prompt__append(render, &place, cursor, strlen(cursor), cause);
 out:
 	return result;
 }
@@ -216,33 +216,33 @@ out:
 /* Renders the file name; from is the tag that includes it, NULL for the top template. */
 static int
 prompt__render_file(struct prompt__render *render, const char *name, int depth,
-		    const struct prompt__place *from, char **error)
+		    const struct prompt__place *from, char **cause)
 {
 	char *path = kagent_asprintf("%s/%s", render->directory, name);
-	char *data = NULL, *cause = NULL, *trail;
+	char *data = NULL, *detail = NULL, *trail;
 	size_t size = 0;
 	int result;
 
 	trail = from != NULL ? kagent_asprintf(" (included from %s:%d)%s", from->name, from->line,
 					       from->trail)
 			     : kagent_strdup("");
-	result = kagent_fileio_read(path, KAGENT_PROMPT_MAX_BYTES, &data, &size, &cause);
+	result = kagent_fileio_read(path, KAGENT_PROMPT_MAX_BYTES, &data, &size, &detail);
 	if (result != 0) {
 		if (from != NULL)
-			prompt__fail(result, from, error, "cannot include %s: %s", name, cause);
+			prompt__fail(result, from, cause, "cannot include %s: %s", name, detail);
 		else
-			*error = kagent_asprintf("prompt template %s: %s", name, cause);
+			*cause = kagent_asprintf("prompt template %s: %s", name, detail);
 		goto out;
 	}
 	if (strlen(data) != size) {
 		result = -EINVAL;
-		*error = kagent_asprintf("prompt template %s holds a NUL byte%s", name, trail);
+		*cause = kagent_asprintf("prompt template %s holds a NUL byte%s", name, trail);
 		goto out;
 	}
-	result = prompt__render_text(render, name, data, depth, trail, error);
+	result = prompt__render_text(render, name, data, depth, trail, cause);
 out:
 	free(trail);
-	free(cause);
+	free(detail);
 	free(data);
 	free(path);
 	return result;
@@ -251,23 +251,23 @@ out:
 int
 kagent_prompt_render(const char *prompts_directory, const char *name,
 		     const struct kagent_prompt_variable *variables, size_t count, char **text_out,
-		     char **error)
+		     char **cause)
 {
 	struct prompt__render render = {
 	    .directory = prompts_directory, .variables = variables, .count = count};
 	int result;
 
 	*text_out = NULL;
-	*error = NULL;
+	*cause = NULL;
 	if (name == NULL || name[0] == '\0' || name[0] == '/' || strstr(name, "..") != NULL) {
 		result = -EINVAL;
-		*error =
+		*cause =
 		    kagent_asprintf("prompt template \"%s\": a name inside the prompts folder, "
 				    "without \"..\", is expected",
 				    name != NULL ? name : "");
 		goto out;
 	}
-	result = prompt__render_file(&render, name, 0, NULL, error);
+	result = prompt__render_file(&render, name, 0, NULL, cause);
 	if (result == 0)
 		*text_out = kagent_buffer_take(&render.text);
 out:

@@ -51,7 +51,7 @@ trace__is_secret_key(const char *key)
 
 /* Opens (creating) the file and its folder, and remembers which file it is. */
 static int
-trace__open_file(struct kagent_trace *trace, int create, char **error)
+trace__open_file(struct kagent_trace *trace, int create, char **cause)
 {
 	char *folder = kagent_strdup(trace->path);
 	char *slash = strrchr(folder, '/');
@@ -60,20 +60,20 @@ trace__open_file(struct kagent_trace *trace, int create, char **error)
 
 	if (create && slash != NULL && slash != folder) {
 		*slash = '\0';
-		result = kagent_fileio_make_directories(folder, 0700, error);
+		result = kagent_fileio_make_directories(folder, 0700, cause);
 		if (result < 0)
 			goto out;
 	}
 	fd = open(trace->path, O_WRONLY | O_APPEND | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
 	if (fd < 0) {
 		result = -errno;
-		*error =
+		*cause =
 		    kagent_asprintf("cannot open the trace %s: %s", trace->path, strerror(errno));
 		goto out;
 	}
 	if (fstat(fd, &info) < 0) {
 		result = -errno;
-		*error =
+		*cause =
 		    kagent_asprintf("cannot stat the trace %s: %s", trace->path, strerror(errno));
 		goto out;
 	}
@@ -121,7 +121,7 @@ trace__find_last_seq(const json_t *record, void *data)
 
 /* Ends a last line cut by a killed writer, so that the next record starts on its own line. */
 static int
-trace__end_cut_line(struct kagent_trace *trace, char **error)
+trace__end_cut_line(struct kagent_trace *trace, char **cause)
 {
 	char last = '\n';
 	int fd, result = 0;
@@ -129,7 +129,7 @@ trace__end_cut_line(struct kagent_trace *trace, char **error)
 	fd = open(trace->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		result = -errno;
-		*error =
+		*cause =
 		    kagent_asprintf("cannot read the trace %s: %s", trace->path, strerror(errno));
 		goto out;
 	}
@@ -138,7 +138,7 @@ trace__end_cut_line(struct kagent_trace *trace, char **error)
 
 		if (size > 0 && pread(fd, &last, 1, size - 1) != 1) {
 			result = -EIO;
-			*error =
+			*cause =
 			    kagent_asprintf("cannot read the end of the trace %s", trace->path);
 			goto out;
 		}
@@ -146,7 +146,7 @@ trace__end_cut_line(struct kagent_trace *trace, char **error)
 	if (last != '\n') {
 		result = trace__write_all(trace->fd, "\n", 1);
 		if (result < 0) {
-			*error = kagent_asprintf("cannot write the trace %s: %s", trace->path,
+			*cause = kagent_asprintf("cannot write the trace %s: %s", trace->path,
 						 strerror(-result));
 			goto out;
 		}
@@ -158,34 +158,34 @@ out:
 }
 
 int
-kagent_trace_open(const char *path, int resume, struct kagent_trace **trace_out, char **error)
+kagent_trace_open(const char *path, int resume, struct kagent_trace **trace_out, char **cause)
 {
 	struct kagent_trace *trace = kagent_calloc(1, sizeof *trace);
-	char *cause = NULL;
+	char *detail = NULL;
 	int result;
 
 	*trace_out = NULL;
 	trace->path = kagent_strdup(path);
 	trace->fd = -1;
 	if (resume) {
-		result = kagent_trace_read(path, trace__find_last_seq, &trace->seq, NULL, &cause);
+		result = kagent_trace_read(path, trace__find_last_seq, &trace->seq, NULL, &detail);
 		if (result < 0) {
-			*error = kagent_asprintf("cannot resume the trace: %s", cause);
+			*cause = kagent_asprintf("cannot resume the trace: %s", detail);
 			goto out;
 		}
 	}
-	result = trace__open_file(trace, !resume, error);
+	result = trace__open_file(trace, !resume, cause);
 	if (result < 0)
 		goto out;
 	if (resume) {
-		result = trace__end_cut_line(trace, error);
+		result = trace__end_cut_line(trace, cause);
 		if (result < 0)
 			goto out;
 	}
 	*trace_out = trace;
 	trace = NULL;
 out:
-	free(cause);
+	free(detail);
 	kagent_trace_close(trace);
 	return result;
 }
@@ -448,7 +448,7 @@ struct trace__reader {
 	int (*function)(const json_t *record, void *data);
 	void *data;
 	int *truncated;
-	char **error;
+	char **cause;
 	long long line_number;
 };
 
@@ -479,7 +479,7 @@ trace__read_line(struct trace__reader *reader, const char *line, size_t length, 
 		goto out;
 	}
 	result = -EBADMSG;
-	*reader->error =
+	*reader->cause =
 	    kagent_asprintf("%s:%lld: not a JSON object%s%s%s", reader->path, reader->line_number,
 			    record == NULL ? " (" : "", record == NULL ? parse_error.text : "",
 			    record == NULL ? ")" : "");
@@ -490,7 +490,7 @@ out:
 
 int
 kagent_trace_read(const char *path, int (*function)(const json_t *record, void *data), void *data,
-		  int *truncated_out, char **error)
+		  int *truncated_out, char **cause)
 {
 	struct kagent_buffer pending = {0};
 	char chunk[65536];
@@ -500,13 +500,13 @@ kagent_trace_read(const char *path, int (*function)(const json_t *record, void *
 	    .function = function,
 	    .data = data,
 	    .truncated = &truncated,
-	    .error = error,
+	    .cause = cause,
 	};
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		result = -errno;
-		*error = kagent_asprintf("cannot open the trace %s: %s", path, strerror(errno));
+		*cause = kagent_asprintf("cannot open the trace %s: %s", path, strerror(errno));
 		goto out;
 	}
 	for (;;) {
@@ -517,7 +517,7 @@ kagent_trace_read(const char *path, int (*function)(const json_t *record, void *
 			continue;
 		if (got < 0) {
 			result = -errno;
-			*error =
+			*cause =
 			    kagent_asprintf("cannot read the trace %s: %s", path, strerror(errno));
 			goto out;
 		}
@@ -530,7 +530,7 @@ kagent_trace_read(const char *path, int (*function)(const json_t *record, void *
 			piece = (size_t)((newline != NULL ? newline : end) - start);
 			if (pending.length + piece > TRACE_LINE_CAP) {
 				result = -EMSGSIZE;
-				*error =
+				*cause =
 				    kagent_asprintf("%s:%lld: a line longer than %zu MiB", path,
 						    reader.line_number + 1, TRACE_LINE_CAP >> 20);
 				goto out;

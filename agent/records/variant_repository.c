@@ -45,22 +45,22 @@ variant_repository__library_initialize(void)
 }
 
 static int
-variant_repository__initialize(char **error)
+variant_repository__initialize(char **cause)
 {
 	pthread_once(&variant_repository__library_once, variant_repository__library_initialize);
 	if (variant_repository__library_result < 0) {
-		*error = kagent_asprintf("cannot initialize libgit2");
+		*cause = kagent_asprintf("cannot initialize libgit2");
 		return -EIO;
 	}
 	return 0;
 }
 
-/* Sets *error to the message and libgit2's reason; returns the matching negative errno. */
-static int variant_repository__git_failure(int code, char **error, const char *format, ...)
+/* Sets *cause to the message and libgit2's reason; returns the matching negative errno. */
+static int variant_repository__git_failure(int code, char **cause, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
 
 static int
-variant_repository__git_failure(int code, char **error, const char *format, ...)
+variant_repository__git_failure(int code, char **cause, const char *format, ...)
 {
 	const git_error *last = git_error_last();
 	va_list arguments;
@@ -69,7 +69,7 @@ variant_repository__git_failure(int code, char **error, const char *format, ...)
 	va_start(arguments, format);
 	message = kagent_vasprintf(format, arguments);
 	va_end(arguments);
-	*error = kagent_asprintf("%s: %s", message,
+	*cause = kagent_asprintf("%s: %s", message,
 				 last != NULL && last->message != NULL ? last->message
 								       : "unknown libgit2 error");
 	free(message);
@@ -88,14 +88,14 @@ variant_repository__git_failure(int code, char **error, const char *format, ...)
 
 /* Names that become folder and branch names: letters, digits, '-', '_', '.', no leading '.'. */
 static int
-variant_repository__validate_name(const char *kind, const char *name, char **error)
+variant_repository__validate_name(const char *kind, const char *name, char **cause)
 {
 	size_t length = name != NULL ? strlen(name) : 0;
 
 	if (length == 0 || length > VARIANT_REPOSITORY_NAME_MAX || name[0] == '.' ||
 	    strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") !=
 		length) {
-		*error =
+		*cause =
 		    kagent_asprintf("invalid %s \"%s\": use 1 to %d letters, digits, '-', "
 				    "'_' or '.', not starting with '.'",
 				    kind, name != NULL ? name : "", VARIANT_REPOSITORY_NAME_MAX);
@@ -106,17 +106,17 @@ variant_repository__validate_name(const char *kind, const char *name, char **err
 
 /* A run id must also make valid branch names ("a..b" or "x.lock" would not). */
 static int
-variant_repository__validate_run_id(const char *run_id, char **error)
+variant_repository__validate_run_id(const char *run_id, char **cause)
 {
 	char *reference_name;
 	int valid = 0, result;
 
-	result = variant_repository__validate_name("run id", run_id, error);
+	result = variant_repository__validate_name("run id", run_id, cause);
 	if (result < 0)
 		return result;
 	reference_name = kagent_asprintf("refs/heads/runs/%s", run_id);
 	if (git_reference_name_is_valid(&valid, reference_name) < 0 || !valid) {
-		*error = kagent_asprintf("invalid run id \"%s\": not usable in a branch name "
+		*cause = kagent_asprintf("invalid run id \"%s\": not usable in a branch name "
 					 "(no \"..\", no trailing \".\" or \".lock\")",
 					 run_id);
 		result = -EINVAL;
@@ -126,12 +126,12 @@ variant_repository__validate_run_id(const char *run_id, char **error)
 }
 
 static int
-variant_repository__parse_commit_id(const char *commit_id, git_oid *oid, char **error)
+variant_repository__parse_commit_id(const char *commit_id, git_oid *oid, char **cause)
 {
 	if (commit_id == NULL || strlen(commit_id) != GIT_OID_HEXSZ ||
 	    strspn(commit_id, "0123456789abcdefABCDEF") != GIT_OID_HEXSZ ||
 	    git_oid_fromstr(oid, commit_id) < 0) {
-		*error = kagent_asprintf("invalid commit id \"%s\": expected %d hex digits",
+		*cause = kagent_asprintf("invalid commit id \"%s\": expected %d hex digits",
 					 commit_id != NULL ? commit_id : "", GIT_OID_HEXSZ);
 		return -EINVAL;
 	}
@@ -150,7 +150,7 @@ variant_repository__format_oid(const git_oid *oid)
 /* The content of path in commit oid as a new NUL-terminated string. */
 static int
 variant_repository__read_file(git_repository *git, const git_oid *oid, const char *path,
-			      char **content_out, size_t *size_out, char **error)
+			      char **content_out, size_t *size_out, char **cause)
 {
 	git_commit *commit = NULL;
 	git_tree *tree = NULL;
@@ -163,27 +163,27 @@ variant_repository__read_file(git_repository *git, const git_oid *oid, const cha
 	git_oid_tostr(hex, sizeof(hex), oid);
 	if ((code = git_commit_lookup(&commit, git, oid)) < 0 ||
 	    (code = git_commit_tree(&tree, commit)) < 0) {
-		result = variant_repository__git_failure(code, error, "cannot read commit %s", hex);
+		result = variant_repository__git_failure(code, cause, "cannot read commit %s", hex);
 		goto out;
 	}
 	code = git_tree_entry_bypath(&entry, tree, path);
 	if (code == GIT_ENOTFOUND) {
 		result = -ENOENT;
-		*error = kagent_asprintf("commit %s has no file %s", hex, path);
+		*cause = kagent_asprintf("commit %s has no file %s", hex, path);
 		goto out;
 	}
 	if (code < 0) {
-		result = variant_repository__git_failure(code, error, "cannot find %s in commit %s",
+		result = variant_repository__git_failure(code, cause, "cannot find %s in commit %s",
 							 path, hex);
 		goto out;
 	}
 	if (git_tree_entry_type(entry) != GIT_OBJECT_BLOB) {
 		result = -EISDIR;
-		*error = kagent_asprintf("%s in commit %s is not a file", path, hex);
+		*cause = kagent_asprintf("%s in commit %s is not a file", path, hex);
 		goto out;
 	}
 	if ((code = git_blob_lookup(&blob, git, git_tree_entry_id(entry))) < 0) {
-		result = variant_repository__git_failure(code, error, "cannot read %s in commit %s",
+		result = variant_repository__git_failure(code, cause, "cannot read %s in commit %s",
 							 path, hex);
 		goto out;
 	}
@@ -202,7 +202,7 @@ out:
 
 /* The first commit of the repository: branch "problem" holding problem.py alone. */
 static int
-variant_repository__commit_problem(git_repository *git, const char *problem_source, char **error)
+variant_repository__commit_problem(git_repository *git, const char *problem_source, char **cause)
 {
 	git_treebuilder *builder = NULL;
 	git_signature *signature = NULL;
@@ -223,7 +223,7 @@ variant_repository__commit_problem(git_repository *git, const char *problem_sour
 		 git_commit_create(&commit_oid, git, VARIANT_REPOSITORY_PROBLEM_BRANCH, signature,
 				   signature, NULL, "Add the problem\n", tree, 0, NULL)) < 0)
 		result = variant_repository__git_failure(
-		    code, error, "cannot commit the problem in %s", git_repository_path(git));
+		    code, cause, "cannot commit the problem in %s", git_repository_path(git));
 	git_signature_free(signature);
 	git_tree_free(tree);
 	git_treebuilder_free(builder);
@@ -232,7 +232,7 @@ variant_repository__commit_problem(git_repository *git, const char *problem_sour
 
 /* Opens the bare repository at path, or creates it when nothing is there. */
 static int
-variant_repository__open_or_create(const char *path, git_repository **git_out, char **error)
+variant_repository__open_or_create(const char *path, git_repository **git_out, char **cause)
 {
 	git_repository_init_options options;
 	git_config *config = NULL;
@@ -242,7 +242,7 @@ variant_repository__open_or_create(const char *path, git_repository **git_out, c
 	if (stat(path, &status) == 0) {
 		if ((code = git_repository_open_bare(git_out, path)) < 0)
 			result = variant_repository__git_failure(
-			    code, error, "%s exists but is not a bare git repository", path);
+			    code, cause, "%s exists but is not a bare git repository", path);
 		goto out;
 	}
 	/* The _INIT macros leave fields out, which -Wextra rejects: use the functions. */
@@ -251,13 +251,13 @@ variant_repository__open_or_create(const char *path, git_repository **git_out, c
 	    GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_NO_REINIT | GIT_REPOSITORY_INIT_MKDIR;
 	options.initial_head = "problem";
 	if ((code = git_repository_init_ext(git_out, path, &options)) < 0) {
-		result = variant_repository__git_failure(code, error, "cannot create %s", path);
+		result = variant_repository__git_failure(code, cause, "cannot create %s", path);
 		goto out;
 	}
 	/* Bare repositories keep no reflogs by default: keep them, to see how best/ moved. */
 	if ((code = git_repository_config(&config, *git_out)) < 0 ||
 	    (code = git_config_set_bool(config, "core.logAllRefUpdates", 1)) < 0)
-		result = variant_repository__git_failure(code, error, "cannot configure %s", path);
+		result = variant_repository__git_failure(code, cause, "cannot configure %s", path);
 out:
 	git_config_free(config);
 	if (result < 0) {
@@ -270,7 +270,7 @@ out:
 int
 kagent_variant_repository_open(const char *output_directory, const char *problem_name,
 			       const char *problem_source,
-			       struct kagent_variant_repository **repository_out, char **error)
+			       struct kagent_variant_repository **repository_out, char **cause)
 {
 	struct kagent_variant_repository *repository = NULL;
 	char *directory = NULL, *repository_path = NULL, *existing = NULL;
@@ -280,44 +280,44 @@ kagent_variant_repository_open(const char *output_directory, const char *problem
 	int result, code;
 
 	*repository_out = NULL;
-	if ((result = variant_repository__initialize(error)) < 0 ||
-	    (result = variant_repository__validate_name("problem name", problem_name, error)) < 0)
+	if ((result = variant_repository__initialize(cause)) < 0 ||
+	    (result = variant_repository__validate_name("problem name", problem_name, cause)) < 0)
 		goto out;
 	directory = kagent_asprintf("%s/%s", output_directory, problem_name);
-	if ((result = kagent_fileio_make_directories(directory, 0755, error)) < 0)
+	if ((result = kagent_fileio_make_directories(directory, 0755, cause)) < 0)
 		goto out;
 	/* Absolute, so that the worktree paths handed out stay valid after a chdir. */
 	if (realpath(directory, resolved) == NULL) {
 		result = -errno;
-		*error = kagent_asprintf("cannot resolve %s: %s", directory, strerror(errno));
+		*cause = kagent_asprintf("cannot resolve %s: %s", directory, strerror(errno));
 		goto out;
 	}
 	repository = kagent_calloc(1, sizeof(*repository));
 	repository->directory = kagent_strdup(resolved);
 	repository_path = kagent_asprintf("%s/repository.git", repository->directory);
 	if ((result =
-		 variant_repository__open_or_create(repository_path, &repository->git, error)) < 0)
+		 variant_repository__open_or_create(repository_path, &repository->git, cause)) < 0)
 		goto out;
 	code = git_reference_name_to_id(&problem_oid, repository->git,
 					VARIANT_REPOSITORY_PROBLEM_BRANCH);
 	if (code == GIT_ENOTFOUND) {
 		/* A new repository, or one whose creation was interrupted before its commit. */
-		result = variant_repository__commit_problem(repository->git, problem_source, error);
+		result = variant_repository__commit_problem(repository->git, problem_source, cause);
 		goto out;
 	}
 	if (code < 0) {
 		result =
-		    variant_repository__git_failure(code, error, "cannot read %s", repository_path);
+		    variant_repository__git_failure(code, cause, "cannot read %s", repository_path);
 		goto out;
 	}
 	if ((result = variant_repository__read_file(repository->git, &problem_oid,
 						    VARIANT_REPOSITORY_PROBLEM_FILE, &existing,
-						    &existing_size, error)) < 0)
+						    &existing_size, cause)) < 0)
 		goto out;
 	if (existing_size != strlen(problem_source) ||
 	    memcmp(existing, problem_source, existing_size) != 0) {
 		result = -EEXIST;
-		*error = kagent_asprintf(
+		*cause = kagent_asprintf(
 		    "%s already holds a different problem named \"%s\": give this problem another "
 		    "name (rename its file) or choose another output directory",
 		    repository_path, problem_name);
@@ -357,7 +357,7 @@ kagent_variant_repository_directory(const struct kagent_variant_repository *repo
  */
 static int
 variant_repository__check_not_checked_out(git_repository *git, const char *reference_name,
-					  const char *own_worktree, char **error)
+					  const char *own_worktree, char **cause)
 {
 	git_strarray names = {0};
 	git_reference *reference = NULL;
@@ -368,7 +368,7 @@ variant_repository__check_not_checked_out(git_repository *git, const char *refer
 	if (code == GIT_ENOTFOUND)
 		goto out;
 	if (code < 0 || (code = git_branch_is_checked_out(reference)) < 0) {
-		result = variant_repository__git_failure(code, error, "cannot inspect %s",
+		result = variant_repository__git_failure(code, cause, "cannot inspect %s",
 							 reference_name);
 		goto out;
 	}
@@ -376,7 +376,7 @@ variant_repository__check_not_checked_out(git_repository *git, const char *refer
 		goto out;
 	/* Checked out somewhere: find out whether only by the run's own worktree. */
 	if ((code = git_worktree_list(&names, git)) < 0) {
-		result = variant_repository__git_failure(code, error, "cannot list worktrees of %s",
+		result = variant_repository__git_failure(code, cause, "cannot list worktrees of %s",
 							 git_repository_path(git));
 		goto out;
 	}
@@ -394,7 +394,7 @@ variant_repository__check_not_checked_out(git_repository *git, const char *refer
 		    git_reference_type(head) == GIT_REFERENCE_SYMBOLIC &&
 		    strcmp(git_reference_symbolic_target(head), reference_name) == 0) {
 			result = -EBUSY;
-			*error = kagent_asprintf(
+			*cause = kagent_asprintf(
 			    "%s is checked out in worktree \"%s\" (%s), and kagent never writes to "
 			    "a branch checked out elsewhere: switch that worktree to another "
 			    "branch",
@@ -413,7 +413,7 @@ out:
 /* Adds the worktree of run_id at path with branch checked out; the path must not exist. */
 static int
 variant_repository__add_worktree(git_repository *git, const char *run_id, const char *path,
-				 git_reference *branch, char **error)
+				 git_reference *branch, char **cause)
 {
 	git_worktree_add_options options;
 	git_worktree *worktree = NULL;
@@ -422,7 +422,7 @@ variant_repository__add_worktree(git_repository *git, const char *run_id, const 
 
 	/* libgit2 would create the worktree's git folder before noticing. */
 	if (lstat(path, &status) == 0) {
-		*error = kagent_asprintf("%s already exists but is not the worktree of run %s: "
+		*cause = kagent_asprintf("%s already exists but is not the worktree of run %s: "
 					 "move it away or pick another run id",
 					 path, run_id);
 		result = -EEXIST;
@@ -432,7 +432,7 @@ variant_repository__add_worktree(git_repository *git, const char *run_id, const 
 	options.ref = branch;
 	if ((code = git_worktree_add(&worktree, git, run_id, path, &options)) < 0)
 		result = variant_repository__git_failure(
-		    code, error, "cannot create the worktree of run %s at %s", run_id, path);
+		    code, cause, "cannot create the worktree of run %s at %s", run_id, path);
 out:
 	git_worktree_free(worktree);
 	return result;
@@ -441,7 +441,7 @@ out:
 /* Reuses the worktree of a run, or recreates it when its folder was deleted or pruned. */
 static int
 variant_repository__resume_worktree(git_repository *git, const char *run_id, const char *path,
-				    git_reference *branch, char **error)
+				    git_reference *branch, char **cause)
 {
 	git_worktree *worktree = NULL;
 	int result = 0, code;
@@ -451,10 +451,10 @@ variant_repository__resume_worktree(git_repository *git, const char *run_id, con
 		goto out;
 	if (code == 0 && (code = git_worktree_prune(worktree, NULL)) < 0) {
 		result = variant_repository__git_failure(
-		    code, error, "cannot prune the stale worktree of run %s", run_id);
+		    code, cause, "cannot prune the stale worktree of run %s", run_id);
 		goto out;
 	}
-	result = variant_repository__add_worktree(git, run_id, path, branch, error);
+	result = variant_repository__add_worktree(git, run_id, path, branch, cause);
 out:
 	git_worktree_free(worktree);
 	return result;
@@ -462,7 +462,7 @@ out:
 
 int
 kagent_variant_repository_start_run(struct kagent_variant_repository *repository,
-				    const char *run_id, int resume, char **path_out, char **error)
+				    const char *run_id, int resume, char **path_out, char **cause)
 {
 	git_reference *branch = NULL;
 	git_commit *problem = NULL;
@@ -471,31 +471,31 @@ kagent_variant_repository_start_run(struct kagent_variant_repository *repository
 	int result, code;
 
 	*path_out = NULL;
-	if ((result = variant_repository__validate_run_id(run_id, error)) < 0)
+	if ((result = variant_repository__validate_run_id(run_id, cause)) < 0)
 		goto out;
 	branch_name = kagent_asprintf("runs/%s", run_id);
 	path = kagent_asprintf("%s/%s", repository->directory, run_id);
 	code = git_branch_lookup(&branch, repository->git, branch_name, GIT_BRANCH_LOCAL);
 	if (code < 0 && code != GIT_ENOTFOUND) {
-		result = variant_repository__git_failure(code, error, "cannot look up branch %s",
+		result = variant_repository__git_failure(code, cause, "cannot look up branch %s",
 							 branch_name);
 		goto out;
 	}
 	if (resume) {
 		if (code == GIT_ENOTFOUND) {
 			result = -ENOENT;
-			*error = kagent_asprintf(
+			*cause = kagent_asprintf(
 			    "there is no run %s to resume (no branch %s in %s)", run_id,
 			    branch_name, git_repository_path(repository->git));
 			goto out;
 		}
 		result = variant_repository__resume_worktree(repository->git, run_id, path, branch,
-							     error);
+							     cause);
 		goto out;
 	}
 	if (code == 0) {
 		result = -EEXIST;
-		*error = kagent_asprintf("run %s already exists: resume it or pick another run id",
+		*cause = kagent_asprintf("run %s already exists: resume it or pick another run id",
 					 run_id);
 		goto out;
 	}
@@ -503,11 +503,11 @@ kagent_variant_repository_start_run(struct kagent_variant_repository *repository
 					     VARIANT_REPOSITORY_PROBLEM_BRANCH)) < 0 ||
 	    (code = git_commit_lookup(&problem, repository->git, &problem_oid)) < 0 ||
 	    (code = git_branch_create(&branch, repository->git, branch_name, problem, 0)) < 0) {
-		result = variant_repository__git_failure(code, error, "cannot create branch %s",
+		result = variant_repository__git_failure(code, cause, "cannot create branch %s",
 							 branch_name);
 		goto out;
 	}
-	result = variant_repository__add_worktree(repository->git, run_id, path, branch, error);
+	result = variant_repository__add_worktree(repository->git, run_id, path, branch, cause);
 	/* Without its worktree the run cannot go on: leave no branch that blocks the id. */
 	if (result < 0)
 		git_branch_delete(branch);
@@ -539,13 +539,13 @@ variant_repository__append_one_line(struct kagent_buffer *message, const char *t
 static int
 variant_repository__build_message(const char *subject, const char *body,
 				  const struct kagent_trailer *trailers, size_t trailer_count,
-				  char **message_out, char **error)
+				  char **message_out, char **cause)
 {
 	struct kagent_buffer message = {0};
 	size_t i, body_length;
 
 	if (subject == NULL) {
-		*error = kagent_strdup("a commit needs a subject");
+		*cause = kagent_strdup("a commit needs a subject");
 		return -EINVAL;
 	}
 	for (i = 0; i < trailer_count; i++) {
@@ -556,7 +556,7 @@ variant_repository__build_message(const char *subject, const char *body,
 			   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") !=
 			strlen(key) ||
 		    trailers[i].value == NULL) {
-			*error = kagent_asprintf("invalid trailer key \"%s\": use letters, digits "
+			*cause = kagent_asprintf("invalid trailer key \"%s\": use letters, digits "
 						 "and '-', with a value",
 						 key != NULL ? key : "");
 			return -EINVAL;
@@ -595,7 +595,7 @@ int
 kagent_variant_repository_commit(struct kagent_variant_repository *repository, const char *run_id,
 				 const char *file_name, const char *source, const char *subject,
 				 const char *body, const struct kagent_trailer *trailers,
-				 size_t trailer_count, char **commit_id_out, char **error)
+				 size_t trailer_count, char **commit_id_out, char **cause)
 {
 	git_repository *worktree_git = NULL;
 	git_reference *head = NULL;
@@ -608,38 +608,38 @@ kagent_variant_repository_commit(struct kagent_variant_repository *repository, c
 	int result, code;
 
 	*commit_id_out = NULL;
-	if ((result = variant_repository__validate_run_id(run_id, error)) < 0 ||
-	    (result = variant_repository__validate_name("file name", file_name, error)) < 0 ||
+	if ((result = variant_repository__validate_run_id(run_id, cause)) < 0 ||
+	    (result = variant_repository__validate_name("file name", file_name, cause)) < 0 ||
 	    (result = variant_repository__build_message(subject, body, trailers, trailer_count,
-							&message, error)) < 0)
+							&message, cause)) < 0)
 		goto out;
 	reference_name = kagent_asprintf("refs/heads/runs/%s", run_id);
 	worktree_path = kagent_asprintf("%s/%s", repository->directory, run_id);
 	if ((result = variant_repository__check_not_checked_out(repository->git, reference_name,
-								run_id, error)) < 0)
+								run_id, cause)) < 0)
 		goto out;
 	if ((code = git_repository_open(&worktree_git, worktree_path)) < 0) {
 		result = variant_repository__git_failure(
-		    code, error,
+		    code, cause,
 		    "cannot open the worktree of run %s (resume the run to recreate it)", run_id);
 		goto out;
 	}
 	/* Committing to the worktree's HEAD must mean committing to the run's branch. */
 	if ((code = git_reference_lookup(&head, worktree_git, "HEAD")) < 0) {
-		result = variant_repository__git_failure(code, error, "cannot read HEAD of %s",
+		result = variant_repository__git_failure(code, cause, "cannot read HEAD of %s",
 							 worktree_path);
 		goto out;
 	}
 	if (git_reference_type(head) != GIT_REFERENCE_SYMBOLIC ||
 	    strcmp(git_reference_symbolic_target(head), reference_name) != 0) {
 		result = -EBUSY;
-		*error = kagent_asprintf("the worktree %s no longer has %s checked out: check it "
+		*cause = kagent_asprintf("the worktree %s no longer has %s checked out: check it "
 					 "out again there before kagent commits to it",
 					 worktree_path, reference_name);
 		goto out;
 	}
 	file_path = kagent_asprintf("%s/%s", worktree_path, file_name);
-	if ((result = kagent_fileio_write_atomic(file_path, source, strlen(source), error)) < 0)
+	if ((result = kagent_fileio_write_atomic(file_path, source, strlen(source), cause)) < 0)
 		goto out;
 	if ((code = git_repository_index(&index, worktree_git)) < 0 ||
 	    (code = git_index_add_bypath(index, file_name)) < 0 ||
@@ -652,7 +652,7 @@ kagent_variant_repository_commit(struct kagent_variant_repository *repository, c
 				      VARIANT_REPOSITORY_AUTHOR_EMAIL)) < 0 ||
 	    (code = git_commit_create(&commit_oid, worktree_git, "HEAD", signature, signature, NULL,
 				      message, tree, 1, (const git_commit **)&parent)) < 0) {
-		result = variant_repository__git_failure(code, error, "cannot commit %s on %s",
+		result = variant_repository__git_failure(code, cause, "cannot commit %s on %s",
 							 file_name, reference_name);
 		goto out;
 	}
@@ -673,45 +673,45 @@ out:
 
 int
 kagent_variant_repository_move_best(struct kagent_variant_repository *repository,
-				    const char *run_id, const char *commit_id, char **error)
+				    const char *run_id, const char *commit_id, char **cause)
 {
 	git_reference *best = NULL;
 	char *run_reference = NULL, *best_reference = NULL, *log_message = NULL;
 	git_oid oid, tip;
 	int result, code;
 
-	if ((result = variant_repository__validate_run_id(run_id, error)) < 0 ||
-	    (result = variant_repository__parse_commit_id(commit_id, &oid, error)) < 0)
+	if ((result = variant_repository__validate_run_id(run_id, cause)) < 0 ||
+	    (result = variant_repository__parse_commit_id(commit_id, &oid, cause)) < 0)
 		goto out;
 	run_reference = kagent_asprintf("refs/heads/runs/%s", run_id);
 	best_reference = kagent_asprintf("refs/heads/best/%s", run_id);
 	if ((code = git_reference_name_to_id(&tip, repository->git, run_reference)) < 0) {
 		result =
-		    variant_repository__git_failure(code, error, "cannot read %s", run_reference);
+		    variant_repository__git_failure(code, cause, "cannot read %s", run_reference);
 		goto out;
 	}
 	if (!git_oid_equal(&tip, &oid)) {
 		code = git_graph_descendant_of(repository->git, &tip, &oid);
 		if (code < 0) {
-			result = variant_repository__git_failure(code, error, "cannot walk %s",
+			result = variant_repository__git_failure(code, cause, "cannot walk %s",
 								 run_reference);
 			goto out;
 		}
 		if (code == 0) {
 			result = -EINVAL;
-			*error = kagent_asprintf("commit %s is not on %s: best/%s can only point "
+			*cause = kagent_asprintf("commit %s is not on %s: best/%s can only point "
 						 "at a variant of its own run",
 						 commit_id, run_reference, run_id);
 			goto out;
 		}
 	}
 	if ((result = variant_repository__check_not_checked_out(repository->git, best_reference,
-								NULL, error)) < 0)
+								NULL, cause)) < 0)
 		goto out;
 	log_message = kagent_asprintf("kagent: best variant of run %s", run_id);
 	if ((code = git_reference_create(&best, repository->git, best_reference, &oid, 1,
 					 log_message)) < 0)
-		result = variant_repository__git_failure(code, error, "cannot move %s to %s",
+		result = variant_repository__git_failure(code, cause, "cannot move %s to %s",
 							 best_reference, commit_id);
 out:
 	git_reference_free(best);
@@ -723,14 +723,14 @@ out:
 
 int
 kagent_variant_repository_best(struct kagent_variant_repository *repository, const char *run_id,
-			       char **commit_id_out, char **error)
+			       char **commit_id_out, char **cause)
 {
 	char *best_reference = NULL;
 	git_oid oid;
 	int result, code;
 
 	*commit_id_out = NULL;
-	if ((result = variant_repository__validate_run_id(run_id, error)) < 0)
+	if ((result = variant_repository__validate_run_id(run_id, cause)) < 0)
 		goto out;
 	best_reference = kagent_asprintf("refs/heads/best/%s", run_id);
 	code = git_reference_name_to_id(&oid, repository->git, best_reference);
@@ -738,7 +738,7 @@ kagent_variant_repository_best(struct kagent_variant_repository *repository, con
 		*commit_id_out = variant_repository__format_oid(&oid);
 	else if (code != GIT_ENOTFOUND)
 		result =
-		    variant_repository__git_failure(code, error, "cannot read %s", best_reference);
+		    variant_repository__git_failure(code, cause, "cannot read %s", best_reference);
 out:
 	free(best_reference);
 	return result;
@@ -747,7 +747,7 @@ out:
 /* Fills one list entry from a commit: id, subject and parsed trailers. */
 static int
 variant_repository__describe_commit(git_commit *commit, struct kagent_variant_commit *entry,
-				    char **error)
+				    char **cause)
 {
 	git_message_trailer_array parsed = {0};
 	const char *summary = git_commit_summary(commit);
@@ -758,7 +758,7 @@ variant_repository__describe_commit(git_commit *commit, struct kagent_variant_co
 	entry->subject = kagent_strdup(summary != NULL ? summary : "");
 	if ((code = git_message_trailers(&parsed, git_commit_message(commit))) < 0)
 		return variant_repository__git_failure(
-		    code, error, "cannot parse the trailers of commit %s", entry->commit_id);
+		    code, cause, "cannot parse the trailers of commit %s", entry->commit_id);
 	entry->trailers =
 	    kagent_calloc(parsed.count > 0 ? parsed.count : 1, sizeof(*entry->trailers));
 	entry->trailer_count = parsed.count;
@@ -773,7 +773,7 @@ variant_repository__describe_commit(git_commit *commit, struct kagent_variant_co
 int
 kagent_variant_repository_list_run(struct kagent_variant_repository *repository, const char *run_id,
 				   struct kagent_variant_commit **commits_out, size_t *count_out,
-				   char **error)
+				   char **cause)
 {
 	struct kagent_variant_commit *commits = NULL;
 	size_t count = 0, capacity = 0;
@@ -784,7 +784,7 @@ kagent_variant_repository_list_run(struct kagent_variant_repository *repository,
 
 	*commits_out = NULL;
 	*count_out = 0;
-	if ((result = variant_repository__validate_run_id(run_id, error)) < 0)
+	if ((result = variant_repository__validate_run_id(run_id, cause)) < 0)
 		goto out;
 	run_reference = kagent_asprintf("refs/heads/runs/%s", run_id);
 	if ((code = git_reference_name_to_id(&tip, repository->git, run_reference)) < 0 ||
@@ -795,14 +795,14 @@ kagent_variant_repository_list_run(struct kagent_variant_repository *repository,
 	    (code = git_revwalk_push(walk, &tip)) < 0 ||
 	    (code = git_revwalk_hide(walk, &problem_oid)) < 0) {
 		result =
-		    variant_repository__git_failure(code, error, "cannot walk %s", run_reference);
+		    variant_repository__git_failure(code, cause, "cannot walk %s", run_reference);
 		goto out;
 	}
 	while ((code = git_revwalk_next(&oid, walk)) == 0) {
 		git_commit *commit = NULL;
 
 		if ((code = git_commit_lookup(&commit, repository->git, &oid)) < 0) {
-			result = variant_repository__git_failure(code, error, "cannot read %s",
+			result = variant_repository__git_failure(code, cause, "cannot read %s",
 								 run_reference);
 			goto out;
 		}
@@ -811,7 +811,7 @@ kagent_variant_repository_list_run(struct kagent_variant_repository *repository,
 			commits = kagent_realloc(commits, capacity * sizeof(*commits));
 		}
 		memset(&commits[count], 0, sizeof(*commits));
-		result = variant_repository__describe_commit(commit, &commits[count], error);
+		result = variant_repository__describe_commit(commit, &commits[count], cause);
 		count++;
 		git_commit_free(commit);
 		if (result < 0)
@@ -819,7 +819,7 @@ kagent_variant_repository_list_run(struct kagent_variant_repository *repository,
 	}
 	if (code != GIT_ITEROVER)
 		result =
-		    variant_repository__git_failure(code, error, "cannot walk %s", run_reference);
+		    variant_repository__git_failure(code, cause, "cannot walk %s", run_reference);
 out:
 	if (result == 0) {
 		*commits_out = commits;
@@ -851,23 +851,23 @@ kagent_variant_commits_free(struct kagent_variant_commit *commits, size_t count)
 
 int
 kagent_variant_repository_read(struct kagent_variant_repository *repository, const char *commit_id,
-			       const char *file_name, char **source_out, char **error)
+			       const char *file_name, char **source_out, char **cause)
 {
 	git_oid oid;
 	size_t size;
 	int result;
 
 	*source_out = NULL;
-	result = variant_repository__parse_commit_id(commit_id, &oid, error);
+	result = variant_repository__parse_commit_id(commit_id, &oid, cause);
 	if (result == 0)
 		result = variant_repository__read_file(repository->git, &oid, file_name, source_out,
-						       &size, error);
+						       &size, cause);
 	return result;
 }
 
 int
 kagent_variant_diff_texts(const char *old_text, const char *old_name, const char *new_text,
-			  const char *new_name, int context_lines, char **diff_out, char **error)
+			  const char *new_name, int context_lines, char **diff_out, char **cause)
 {
 	git_diff_options options;
 	git_patch *patch = NULL;
@@ -876,18 +876,18 @@ kagent_variant_diff_texts(const char *old_text, const char *old_name, const char
 	int result, code;
 
 	*diff_out = NULL;
-	if ((result = variant_repository__initialize(error)) < 0)
+	if ((result = variant_repository__initialize(cause)) < 0)
 		goto out;
 	if (old_length > VARIANT_REPOSITORY_DIFF_INPUT_CAP ||
 	    new_length > VARIANT_REPOSITORY_DIFF_INPUT_CAP) {
 		result = -EFBIG;
-		*error = kagent_asprintf("cannot diff texts larger than %zu bytes",
+		*cause = kagent_asprintf("cannot diff texts larger than %zu bytes",
 					 VARIANT_REPOSITORY_DIFF_INPUT_CAP);
 		goto out;
 	}
 	if (context_lines < 0) {
 		result = -EINVAL;
-		*error = kagent_asprintf("invalid number of context lines %d", context_lines);
+		*cause = kagent_asprintf("invalid number of context lines %d", context_lines);
 		goto out;
 	}
 	git_diff_options_init(&options, GIT_DIFF_OPTIONS_VERSION);
@@ -896,7 +896,7 @@ kagent_variant_diff_texts(const char *old_text, const char *old_name, const char
 	options.flags |= GIT_DIFF_FORCE_TEXT;
 	if ((code = git_patch_from_buffers(&patch, old_text, old_length, old_name, new_text,
 					   new_length, new_name, &options)) < 0) {
-		result = variant_repository__git_failure(code, error, "cannot diff %s and %s",
+		result = variant_repository__git_failure(code, cause, "cannot diff %s and %s",
 							 old_name, new_name);
 		goto out;
 	}
@@ -905,7 +905,7 @@ kagent_variant_diff_texts(const char *old_text, const char *old_name, const char
 		goto out;
 	}
 	if ((code = git_patch_to_buf(&text, patch)) < 0) {
-		result = variant_repository__git_failure(code, error, "cannot print the diff");
+		result = variant_repository__git_failure(code, cause, "cannot print the diff");
 		goto out;
 	}
 	*diff_out = kagent_strndup(text.ptr, text.size);

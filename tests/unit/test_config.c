@@ -56,14 +56,14 @@ clear_environment(void)
 
 /* Writes text to <fresh folder>/kagent.yaml and loads it into config; returns the status. */
 static int
-load_text(struct kagent_config *config, const char *text, char **error)
+load_text(struct kagent_config *config, const char *text, char **cause)
 {
 	char *directory = kagent_test_make_directory();
 	char *path = kagent_test_write_file(directory, "kagent.yaml", text);
-	char *cause = NULL;
-	int status = kagent_config_load_file(config, path, error);
+	char *detail = NULL;
+	int status = kagent_config_load_file(config, path, cause);
 
-	CHECK_INT(kagent_paths_remove_tree(directory, &cause), 0);
+	CHECK_INT(kagent_paths_remove_tree(directory, &detail), 0);
 	free(path);
 	free(directory);
 	return status;

@@ -269,17 +269,17 @@ test_resume(void)
 	remove_directory(directory);
 }
 
-/* Reads text as a trace; returns the number of records, fills *truncated and *error. */
+/* Reads text as a trace; returns the number of records, fills *truncated and *cause. */
 static int
-read_text_as_trace(const char *text, int *truncated, int *result, char **error)
+read_text_as_trace(const char *text, int *truncated, int *result, char **cause)
 {
 	char *directory = kagent_test_make_directory();
 	char *path = kagent_test_write_file(directory, "t.jsonl", text);
 	json_t *records = json_array();
 	int count;
 
-	*error = NULL;
-	*result = kagent_trace_read(path, collect, records, truncated, error);
+	*cause = NULL;
+	*result = kagent_trace_read(path, collect, records, truncated, cause);
 	count = (int)json_array_size(records);
 	json_decref(records);
 	free(path);

@@ -63,19 +63,19 @@ struct kagent_http_request_options {
 	void *data;
 };
 
-/* Returns 0 or a negative errno with *error set. */
+/* Returns 0 or a negative errno with *cause set. */
 int kagent_http_client_create(uv_loop_t *loop, struct kagent_http_client **client_out,
-			      char **error);
+			      char **cause);
 /* Cancels what is in flight (each gets on_done with KAGENT_HTTP_ABORTED before this returns, or,
  * when called from on_head or on_body, as soon as libcurl returns) and frees the client once its
  * handles are closed; the loop must run for that. */
 void kagent_http_client_free(struct kagent_http_client *client);
 /* The loop the client runs on (for the timers of callers that retry). */
 uv_loop_t *kagent_http_client_loop(struct kagent_http_client *client);
-/* Starts a request; NULL on a bad option (*error set). The handle is valid until on_done. */
+/* Starts a request; NULL on a bad option (*cause set). The handle is valid until on_done. */
 struct kagent_http_request *
 kagent_http_request_start(struct kagent_http_client *client,
-			  const struct kagent_http_request_options *options, char **error);
+			  const struct kagent_http_request_options *options, char **cause);
 /* on_done follows with KAGENT_HTTP_ABORTED, from the loop. */
 void kagent_http_request_cancel(struct kagent_http_request *request);
 

@@ -56,7 +56,7 @@ typedef void (*kagent_llm_call_callback)(struct kagent_llm_call_outcome *outcome
 
 /*
  * Starts a turn. The callback runs exactly once, from the loop, and owns the
- * outcome (free it with kagent_llm_call_outcome_free). Returns NULL with *error
+ * outcome (free it with kagent_llm_call_outcome_free). Returns NULL with *cause
  * set when the request cannot be built; then the callback never runs. The
  * request is copied; the client must outlive the call (cancel it first).
  *
@@ -69,7 +69,7 @@ struct kagent_llm_call *kagent_llm_call_start(struct kagent_http_client *client,
 					      const struct kagent_llm_request *request,
 					      const struct kagent_llm_call_observer *observer,
 					      kagent_llm_call_callback callback, void *data,
-					      char **error);
+					      char **cause);
 /* The callback follows with KAGENT_LLM_CALL_CANCELLED, from the loop. */
 void kagent_llm_call_cancel(struct kagent_llm_call *call);
 void kagent_llm_call_outcome_free(struct kagent_llm_call_outcome *outcome);

@@ -45,10 +45,10 @@ char **kagent_llm_request_headers(const struct kagent_provider_config *provider)
 void kagent_llm_request_headers_free(char **headers);
 /*
  * The JSON body. A message the format cannot carry (an unknown role, a tool
- * result without its call) is an error: returns NULL with *error set. The
+ * result without its call) is an error: returns NULL with *cause set. The
  * caller releases the body.
  */
-json_t *kagent_llm_request_body(const struct kagent_llm_request *request, char **error);
+json_t *kagent_llm_request_body(const struct kagent_llm_request *request, char **cause);
 /* The assistant message in the neutral form above, from a finished reply. The caller releases it.
  */
 json_t *kagent_llm_request_assistant_message(const struct kagent_llm_result *result);

@@ -61,10 +61,10 @@ void kagent_config_init(struct kagent_config *config);
  * duplicate keys, wrong types, out-of-range values and YAML aliases are errors
  * naming the file, line and dotted key ("kagent.yaml:7: budget.max_turns:
  * expected a non-negative integer, got 'many'"). Returns 0 or a negative errno
- * with *error set (the caller frees it); on error config may hold some of the
+ * with *cause set (the caller frees it); on error config may hold some of the
  * file's values. Sets source_path on success.
  */
-int kagent_config_load_file(struct kagent_config *config, const char *path, char **error);
+int kagent_config_load_file(struct kagent_config *config, const char *path, char **cause);
 /*
  * The file to read when --config is not given: $KAGENT_CONFIG (whether or not
  * it exists: a name given explicitly must not be skipped silently), else the
@@ -87,14 +87,14 @@ void kagent_config_apply_environment(struct kagent_config *config);
  * (empty, "~" or "null" unsets an optional key). Errors read "KEY: message".
  */
 int kagent_config_set(struct kagent_config *config, const char *key, const char *value,
-		      char **error);
+		      char **cause);
 /*
  * Checks that a run can start: a model, an http:// or https:// endpoint and,
  * for the official hosts (api.openai.com, api.anthropic.com), an API key. The
  * error says exactly what to set (the YAML key, the environment variable or
  * the flag). Other endpoints need no key (local servers).
  */
-int kagent_config_validate(const struct kagent_config *config, char **error);
+int kagent_config_validate(const struct kagent_config *config, char **cause);
 /*
  * The config as JSON for traces, nested as in the file, plus "source_path":
  * everything but the key's value (api_key_env is there). Unset values are

@@ -28,11 +28,11 @@ struct kagent_prompt_variable {
 /*
  * Renders <prompts_directory>/<name> (name may hold folders, as "tools/evaluate.md", but
  * no ".." and no leading '/'). Returns 0 and the text in *text_out, or a negative errno with
- * *error naming the template and line ("system.md:12: unknown variable {{targte}}"); the
+ * *cause naming the template and line ("system.md:12: unknown variable {{targte}}"); the
  * caller frees either.
  */
 int kagent_prompt_render(const char *prompts_directory, const char *name,
 			 const struct kagent_prompt_variable *variables, size_t count,
-			 char **text_out, char **error);
+			 char **text_out, char **cause);
 
 #endif

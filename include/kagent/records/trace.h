@@ -17,7 +17,7 @@ struct kagent_trace;
  * the file must exist: numbering continues after its last record, and a last
  * line cut in the middle (a killed writer) is ended with a newline first.
  */
-int kagent_trace_open(const char *path, int resume, struct kagent_trace **trace_out, char **error);
+int kagent_trace_open(const char *path, int resume, struct kagent_trace **trace_out, char **cause);
 void kagent_trace_close(struct kagent_trace *trace);
 /* A value never to be written (an API key); empty strings are ignored. */
 void kagent_trace_add_secret(struct kagent_trace *trace, const char *secret);
@@ -37,6 +37,6 @@ json_t *kagent_trace_redact(const struct kagent_trace *trace, const json_t *valu
  * function returns 0 to go on, or non-zero to stop (returned as is).
  */
 int kagent_trace_read(const char *path, int (*function)(const json_t *record, void *data),
-		      void *data, int *truncated_out, char **error);
+		      void *data, int *truncated_out, char **cause);
 
 #endif

@@ -39,11 +39,11 @@ struct kagent_variant_commit {
  * Opens <output>/<problem_name>/repository.git, creating it (and its "problem"
  * branch holding problem.py with problem_source) when missing. A repository
  * whose problem.py differs from problem_source is an error: a different
- * problem under the same name. Returns 0 or a negative errno with *error set.
+ * problem under the same name. Returns 0 or a negative errno with *cause set.
  */
 int kagent_variant_repository_open(const char *output_directory, const char *problem_name,
 				   const char *problem_source,
-				   struct kagent_variant_repository **repository_out, char **error);
+				   struct kagent_variant_repository **repository_out, char **cause);
 void kagent_variant_repository_close(struct kagent_variant_repository *repository);
 /* <output>/<problem_name>, the folder holding the repository, worktrees and traces. */
 const char *kagent_variant_repository_directory(const struct kagent_variant_repository *repository);
@@ -55,7 +55,7 @@ const char *kagent_variant_repository_directory(const struct kagent_variant_repo
  */
 int kagent_variant_repository_start_run(struct kagent_variant_repository *repository,
 					const char *run_id, int resume, char **path_out,
-					char **error);
+					char **cause);
 /*
  * Writes file_name (e.g. "candidate.py") with source into the run's worktree
  * and commits it on runs/<run_id> with a message made of subject, body (may be
@@ -65,23 +65,23 @@ int kagent_variant_repository_commit(struct kagent_variant_repository *repositor
 				     const char *run_id, const char *file_name, const char *source,
 				     const char *subject, const char *body,
 				     const struct kagent_trailer *trailers, size_t trailer_count,
-				     char **commit_id_out, char **error);
+				     char **commit_id_out, char **cause);
 /* Points best/<run_id> at commit_id, which must be on runs/<run_id>. */
 int kagent_variant_repository_move_best(struct kagent_variant_repository *repository,
-					const char *run_id, const char *commit_id, char **error);
+					const char *run_id, const char *commit_id, char **cause);
 /* The commit best/<run_id> points at, or NULL in *commit_id_out when there is none. */
 int kagent_variant_repository_best(struct kagent_variant_repository *repository, const char *run_id,
-				   char **commit_id_out, char **error);
+				   char **commit_id_out, char **cause);
 /* The run's commits, oldest first, with their parsed trailers (for resume). */
 int kagent_variant_repository_list_run(struct kagent_variant_repository *repository,
 				       const char *run_id,
 				       struct kagent_variant_commit **commits_out,
-				       size_t *count_out, char **error);
+				       size_t *count_out, char **cause);
 void kagent_variant_commits_free(struct kagent_variant_commit *commits, size_t count);
 /* The content of file_name at commit_id (caller frees). */
 int kagent_variant_repository_read(struct kagent_variant_repository *repository,
 				   const char *commit_id, const char *file_name, char **source_out,
-				   char **error);
+				   char **cause);
 /*
  * A unified diff between two texts (libgit2's patch from buffers), with
  * old_name and new_name in its header and context_lines of context. Returns
@@ -89,6 +89,6 @@ int kagent_variant_repository_read(struct kagent_variant_repository *repository,
  */
 int kagent_variant_diff_texts(const char *old_text, const char *old_name, const char *new_text,
 			      const char *new_name, int context_lines, char **diff_out,
-			      char **error);
+			      char **cause);
 
 #endif
