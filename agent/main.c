@@ -1,5 +1,5 @@
 /* kagent: the command-line entry point. Parses global flags and dispatches to the command table. */
-#include "kagent/cli/command.h"
+#include "kagent/cli/command_table.h"
 #include "kagent/base/log.h"
 
 #include <stdio.h>

@@ -1,7 +1,6 @@
 /*
- * The command table: every `kagent NAME` subcommand is one struct in one file
- * (agent/command_NAME.c), collected in kagent_command_table (agent/cli/command.c).
- * The CLI dispatch and `kagent help` both read this table.
+ * A command: every `kagent NAME` subcommand is one struct in one file
+ * (agent/cli/command_NAME.c), collected in kagent_command_table (command_table.h).
  */
 #ifndef KAGENT_COMMAND_H
 #define KAGENT_COMMAND_H
@@ -14,6 +13,7 @@ struct kagent_command {
 	int (*handler)(int argc, char **argv);
 };
 
+/* Each defined in its own file. */
 extern const struct kagent_command kagent_command_eval;
 extern const struct kagent_command kagent_command_gpu;
 extern const struct kagent_command kagent_command_optimize;
@@ -23,10 +23,6 @@ extern const struct kagent_command kagent_command_worker;
 /* Built only where NVRTC was found (KAGENT_HAVE_NVRTC). */
 extern const struct kagent_command kagent_command_compile;
 
-/* NULL-terminated. */
-extern const struct kagent_command *const kagent_command_table[];
-
-const struct kagent_command *kagent_command_find(const char *name);
 void kagent_command_print_usage(const struct kagent_command *command);
 
 #endif

@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "kagent/llm/provider.h"
 #include "kagent/llm/sse.h"
 
 /* Caps on what the model (the peer) controls. */
@@ -23,12 +24,6 @@
 /* The provider state of one reply (see provider_state below): its bytes, and its pieces. */
 #define KAGENT_LLM_STREAM_STATE_CAP ((size_t)16 << 20)
 #define KAGENT_LLM_STREAM_STATE_PART_CAP 256
-
-enum kagent_llm_format {
-	KAGENT_LLM_FORMAT_CHAT_COMPLETIONS,
-	KAGENT_LLM_FORMAT_RESPONSES,
-	KAGENT_LLM_FORMAT_ANTHROPIC,
-};
 
 enum kagent_llm_error {
 	KAGENT_LLM_ERROR_NONE,

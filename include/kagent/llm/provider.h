@@ -7,7 +7,12 @@
 #ifndef KAGENT_PROVIDER_H
 #define KAGENT_PROVIDER_H
 
-#include "kagent/llm/llm_stream.h"
+/* The wire format of an endpoint. */
+enum kagent_llm_format {
+	KAGENT_LLM_FORMAT_CHAT_COMPLETIONS,
+	KAGENT_LLM_FORMAT_RESPONSES,
+	KAGENT_LLM_FORMAT_ANTHROPIC,
+};
 
 /* Anthropic requires max_tokens: this is sent when max_output_tokens is 0. */
 #define KAGENT_PROVIDER_ANTHROPIC_MAX_TOKENS 16384

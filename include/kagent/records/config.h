@@ -15,6 +15,8 @@
 
 #include "kagent/llm/provider.h"
 
+#include <jansson.h>
+
 /* What the speedup target is measured against. */
 enum kagent_target_baseline {
 	KAGENT_TARGET_EAGER,   /* eager PyTorch */
