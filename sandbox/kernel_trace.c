@@ -81,14 +81,14 @@ static struct {
 } kernel_trace__counters_session;
 
 static int
-kernel_trace__cupti_fail(char *error, size_t error_size, const char *call, CUptiResult result)
+kernel_trace__cupti_fail(char *cause, size_t cause_size, const char *call, CUptiResult result)
 {
 	const char *name = NULL, *message = NULL;
 
 	cuptiGetResultString(result, &name);
 	cuptiGetErrorMessage(result, &message);
 	return kagent_ctypes_buffer_error(
-	    error, error_size, -EIO, "%s failed: %s (%s)%s", call, name ? name : "?",
+	    cause, cause_size, -EIO, "%s failed: %s (%s)%s", call, name ? name : "?",
 	    message ? message : "no description",
 	    result == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES
 		? ": profiling needs admin on this machine (the NVIDIA driver's "
@@ -224,7 +224,7 @@ kernel_trace__set_mode(enum kernel_trace__mode mode)
 
 /* Starts kernel records flowing to whatever `mode` feeds. */
 static int
-kernel_trace__enable_records(enum kernel_trace__mode mode, char *error, size_t error_size)
+kernel_trace__enable_records(enum kernel_trace__mode mode, char *cause, size_t cause_size)
 {
 	static int callbacks_registered;
 	CUptiResult result;
@@ -233,7 +233,7 @@ kernel_trace__enable_records(enum kernel_trace__mode mode, char *error, size_t e
 		result = cuptiActivityRegisterCallbacks(kernel_trace__buffer_requested,
 							kernel_trace__buffer_completed);
 		if (result != CUPTI_SUCCESS)
-			return kernel_trace__cupti_fail(error, error_size,
+			return kernel_trace__cupti_fail(cause, cause_size,
 							"cuptiActivityRegisterCallbacks", result);
 		callbacks_registered = 1;
 	}
@@ -242,7 +242,7 @@ kernel_trace__enable_records(enum kernel_trace__mode mode, char *error, size_t e
 	result = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	if (result != CUPTI_SUCCESS) {
 		kernel_trace__set_mode(TRACE_IDLE);
-		return kernel_trace__cupti_fail(error, error_size, "cuptiActivityEnable", result);
+		return kernel_trace__cupti_fail(cause, cause_size, "cuptiActivityEnable", result);
 	}
 	return 0;
 }
@@ -259,14 +259,14 @@ kernel_trace__disable_records(void)
 }
 
 int
-kagent_kernel_trace_start(char *error, size_t error_size)
+kagent_kernel_trace_start(char *cause, size_t cause_size)
 {
 	if (kernel_trace__mode != TRACE_IDLE)
-		return kagent_ctypes_buffer_error(error, error_size, -EBUSY,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EBUSY,
 						  "a kernel trace or counters pass is already "
 						  "running");
 	kernel_trace__reset();
-	return kernel_trace__enable_records(TRACE_KERNELS, error, error_size);
+	return kernel_trace__enable_records(TRACE_KERNELS, cause, cause_size);
 }
 
 static int
@@ -278,7 +278,7 @@ kernel_trace__compare_time(const void *first, const void *second)
 }
 
 int
-kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t error_size)
+kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *cause, size_t cause_size)
 {
 	json_t *kernels = NULL;
 	CUptiResult result;
@@ -286,11 +286,11 @@ kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t e
 	int status;
 
 	if (kernel_trace__mode != TRACE_KERNELS)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "no kernel trace is running");
 	result = kernel_trace__disable_records();
 	if (result != CUPTI_SUCCESS)
-		return kernel_trace__cupti_fail(error, error_size, "cuptiActivityFlushAll", result);
+		return kernel_trace__cupti_fail(cause, cause_size, "cuptiActivityFlushAll", result);
 	kernels = json_array();
 	pthread_mutex_lock(&kernel_trace__lock);
 	qsort(kernel_trace__kernels, kernel_trace__kernel_count, sizeof kernel_trace__kernels[0],
@@ -316,7 +316,7 @@ kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t e
 		free(shown);
 	}
 	pthread_mutex_unlock(&kernel_trace__lock);
-	status = kagent_ctypes_buffer_json(kernels, buffer, buffer_size, error, error_size);
+	status = kagent_ctypes_buffer_json(kernels, buffer, buffer_size, cause, cause_size);
 	json_decref(kernels);
 	return status;
 }
@@ -328,8 +328,8 @@ kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t e
  * the current context come from dlopen, where torch has already loaded the driver
  * (KAGENT_LIBCUDA names another, as for libkagent-cuda.so). */
 static int
-kernel_trace__counters_current_context(CUcontext *context_out, CUdevice *device_out, char *error,
-				       size_t error_size)
+kernel_trace__counters_current_context(CUcontext *context_out, CUdevice *device_out, char *cause,
+				       size_t cause_size)
 {
 	CUresult (*get_current)(CUcontext *) = NULL;
 	CUresult (*get_device)(CUdevice *) = NULL;
@@ -341,28 +341,28 @@ kernel_trace__counters_current_context(CUcontext *context_out, CUdevice *device_
 		name = "libcuda.so.1";
 	driver = dlopen(name, RTLD_NOW | RTLD_LOCAL);
 	if (driver == NULL)
-		return kagent_ctypes_buffer_error(error, error_size, -ENODEV,
+		return kagent_ctypes_buffer_error(cause, cause_size, -ENODEV,
 						  "no NVIDIA driver (%s): %s", name, dlerror());
 	*(void **)(&get_current) = dlsym(driver, "cuCtxGetCurrent");
 	*(void **)(&get_device) = dlsym(driver, "cuCtxGetDevice");
 	*context_out = NULL;
 	if (get_current == NULL || get_device == NULL)
 		status = kagent_ctypes_buffer_error(
-		    error, error_size, -ENOSYS, "%s lacks cuCtxGetCurrent or cuCtxGetDevice", name);
+		    cause, cause_size, -ENOSYS, "%s lacks cuCtxGetCurrent or cuCtxGetDevice", name);
 	else if (get_current(context_out) != CUDA_SUCCESS || *context_out == NULL)
 		status = kagent_ctypes_buffer_error(
-		    error, error_size, -ENODEV,
+		    cause, cause_size, -ENODEV,
 		    "no CUDA context is current on this thread: run one CUDA call first");
 	else if (get_device(device_out) != CUDA_SUCCESS)
 		status =
-		    kagent_ctypes_buffer_error(error, error_size, -ENODEV, "cuCtxGetDevice failed");
+		    kagent_ctypes_buffer_error(cause, cause_size, -ENODEV, "cuCtxGetDevice failed");
 	dlclose(driver);
 	return status;
 }
 
 /* The config image (which counters to collect, in which passes) for this chip's metrics. */
 static int
-kernel_trace__counters_configure(const char *chip, char *error, size_t error_size)
+kernel_trace__counters_configure(const char *chip, char *cause, size_t cause_size)
 {
 	CUpti_Profiler_Host_Initialize_Params initialize = {
 	    .structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE,
@@ -380,18 +380,18 @@ kernel_trace__counters_configure(const char *chip, char *error, size_t error_siz
 
 	result = cuptiProfilerHostInitialize(&initialize);
 	if (result != CUPTI_SUCCESS)
-		return kernel_trace__cupti_fail(error, error_size, "cuptiProfilerHostInitialize",
+		return kernel_trace__cupti_fail(cause, cause_size, "cuptiProfilerHostInitialize",
 						result);
 	kernel_trace__counters_session.host = initialize.pHostObject;
 	add.pHostObject = kernel_trace__counters_session.host;
 	result = cuptiProfilerHostConfigAddMetrics(&add);
 	if (result != CUPTI_SUCCESS)
-		return kernel_trace__cupti_fail(error, error_size,
+		return kernel_trace__cupti_fail(cause, cause_size,
 						"cuptiProfilerHostConfigAddMetrics", result);
 	size.pHostObject = kernel_trace__counters_session.host;
 	result = cuptiProfilerHostGetConfigImageSize(&size);
 	if (result != CUPTI_SUCCESS)
-		return kernel_trace__cupti_fail(error, error_size,
+		return kernel_trace__cupti_fail(cause, cause_size,
 						"cuptiProfilerHostGetConfigImageSize", result);
 	kernel_trace__counters_session.config_size = size.configImageSize;
 	kernel_trace__counters_session.config = kagent_calloc(1, size.configImageSize);
@@ -400,14 +400,14 @@ kernel_trace__counters_configure(const char *chip, char *error, size_t error_siz
 	image.pConfigImage = kernel_trace__counters_session.config;
 	result = cuptiProfilerHostGetConfigImage(&image);
 	if (result != CUPTI_SUCCESS)
-		return kernel_trace__cupti_fail(error, error_size,
+		return kernel_trace__cupti_fail(cause, cause_size,
 						"cuptiProfilerHostGetConfigImage", result);
 	return 0;
 }
 
 /* The counter data image the decoded ranges go to, and the profiler's configuration. */
 static int
-kernel_trace__counters_set_config(char *error, size_t error_size)
+kernel_trace__counters_set_config(char *cause, size_t cause_size)
 {
 	CUpti_RangeProfiler_GetCounterDataSize_Params size = {
 	    .structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE,
@@ -431,7 +431,7 @@ kernel_trace__counters_set_config(char *error, size_t error_size)
 
 	result = cuptiRangeProfilerGetCounterDataSize(&size);
 	if (result != CUPTI_SUCCESS)
-		return kernel_trace__cupti_fail(error, error_size,
+		return kernel_trace__cupti_fail(cause, cause_size,
 						"cuptiRangeProfilerGetCounterDataSize", result);
 	kernel_trace__counters_session.data_size = size.counterDataSize;
 	kernel_trace__counters_session.data = kagent_calloc(1, size.counterDataSize);
@@ -440,14 +440,14 @@ kernel_trace__counters_set_config(char *error, size_t error_size)
 	result = cuptiRangeProfilerCounterDataImageInitialize(&initialize);
 	if (result != CUPTI_SUCCESS)
 		return kernel_trace__cupti_fail(
-		    error, error_size, "cuptiRangeProfilerCounterDataImageInitialize", result);
+		    cause, cause_size, "cuptiRangeProfilerCounterDataImageInitialize", result);
 	config.configSize = kernel_trace__counters_session.config_size;
 	config.pConfig = kernel_trace__counters_session.config;
 	config.counterDataImageSize = kernel_trace__counters_session.data_size;
 	config.pCounterDataImage = kernel_trace__counters_session.data;
 	result = cuptiRangeProfilerSetConfig(&config);
 	if (result != CUPTI_SUCCESS)
-		return kernel_trace__cupti_fail(error, error_size, "cuptiRangeProfilerSetConfig",
+		return kernel_trace__cupti_fail(cause, cause_size, "cuptiRangeProfilerSetConfig",
 						result);
 	return 0;
 }
@@ -485,7 +485,7 @@ kernel_trace__counters_release(void)
 }
 
 int
-kagent_kernel_counters_start(char *error, size_t error_size)
+kagent_kernel_counters_start(char *cause, size_t cause_size)
 {
 	static int profiler_initialized;
 	CUpti_Profiler_Initialize_Params initialize = {
@@ -502,16 +502,16 @@ kagent_kernel_counters_start(char *error, size_t error_size)
 	int status;
 
 	if (kernel_trace__mode != TRACE_IDLE)
-		return kagent_ctypes_buffer_error(error, error_size, -EBUSY,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EBUSY,
 						  "a kernel trace or counters pass is already "
 						  "running");
-	status = kernel_trace__counters_current_context(&context, &device, error, error_size);
+	status = kernel_trace__counters_current_context(&context, &device, cause, cause_size);
 	if (status < 0)
 		return status;
 	if (!profiler_initialized) {
 		result = cuptiProfilerInitialize(&initialize);
 		if (result != CUPTI_SUCCESS)
-			return kernel_trace__cupti_fail(error, error_size,
+			return kernel_trace__cupti_fail(cause, cause_size,
 							"cuptiProfilerInitialize", result);
 		profiler_initialized = 1;
 	}
@@ -522,37 +522,37 @@ kagent_kernel_counters_start(char *error, size_t error_size)
 	result = cuptiDeviceGetChipName(&chip);
 	if (result != CUPTI_SUCCESS) {
 		status =
-		    kernel_trace__cupti_fail(error, error_size, "cuptiDeviceGetChipName", result);
+		    kernel_trace__cupti_fail(cause, cause_size, "cuptiDeviceGetChipName", result);
 		goto out;
 	}
-	status = kernel_trace__counters_configure(chip.pChipName, error, error_size);
+	status = kernel_trace__counters_configure(chip.pChipName, cause, cause_size);
 	if (status < 0)
 		goto out;
 	enable.ctx = context;
 	result = cuptiRangeProfilerEnable(&enable);
 	if (result != CUPTI_SUCCESS) {
 		status =
-		    kernel_trace__cupti_fail(error, error_size, "cuptiRangeProfilerEnable", result);
+		    kernel_trace__cupti_fail(cause, cause_size, "cuptiRangeProfilerEnable", result);
 		goto out;
 	}
 	kernel_trace__counters_session.profiler = enable.pRangeProfilerObject;
-	status = kernel_trace__counters_set_config(error, error_size);
+	status = kernel_trace__counters_set_config(cause, cause_size);
 	if (status < 0)
 		goto out;
 	result = cuptiGetContextId(context, &kernel_trace__counters_context_id);
 	if (result != CUPTI_SUCCESS) {
-		status = kernel_trace__cupti_fail(error, error_size, "cuptiGetContextId", result);
+		status = kernel_trace__cupti_fail(cause, cause_size, "cuptiGetContextId", result);
 		goto out;
 	}
 	/* kernel records name the ranges, which auto range only numbers */
-	status = kernel_trace__enable_records(TRACE_COUNTERS, error, error_size);
+	status = kernel_trace__enable_records(TRACE_COUNTERS, cause, cause_size);
 	if (status < 0)
 		goto out;
 	start.pRangeProfilerObject = kernel_trace__counters_session.profiler;
 	result = cuptiRangeProfilerStart(&start);
 	if (result != CUPTI_SUCCESS)
 		status =
-		    kernel_trace__cupti_fail(error, error_size, "cuptiRangeProfilerStart", result);
+		    kernel_trace__cupti_fail(cause, cause_size, "cuptiRangeProfilerStart", result);
 out:
 	if (status < 0)
 		kernel_trace__counters_release();
@@ -603,7 +603,7 @@ kernel_trace__counters_compare_time(const void *first, const void *second)
 
 /* The metrics of each range, added up per kernel name: {"kernels": [...], "uncounted": n}. */
 static int
-kernel_trace__counters_evaluate(size_t ranges, json_t **result_out, char *error, size_t error_size)
+kernel_trace__counters_evaluate(size_t ranges, json_t **result_out, char *cause, size_t cause_size)
 {
 	struct kernel_trace__counters_kernel *kernels =
 	    kagent_calloc(ranges + 1, sizeof kernels[0]);
@@ -614,7 +614,7 @@ kernel_trace__counters_evaluate(size_t ranges, json_t **result_out, char *error,
 	/* launches past the counter data image's ranges are dropped, never shifted */
 	if (launches < ranges || (launches > ranges && ranges < COUNTERS_MAX_RANGES)) {
 		status = kagent_ctypes_buffer_error(
-		    error, error_size, -EPROTO,
+		    cause, cause_size, -EPROTO,
 		    "CUPTI recorded %zu kernel launches but the range profiler %zu ranges: "
 		    "kernels and counters cannot be matched",
 		    launches, ranges);
@@ -637,7 +637,7 @@ kernel_trace__counters_evaluate(size_t ranges, json_t **result_out, char *error,
 
 		if (result != CUPTI_SUCCESS) {
 			status = kernel_trace__cupti_fail(
-			    error, error_size, "cuptiProfilerHostEvaluateToGpuValues", result);
+			    cause, cause_size, "cuptiProfilerHostEvaluateToGpuValues", result);
 			goto out;
 		}
 		for (search = 0; search < kernel_count; search++) {
@@ -682,7 +682,7 @@ out:
 }
 
 int
-kagent_kernel_counters_stop(char *buffer, size_t buffer_size, char *error, size_t error_size)
+kagent_kernel_counters_stop(char *buffer, size_t buffer_size, char *cause, size_t cause_size)
 {
 	CUpti_RangeProfiler_Stop_Params stop = {.structSize =
 						    CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
@@ -695,47 +695,47 @@ kagent_kernel_counters_stop(char *buffer, size_t buffer_size, char *error, size_
 	int status = 0;
 
 	if (kernel_trace__mode != TRACE_COUNTERS)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "no counters pass is running");
 	stop.pRangeProfilerObject = kernel_trace__counters_session.profiler;
 	result = cuptiRangeProfilerStop(&stop);
 	if (result != CUPTI_SUCCESS) {
 		status =
-		    kernel_trace__cupti_fail(error, error_size, "cuptiRangeProfilerStop", result);
+		    kernel_trace__cupti_fail(cause, cause_size, "cuptiRangeProfilerStop", result);
 		goto out;
 	}
 	if (!stop.isAllPassSubmitted) {
 		status = kagent_ctypes_buffer_error(
-		    error, error_size, -EPROTO,
+		    cause, cause_size, -EPROTO,
 		    "cuptiRangeProfilerStop: kernel replay left counter passes unsubmitted");
 		goto out;
 	}
 	decode.pRangeProfilerObject = kernel_trace__counters_session.profiler;
 	result = cuptiRangeProfilerDecodeData(&decode);
 	if (result != CUPTI_SUCCESS) {
-		status = kernel_trace__cupti_fail(error, error_size, "cuptiRangeProfilerDecodeData",
+		status = kernel_trace__cupti_fail(cause, cause_size, "cuptiRangeProfilerDecodeData",
 						  result);
 		goto out;
 	}
 	result = kernel_trace__disable_records();
 	if (result != CUPTI_SUCCESS) {
 		status =
-		    kernel_trace__cupti_fail(error, error_size, "cuptiActivityFlushAll", result);
+		    kernel_trace__cupti_fail(cause, cause_size, "cuptiActivityFlushAll", result);
 		goto out;
 	}
 	info.pCounterDataImage = kernel_trace__counters_session.data;
 	info.counterDataImageSize = kernel_trace__counters_session.data_size;
 	result = cuptiRangeProfilerGetCounterDataInfo(&info);
 	if (result != CUPTI_SUCCESS) {
-		status = kernel_trace__cupti_fail(error, error_size,
+		status = kernel_trace__cupti_fail(cause, cause_size,
 						  "cuptiRangeProfilerGetCounterDataInfo", result);
 		goto out;
 	}
 	status =
-	    kernel_trace__counters_evaluate(info.numTotalRanges, &result_json, error, error_size);
+	    kernel_trace__counters_evaluate(info.numTotalRanges, &result_json, cause, cause_size);
 	if (status == 0)
 		status =
-		    kagent_ctypes_buffer_json(result_json, buffer, buffer_size, error, error_size);
+		    kagent_ctypes_buffer_json(result_json, buffer, buffer_size, cause, cause_size);
 out:
 	json_decref(result_json);
 	kernel_trace__counters_release();

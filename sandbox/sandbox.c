@@ -141,60 +141,60 @@ sandbox__count_threads(void)
 }
 
 static int
-sandbox__check_directory(const char *what, const char *path, char *error, size_t error_size)
+sandbox__check_directory(const char *what, const char *path, char *cause, size_t cause_size)
 {
 	struct stat status;
 
 	if (path == NULL || path[0] == '\0')
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL, "%s is missing",
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL, "%s is missing",
 						  what);
 	if (path[0] != '/')
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "%s \"%s\" is not an absolute path", what, path);
 	if (stat(path, &status) < 0)
-		return kagent_ctypes_buffer_error(error, error_size, -errno, "%s \"%s\": %s", what,
+		return kagent_ctypes_buffer_error(cause, cause_size, -errno, "%s \"%s\": %s", what,
 						  path, strerror(errno));
 	if (!S_ISDIR(status.st_mode))
-		return kagent_ctypes_buffer_error(error, error_size, -ENOTDIR,
+		return kagent_ctypes_buffer_error(cause, cause_size, -ENOTDIR,
 						  "%s \"%s\" is not a directory", what, path);
 	return 0;
 }
 
 /* Everything that can be refused is refused here, before the process is changed. */
 static int
-sandbox__check_policy(const struct kagent_sandbox_policy *policy, char *error, size_t error_size)
+sandbox__check_policy(const struct kagent_sandbox_policy *policy, char *cause, size_t cause_size)
 {
 	const char *const *path;
 	int result, threads;
 
 	if (policy == NULL)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL, "no policy");
-	result = sandbox__check_directory("scratch_directory", policy->scratch_directory, error,
-					  error_size);
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL, "no policy");
+	result = sandbox__check_directory("scratch_directory", policy->scratch_directory, cause,
+					  cause_size);
 	if (result < 0)
 		return result;
 	for (path = policy->writable_paths; path != NULL && *path != NULL; path++) {
-		result = sandbox__check_directory("writable_paths entry", *path, error, error_size);
+		result = sandbox__check_directory("writable_paths entry", *path, cause, cause_size);
 		if (result < 0)
 			return result;
 	}
 	if (!isfinite(policy->cpu_seconds) || policy->cpu_seconds < 0 || policy->cpu_seconds > 1e12)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "cpu_seconds %g is out of range",
 						  policy->cpu_seconds);
 	if (policy->max_processes < 0)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "max_processes is negative");
 	if (policy->max_file_bytes < 0)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "max_file_bytes is negative");
 	if (policy->max_address_space_bytes < 0)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "max_address_space_bytes is negative");
 	threads = sandbox__count_threads();
 	if (threads > 1)
 		return kagent_ctypes_buffer_error(
-		    error, error_size, -EBUSY,
+		    cause, cause_size, -EBUSY,
 		    "the process has %d threads: enter the sandbox while it is "
 		    "single-threaded (Landlock confines the calling thread only)",
 		    threads);
@@ -261,13 +261,13 @@ sandbox__enter_network_namespace(const struct kagent_sandbox_policy *policy)
 
 /* Lowers a limit; never raises the hard limit, which would fail without privilege. */
 static int
-sandbox__set_limit(int resource, const char *name, rlim_t soft, rlim_t hard, char *error,
-		   size_t error_size)
+sandbox__set_limit(int resource, const char *name, rlim_t soft, rlim_t hard, char *cause,
+		   size_t cause_size)
 {
 	struct rlimit limit;
 
 	if (getrlimit(resource, &limit) < 0)
-		return kagent_ctypes_buffer_error(error, error_size, -errno, "getrlimit(%s): %s",
+		return kagent_ctypes_buffer_error(cause, cause_size, -errno, "getrlimit(%s): %s",
 						  name, strerror(errno));
 	if (limit.rlim_max != RLIM_INFINITY && hard > limit.rlim_max)
 		hard = limit.rlim_max;
@@ -276,13 +276,13 @@ sandbox__set_limit(int resource, const char *name, rlim_t soft, rlim_t hard, cha
 	limit.rlim_cur = soft;
 	limit.rlim_max = hard;
 	if (setrlimit(resource, &limit) < 0)
-		return kagent_ctypes_buffer_error(error, error_size, -errno, "setrlimit(%s): %s",
+		return kagent_ctypes_buffer_error(cause, cause_size, -errno, "setrlimit(%s): %s",
 						  name, strerror(errno));
 	return 0;
 }
 
 static int
-sandbox__set_limits(const struct kagent_sandbox_policy *policy, char *error, size_t error_size)
+sandbox__set_limits(const struct kagent_sandbox_policy *policy, char *cause, size_t cause_size)
 {
 	struct rlimit files;
 	int result = 0;
@@ -291,33 +291,33 @@ sandbox__set_limits(const struct kagent_sandbox_policy *policy, char *error, siz
 		rlim_t seconds = (rlim_t)ceil(policy->cpu_seconds);
 
 		/* SIGXCPU at the soft limit; SIGKILL a second later if it is ignored. */
-		result = sandbox__set_limit(RLIMIT_CPU, "RLIMIT_CPU", seconds, seconds + 1, error,
-					    error_size);
+		result = sandbox__set_limit(RLIMIT_CPU, "RLIMIT_CPU", seconds, seconds + 1, cause,
+					    cause_size);
 		if (result < 0)
 			goto out;
 	}
 	if (policy->max_file_bytes > 0) {
 		result =
 		    sandbox__set_limit(RLIMIT_FSIZE, "RLIMIT_FSIZE", (rlim_t)policy->max_file_bytes,
-				       (rlim_t)policy->max_file_bytes, error, error_size);
+				       (rlim_t)policy->max_file_bytes, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}
 	if (policy->max_address_space_bytes > 0) {
 		result = sandbox__set_limit(
 		    RLIMIT_AS, "RLIMIT_AS", (rlim_t)policy->max_address_space_bytes,
-		    (rlim_t)policy->max_address_space_bytes, error, error_size);
+		    (rlim_t)policy->max_address_space_bytes, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}
 	if (getrlimit(RLIMIT_NOFILE, &files) == 0 &&
 	    (files.rlim_max == RLIM_INFINITY || files.rlim_max > SANDBOX_MAX_OPEN_FILES)) {
 		result = sandbox__set_limit(RLIMIT_NOFILE, "RLIMIT_NOFILE", SANDBOX_MAX_OPEN_FILES,
-					    SANDBOX_MAX_OPEN_FILES, error, error_size);
+					    SANDBOX_MAX_OPEN_FILES, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}
-	result = sandbox__set_limit(RLIMIT_CORE, "RLIMIT_CORE", 0, 0, error, error_size);
+	result = sandbox__set_limit(RLIMIT_CORE, "RLIMIT_CORE", 0, 0, cause, cause_size);
 out:
 	return result;
 }
@@ -329,7 +329,7 @@ out:
  * Takes ownership of fd.
  */
 static int
-sandbox__give_tree(int fd, int depth, const char *top, uid_t id, char *error, size_t error_size)
+sandbox__give_tree(int fd, int depth, const char *top, uid_t id, char *cause, size_t cause_size)
 {
 	struct dirent *entry;
 	struct stat status;
@@ -337,19 +337,19 @@ sandbox__give_tree(int fd, int depth, const char *top, uid_t id, char *error, si
 	int result = 0;
 
 	if (fstat(fd, &status) < 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -errno,
 						    "stat under \"%s\": %s", top, strerror(errno));
 		close(fd);
 		goto out;
 	}
 	if ((status.st_uid != id || status.st_gid != id) && fchown(fd, id, id) < 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -errno,
 						    "chown under \"%s\": %s", top, strerror(errno));
 		close(fd);
 		goto out;
 	}
 	if (depth > SANDBOX_CHOWN_MAX_DEPTH) {
-		result = kagent_ctypes_buffer_error(error, error_size, -ELOOP,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -ELOOP,
 						    "\"%s\" is nested too deeply", top);
 		close(fd);
 		goto out;
@@ -357,7 +357,7 @@ sandbox__give_tree(int fd, int depth, const char *top, uid_t id, char *error, si
 	directory = fdopendir(fd);
 	if (directory == NULL) {
 		result = kagent_ctypes_buffer_error(
-		    error, error_size, -errno, "opendir under \"%s\": %s", top, strerror(errno));
+		    cause, cause_size, -errno, "opendir under \"%s\": %s", top, strerror(errno));
 		close(fd);
 		goto out;
 	}
@@ -381,13 +381,13 @@ sandbox__give_tree(int fd, int depth, const char *top, uid_t id, char *error, si
 				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (child < 0)
 				continue;
-			result = sandbox__give_tree(child, depth + 1, top, id, error, error_size);
+			result = sandbox__give_tree(child, depth + 1, top, id, cause, cause_size);
 			if (result < 0)
 				goto out;
 			continue;
 		}
 		if (fchownat(child, "", id, id, AT_EMPTY_PATH) < 0) {
-			result = kagent_ctypes_buffer_error(error, error_size, -errno,
+			result = kagent_ctypes_buffer_error(cause, cause_size, -errno,
 							    "chown under \"%s\": %s", top,
 							    strerror(errno));
 			close(child);
@@ -402,14 +402,14 @@ out:
 }
 
 static int
-sandbox__give_folder(const char *path, uid_t id, char *error, size_t error_size)
+sandbox__give_folder(const char *path, uid_t id, char *cause, size_t cause_size)
 {
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0)
-		return kagent_ctypes_buffer_error(error, error_size, -errno, "open \"%s\": %s",
+		return kagent_ctypes_buffer_error(cause, cause_size, -errno, "open \"%s\": %s",
 						  path, strerror(errno));
-	return sandbox__give_tree(fd, 0, path, id, error, error_size);
+	return sandbox__give_tree(fd, 0, path, id, cause, cause_size);
 }
 
 /*
@@ -420,7 +420,7 @@ sandbox__give_folder(const char *path, uid_t id, char *error, size_t error_size)
  * and unwritable, and CUDA writes there.
  */
 static int
-sandbox__drop_root(const struct kagent_sandbox_policy *policy, char *error, size_t error_size)
+sandbox__drop_root(const struct kagent_sandbox_policy *policy, char *cause, size_t cause_size)
 {
 	const uid_t id = policy->unprivileged_id != 0 ? (uid_t)policy->unprivileged_id
 						      : KAGENT_SANDBOX_UNPRIVILEGED_ID;
@@ -429,17 +429,17 @@ sandbox__drop_root(const struct kagent_sandbox_policy *policy, char *error, size
 	gid_t real_gid, effective_gid, saved_gid;
 	int result;
 
-	result = sandbox__give_folder(policy->scratch_directory, id, error, error_size);
+	result = sandbox__give_folder(policy->scratch_directory, id, cause, cause_size);
 	if (result < 0)
 		goto out;
 	for (path = policy->writable_paths; path != NULL && *path != NULL; path++) {
-		result = sandbox__give_folder(*path, id, error, error_size);
+		result = sandbox__give_folder(*path, id, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}
 	if (setgroups(0, NULL) < 0 || setresgid(id, id, id) < 0 || setresuid(id, id, id) < 0) {
 		result =
-		    kagent_ctypes_buffer_error(error, error_size, -errno, "dropping to uid %lu: %s",
+		    kagent_ctypes_buffer_error(cause, cause_size, -errno, "dropping to uid %lu: %s",
 					       (unsigned long)id, strerror(errno));
 		goto out;
 	}
@@ -447,13 +447,13 @@ sandbox__drop_root(const struct kagent_sandbox_policy *policy, char *error, size
 	    getresgid(&real_gid, &effective_gid, &saved_gid) < 0 || real_uid != id ||
 	    effective_uid != id || saved_uid != id || real_gid != id || effective_gid != id ||
 	    saved_gid != id || setuid(0) == 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, -EPERM,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -EPERM,
 						    "uid %lu was not dropped for good",
 						    (unsigned long)id);
 		goto out;
 	}
 	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -errno,
 						    "PR_SET_DUMPABLE: %s", strerror(errno));
 		goto out;
 	}
@@ -464,20 +464,20 @@ out:
 
 /* A clear message now rather than EACCES from somewhere inside torch later. */
 static int
-sandbox__check_writable(const struct kagent_sandbox_policy *policy, char *error, size_t error_size)
+sandbox__check_writable(const struct kagent_sandbox_policy *policy, char *cause, size_t cause_size)
 {
 	const char *const *path;
 
 	if (access(policy->scratch_directory, W_OK | X_OK) < 0)
 		return kagent_ctypes_buffer_error(
-		    error, error_size, -errno,
+		    cause, cause_size, -errno,
 		    "uid %lu cannot write \"%s\" (are its parent folders "
 		    "searchable?): %s",
 		    (unsigned long)getuid(), policy->scratch_directory, strerror(errno));
 	for (path = policy->writable_paths; path != NULL && *path != NULL; path++) {
 		if (access(*path, W_OK | X_OK) < 0)
 			return kagent_ctypes_buffer_error(
-			    error, error_size, -errno,
+			    cause, cause_size, -errno,
 			    "uid %lu cannot write \"%s\" (are its parent folders "
 			    "searchable?): %s",
 			    (unsigned long)getuid(), *path, strerror(errno));
@@ -488,7 +488,7 @@ sandbox__check_writable(const struct kagent_sandbox_policy *policy, char *error,
 /* A rule on a file may carry file rights only; optional rules skip missing paths. */
 static int
 sandbox__landlock_allow(int ruleset, const char *path, uint64_t rights, uint64_t handled,
-			int optional, char *error, size_t error_size)
+			int optional, char *cause, size_t cause_size)
 {
 	struct landlock_path_beneath_attr rule = {0};
 	struct stat status;
@@ -499,12 +499,12 @@ sandbox__landlock_allow(int ruleset, const char *path, uint64_t rights, uint64_t
 		if (optional)
 			goto out;
 		result = kagent_ctypes_buffer_error(
-		    error, error_size, -errno, "landlock: open \"%s\": %s", path, strerror(errno));
+		    cause, cause_size, -errno, "landlock: open \"%s\": %s", path, strerror(errno));
 		goto out;
 	}
 	if (fstat(rule.parent_fd, &status) < 0) {
 		result = kagent_ctypes_buffer_error(
-		    error, error_size, -errno, "landlock: stat \"%s\": %s", path, strerror(errno));
+		    cause, cause_size, -errno, "landlock: stat \"%s\": %s", path, strerror(errno));
 		goto out;
 	}
 	if (!S_ISDIR(status.st_mode))
@@ -513,7 +513,7 @@ sandbox__landlock_allow(int ruleset, const char *path, uint64_t rights, uint64_t
 	if (rule.allowed_access == 0)
 		goto out;
 	if (syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) < 0)
-		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -errno,
 						    "landlock: rule for \"%s\": %s", path,
 						    strerror(errno));
 out:
@@ -523,7 +523,7 @@ out:
 }
 
 static int
-sandbox__apply_landlock(const struct kagent_sandbox_policy *policy, char *error, size_t error_size)
+sandbox__apply_landlock(const struct kagent_sandbox_policy *policy, char *cause, size_t cause_size)
 {
 	struct sandbox__ruleset_attr attributes = {0};
 	const char *const *path;
@@ -537,7 +537,7 @@ sandbox__apply_landlock(const struct kagent_sandbox_policy *policy, char *error,
 		goto out;
 	}
 	if (abi < 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, abi, "landlock: %s",
+		result = kagent_ctypes_buffer_error(cause, cause_size, abi, "landlock: %s",
 						    strerror(-abi));
 		goto out;
 	}
@@ -555,22 +555,22 @@ sandbox__apply_landlock(const struct kagent_sandbox_policy *policy, char *error,
 	ruleset = (int)syscall(SYS_landlock_create_ruleset, &attributes, sizeof attributes, 0);
 	if (ruleset < 0) {
 		result = kagent_ctypes_buffer_error(
-		    error, error_size, -errno, "landlock: create ruleset: %s", strerror(errno));
+		    cause, cause_size, -errno, "landlock: create ruleset: %s", strerror(errno));
 		goto out;
 	}
 	/* Device nodes are never created, even where the filesystem would allow it. */
 	writable = handled & ~(LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK);
 	result =
-	    sandbox__landlock_allow(ruleset, "/", SANDBOX_FS_READ, handled, 0, error, error_size);
+	    sandbox__landlock_allow(ruleset, "/", SANDBOX_FS_READ, handled, 0, cause, cause_size);
 	if (result < 0)
 		goto out;
 	result = sandbox__landlock_allow(ruleset, policy->scratch_directory, writable, handled, 0,
-					 error, error_size);
+					 cause, cause_size);
 	if (result < 0)
 		goto out;
 	for (path = policy->writable_paths; path != NULL && *path != NULL; path++) {
-		result = sandbox__landlock_allow(ruleset, *path, writable, handled, 0, error,
-						 error_size);
+		result = sandbox__landlock_allow(ruleset, *path, writable, handled, 0, cause,
+						 cause_size);
 		if (result < 0)
 			goto out;
 	}
@@ -580,7 +580,7 @@ sandbox__apply_landlock(const struct kagent_sandbox_policy *policy, char *error,
 		result = sandbox__landlock_allow(ruleset, "/dev",
 						 SANDBOX_FS_READ | LANDLOCK_ACCESS_FS_WRITE_FILE |
 						     LANDLOCK_ACCESS_FS_IOCTL_DEV,
-						 handled, 0, error, error_size);
+						 handled, 0, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}
@@ -588,18 +588,18 @@ sandbox__apply_landlock(const struct kagent_sandbox_policy *policy, char *error,
 	result = sandbox__landlock_allow(ruleset, "/proc/self",
 					 SANDBOX_FS_READ | LANDLOCK_ACCESS_FS_WRITE_FILE |
 					     LANDLOCK_ACCESS_FS_TRUNCATE,
-					 handled, 1, error, error_size);
+					 handled, 1, cause, cause_size);
 	if (result < 0)
 		goto out;
 	result =
 	    sandbox__landlock_allow(ruleset, "/dev/null",
 				    LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
 					LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV,
-				    handled, 1, error, error_size);
+				    handled, 1, cause, cause_size);
 	if (result < 0)
 		goto out;
 	if (syscall(SYS_landlock_restrict_self, ruleset, 0) < 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -errno,
 						    "landlock: restrict self: %s", strerror(errno));
 		goto out;
 	}
@@ -739,20 +739,20 @@ out:
 }
 
 static int
-sandbox__apply_seccomp(char *error, size_t error_size)
+sandbox__apply_seccomp(char *cause, size_t cause_size)
 {
 	scmp_filter_ctx filter;
 	int result;
 
 	filter = seccomp_init(SCMP_ACT_ALLOW);
 	if (filter == NULL)
-		return kagent_ctypes_buffer_error(error, error_size, -ENOMEM,
+		return kagent_ctypes_buffer_error(cause, cause_size, -ENOMEM,
 						  "seccomp_init failed");
 	/* A syscall made under another architecture (int 0x80 from a 64-bit process) would
 	 * bypass every rule: such a call kills the whole process instead. */
 	result = seccomp_attr_set(filter, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	if (result < 0) {
-		kagent_ctypes_buffer_error(error, error_size, result,
+		kagent_ctypes_buffer_error(cause, cause_size, result,
 					   "seccomp: bad-arch action: %s", strerror(-result));
 		goto out;
 	}
@@ -760,20 +760,20 @@ sandbox__apply_seccomp(char *error, size_t error_size)
 	if (seccomp_arch_native() == SCMP_ARCH_X86_64) {
 		result = seccomp_arch_add(filter, SCMP_ARCH_X32);
 		if (result < 0 && result != -EEXIST) {
-			kagent_ctypes_buffer_error(error, error_size, result,
+			kagent_ctypes_buffer_error(cause, cause_size, result,
 						   "seccomp: adding x32: %s", strerror(-result));
 			goto out;
 		}
 	}
 	result = sandbox__seccomp_rules(filter);
 	if (result < 0) {
-		kagent_ctypes_buffer_error(error, error_size, result, "seccomp: adding a rule: %s",
+		kagent_ctypes_buffer_error(cause, cause_size, result, "seccomp: adding a rule: %s",
 					   strerror(-result));
 		goto out;
 	}
 	result = seccomp_load(filter);
 	if (result < 0) {
-		kagent_ctypes_buffer_error(error, error_size, result,
+		kagent_ctypes_buffer_error(cause, cause_size, result,
 					   "seccomp: loading the filter: %s", strerror(-result));
 		goto out;
 	}
@@ -784,23 +784,23 @@ out:
 }
 
 int
-kagent_sandbox_enter(const struct kagent_sandbox_policy *policy, char *error, size_t error_size)
+kagent_sandbox_enter(const struct kagent_sandbox_policy *policy, char *cause, size_t cause_size)
 {
 	int result;
 
-	if (error != NULL && error_size > 0)
-		error[0] = '\0';
-	result = sandbox__check_policy(policy, error, error_size);
+	if (cause != NULL && cause_size > 0)
+		cause[0] = '\0';
+	result = sandbox__check_policy(policy, cause, cause_size);
 	if (result < 0)
 		goto out;
 	memset(&sandbox__applied, 0, sizeof sandbox__applied);
 	sandbox__applied.entered = 1;
 	sandbox__enter_network_namespace(policy);
-	result = sandbox__set_limits(policy, error, error_size);
+	result = sandbox__set_limits(policy, cause, cause_size);
 	if (result < 0)
 		goto out;
 	if (geteuid() == 0) {
-		result = sandbox__drop_root(policy, error, error_size);
+		result = sandbox__drop_root(policy, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}
@@ -809,22 +809,22 @@ kagent_sandbox_enter(const struct kagent_sandbox_policy *policy, char *error, si
 	if (policy->max_processes > 0) {
 		result =
 		    sandbox__set_limit(RLIMIT_NPROC, "RLIMIT_NPROC", (rlim_t)policy->max_processes,
-				       (rlim_t)policy->max_processes, error, error_size);
+				       (rlim_t)policy->max_processes, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}
-	result = sandbox__check_writable(policy, error, error_size);
+	result = sandbox__check_writable(policy, cause, cause_size);
 	if (result < 0)
 		goto out;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -errno,
 						    "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
 		goto out;
 	}
-	result = sandbox__apply_landlock(policy, error, error_size);
+	result = sandbox__apply_landlock(policy, cause, cause_size);
 	if (result < 0)
 		goto out;
-	result = sandbox__apply_seccomp(error, error_size);
+	result = sandbox__apply_seccomp(cause, cause_size);
 out:
 	return result;
 }
@@ -856,7 +856,7 @@ sandbox__json_count(json_t *value, long long maximum, long long *count)
 }
 
 int
-kagent_sandbox_enter_json(const char *policy_json, char *error, size_t error_size)
+kagent_sandbox_enter_json(const char *policy_json, char *cause, size_t cause_size)
 {
 	struct kagent_sandbox_policy policy = {0};
 	const char **paths = NULL;
@@ -866,21 +866,21 @@ kagent_sandbox_enter_json(const char *policy_json, char *error, size_t error_siz
 	long long count;
 	int result = 0;
 
-	if (error != NULL && error_size > 0)
-		error[0] = '\0';
+	if (cause != NULL && cause_size > 0)
+		cause[0] = '\0';
 	if (policy_json == NULL) {
-		result = kagent_ctypes_buffer_error(error, error_size, -EINVAL, "no policy");
+		result = kagent_ctypes_buffer_error(cause, cause_size, -EINVAL, "no policy");
 		goto out;
 	}
 	root = json_loads(policy_json, JSON_REJECT_DUPLICATES, &json_error);
 	if (root == NULL) {
 		result = kagent_ctypes_buffer_error(
-		    error, error_size, -EINVAL, "policy is not valid JSON: %s (line %d, column %d)",
+		    cause, cause_size, -EINVAL, "policy is not valid JSON: %s (line %d, column %d)",
 		    json_error.text, json_error.line, json_error.column);
 		goto out;
 	}
 	if (!json_is_object(root)) {
-		result = kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						    "policy is not a JSON object");
 		goto out;
 	}
@@ -904,7 +904,7 @@ kagent_sandbox_enter_json(const char *policy_json, char *error, size_t error_siz
 			size = json_array_size(value);
 			paths = calloc(size + 1, sizeof *paths);
 			if (paths == NULL) {
-				result = kagent_ctypes_buffer_error(error, error_size, -ENOMEM,
+				result = kagent_ctypes_buffer_error(cause, cause_size, -ENOMEM,
 								    "out of memory");
 				goto out;
 			}
@@ -954,22 +954,22 @@ kagent_sandbox_enter_json(const char *policy_json, char *error, size_t error_siz
 			if (result < 0)
 				break;
 		} else {
-			result = kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+			result = kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 							    "unknown policy key \"%s\"", key);
 			goto out;
 		}
 	}
 	if (result < 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, result,
+		result = kagent_ctypes_buffer_error(cause, cause_size, result,
 						    "policy key \"%s\" has a bad value", key);
 		goto out;
 	}
 	if (policy.scratch_directory == NULL) {
-		result = kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						    "policy has no scratch_directory");
 		goto out;
 	}
-	result = kagent_sandbox_enter(&policy, error, error_size);
+	result = kagent_sandbox_enter(&policy, cause, cause_size);
 out:
 	free(paths);
 	json_decref(root);
