@@ -8,30 +8,30 @@
 #include <string.h>
 
 int
-kagent_ctypes_buffer_error(char *error, size_t error_size, int code, const char *format, ...)
+kagent_ctypes_buffer_error(char *cause, size_t cause_size, int code, const char *format, ...)
 {
 	va_list arguments;
 
-	if (error != NULL && error_size > 0) {
+	if (cause != NULL && cause_size > 0) {
 		va_start(arguments, format);
-		vsnprintf(error, error_size, format, arguments);
+		vsnprintf(cause, cause_size, format, arguments);
 		va_end(arguments);
 	}
 	return code;
 }
 
 int
-kagent_ctypes_buffer_json(const json_t *value, char *buffer, size_t buffer_size, char *error,
-			  size_t error_size)
+kagent_ctypes_buffer_json(const json_t *value, char *buffer, size_t buffer_size, char *cause,
+			  size_t cause_size)
 {
 	char *text = json_dumps(value, JSON_COMPACT);
 	size_t length = text != NULL ? strlen(text) : 0;
 	int status;
 
 	if (text == NULL)
-		status = kagent_ctypes_buffer_error(error, error_size, -ENOMEM, "out of memory");
+		status = kagent_ctypes_buffer_error(cause, cause_size, -ENOMEM, "out of memory");
 	else if (length + 1 > buffer_size)
-		status = kagent_ctypes_buffer_error(error, error_size, -ENOSPC, "%zu bytes needed",
+		status = kagent_ctypes_buffer_error(cause, cause_size, -ENOSPC, "%zu bytes needed",
 						    length + 1);
 	else {
 		memcpy(buffer, text, length + 1);

@@ -86,7 +86,7 @@ static struct cuda_launch__driver cuda_launch__api;
 static bool cuda_launch__api_tried;
 
 static int
-cuda_launch__driver_fail(const struct cuda_launch__driver *api, char *error, size_t error_size,
+cuda_launch__driver_fail(const struct cuda_launch__driver *api, char *cause, size_t cause_size,
 			 const char *what, CUresult result)
 {
 	const char *text = NULL;
@@ -95,7 +95,7 @@ cuda_launch__driver_fail(const struct cuda_launch__driver *api, char *error, siz
 	    text == NULL)
 		text = "unknown error";
 	return kagent_ctypes_buffer_error(
-	    error, error_size, result == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO,
+	    cause, cause_size, result == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO,
 	    "%s failed with CUDA error %d (%s)", what, (int)result, text);
 }
 
@@ -250,8 +250,8 @@ cuda_launch__blank(const char *start, const char *end)
 
 int
 kagent_cuda_launch_parse_parameters(const char *list, enum kagent_cuda_launch_type *types,
-				    size_t capacity, size_t *count_out, char *error,
-				    size_t error_size)
+				    size_t capacity, size_t *count_out, char *cause,
+				    size_t cause_size)
 {
 	const char *start, *end, *p, *piece;
 	int depth = 0;
@@ -259,7 +259,7 @@ kagent_cuda_launch_parse_parameters(const char *list, enum kagent_cuda_launch_ty
 
 	*count_out = 0;
 	if (list == NULL)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL, "no parameter list");
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL, "no parameter list");
 	start = list;
 	end = list + strlen(list);
 	/* With parentheses: the first '(' outside template arguments opens the list. */
@@ -282,7 +282,7 @@ kagent_cuda_launch_parse_parameters(const char *list, enum kagent_cuda_launch_ty
 				break;
 		}
 		if (*end != ')')
-			return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+			return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 							  "unbalanced parentheses in '%s'", list);
 	}
 	if (cuda_launch__blank(start, end))
@@ -303,7 +303,7 @@ kagent_cuda_launch_parse_parameters(const char *list, enum kagent_cuda_launch_ty
 			depth--;
 		else if (p == end || (*p == ',' && depth == 0)) {
 			if (count >= capacity)
-				return kagent_ctypes_buffer_error(error, error_size, -E2BIG,
+				return kagent_ctypes_buffer_error(cause, cause_size, -E2BIG,
 								  "more than %zu parameters",
 								  capacity);
 			types[count++] = cuda_launch__parameter_type(piece, p);
@@ -317,8 +317,8 @@ out:
 
 int
 kagent_cuda_launch_check(const struct kagent_cuda_launch_limits *limits, const unsigned grid[3],
-			 const unsigned block[3], size_t shared_bytes, char *error,
-			 size_t error_size)
+			 const unsigned block[3], size_t shared_bytes, char *cause,
+			 size_t cause_size)
 {
 	static const char axes[] = "xyz";
 	unsigned long long threads = 1;
@@ -327,19 +327,19 @@ kagent_cuda_launch_check(const struct kagent_cuda_launch_limits *limits, const u
 	for (axis = 0; axis < 3; axis++) {
 		if (grid[axis] == 0 || block[axis] == 0)
 			return kagent_ctypes_buffer_error(
-			    error, error_size, -EINVAL,
+			    cause, cause_size, -EINVAL,
 			    "grid (%u, %u, %u) and block (%u, %u, %u) must "
 			    "have every dimension at least 1",
 			    grid[0], grid[1], grid[2], block[0], block[1], block[2]);
 		if (block[axis] > limits->max_block[axis])
 			return kagent_ctypes_buffer_error(
-			    error, error_size, -EINVAL,
+			    cause, cause_size, -EINVAL,
 			    "block %c dimension %u exceeds the device's "
 			    "maximum %u",
 			    axes[axis], block[axis], limits->max_block[axis]);
 		if (grid[axis] > limits->max_grid[axis])
 			return kagent_ctypes_buffer_error(
-			    error, error_size, -EINVAL,
+			    cause, cause_size, -EINVAL,
 			    "grid %c dimension %u exceeds the device's "
 			    "maximum %u",
 			    axes[axis], grid[axis], limits->max_grid[axis]);
@@ -347,13 +347,13 @@ kagent_cuda_launch_check(const struct kagent_cuda_launch_limits *limits, const u
 	}
 	if (threads > limits->max_threads_per_block)
 		return kagent_ctypes_buffer_error(
-		    error, error_size, -EINVAL,
+		    cause, cause_size, -EINVAL,
 		    "block (%u, %u, %u) has %llu threads; at most %u are "
 		    "allowed per block",
 		    block[0], block[1], block[2], threads, limits->max_threads_per_block);
 	if (shared_bytes + limits->static_shared_bytes > limits->max_shared_bytes_optin)
 		return kagent_ctypes_buffer_error(
-		    error, error_size, -EINVAL,
+		    cause, cause_size, -EINVAL,
 		    "%zu bytes of dynamic shared memory plus %zu static "
 		    "exceed the device's maximum of %zu per block",
 		    shared_bytes, limits->static_shared_bytes, limits->max_shared_bytes_optin);
@@ -364,7 +364,7 @@ kagent_cuda_launch_check(const struct kagent_cuda_launch_limits *limits, const u
 /* The driver                                                                              */
 
 static int
-cuda_launch__driver_load(struct cuda_launch__driver **api_out, char *error, size_t error_size)
+cuda_launch__driver_load(struct cuda_launch__driver **api_out, char *cause, size_t cause_size)
 {
 	struct cuda_launch__driver *api = &cuda_launch__api;
 	const char *name;
@@ -431,25 +431,25 @@ out:
 	pthread_mutex_unlock(&cuda_launch__lock);
 	*api_out = api;
 	if (api->status < 0)
-		return kagent_ctypes_buffer_error(error, error_size, api->status, "%s",
+		return kagent_ctypes_buffer_error(cause, cause_size, api->status, "%s",
 						  api->message);
 	return 0;
 }
 
 static int
-cuda_launch__device_arch(int ordinal, char *arch, size_t arch_size, char *error, size_t error_size)
+cuda_launch__device_arch(int ordinal, char *arch, size_t arch_size, char *cause, size_t cause_size)
 {
 	struct cuda_launch__driver *api = NULL;
 	CUdevice device;
 	CUresult result;
 	int status, major = 0, minor = 0;
 
-	status = cuda_launch__driver_load(&api, error, error_size);
+	status = cuda_launch__driver_load(&api, cause, cause_size);
 	if (status < 0)
 		goto out;
 	result = api->device_get(&device, ordinal);
 	if (result != CUDA_SUCCESS) {
-		status = cuda_launch__driver_fail(api, error, error_size, "cuDeviceGet", result);
+		status = cuda_launch__driver_fail(api, cause, cause_size, "cuDeviceGet", result);
 		goto out;
 	}
 	api->device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
@@ -617,7 +617,7 @@ cuda_launch__list_kernels(const struct kagent_compile_result *result, char *buff
 
 static int
 cuda_launch__find(struct kagent_cuda_module *module, const char *name,
-		  struct cuda_launch__kernel *kernel, char *error, size_t error_size)
+		  struct cuda_launch__kernel *kernel, char *cause, size_t cause_size)
 {
 	const struct kagent_compile_result *result = module->result;
 	const struct kagent_compile_kernel *found = NULL;
@@ -648,14 +648,14 @@ cuda_launch__find(struct kagent_cuda_module *module, const char *name,
 		}
 	}
 	if (matches == 0) {
-		kagent_ctypes_buffer_error(error, error_size, -ENOENT, "kernel '%s' not found",
+		kagent_ctypes_buffer_error(cause, cause_size, -ENOENT, "kernel '%s' not found",
 					   name);
-		cuda_launch__list_kernels(result, error, error_size);
+		cuda_launch__list_kernels(result, cause, cause_size);
 		return -ENOENT;
 	}
 	if (matches > 1)
 		return kagent_ctypes_buffer_error(
-		    error, error_size, -EINVAL,
+		    cause, cause_size, -EINVAL,
 		    "kernel name '%s' is ambiguous (overloads or template "
 		    "instances): name one with a name expression such as "
 		    "'%s<float>' or declare it extern \"C\"",
@@ -703,23 +703,23 @@ kagent_cuda_module_compile(const char *source, const char *arch, int device_ordi
 			   const char *const *kernels, size_t kernel_count,
 			   const char *const *options, size_t option_count,
 			   const char *cache_directory, struct kagent_cuda_module **module_out,
-			   char *error, size_t error_size)
+			   char *cause, size_t cause_size)
 {
 	struct kagent_cuda_module *module = kagent_calloc(1, sizeof *module);
 	struct kagent_compile_request request;
 	const char **expressions = NULL;
-	char device_arch[32], *cause = NULL;
+	char device_arch[32], *compile_cause = NULL;
 	size_t index;
 	int status = 0;
 
 	*module_out = NULL;
 	if (source == NULL) {
 		status =
-		    kagent_ctypes_buffer_error(error, error_size, -EINVAL, "no CUDA source given");
+		    kagent_ctypes_buffer_error(cause, cause_size, -EINVAL, "no CUDA source given");
 		goto out;
 	}
 	if (kernel_count == 0 || kernel_count > KAGENT_CUDA_LAUNCH_MAX_KERNELS) {
-		status = kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		status = kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						    "name between 1 and %d kernels to load",
 						    KAGENT_CUDA_LAUNCH_MAX_KERNELS);
 		goto out;
@@ -729,7 +729,7 @@ kagent_cuda_module_compile(const char *source, const char *arch, int device_ordi
 	for (index = 0; index < kernel_count; index++) {
 		if (!cuda_launch__valid_name(kernels[index])) {
 			status =
-			    kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+			    kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						       "kernel name %zu is empty, overlong or has "
 						       "control characters",
 						       index);
@@ -740,7 +740,7 @@ kagent_cuda_module_compile(const char *source, const char *arch, int device_ordi
 	}
 	if (arch == NULL) {
 		status = cuda_launch__device_arch(device_ordinal, device_arch, sizeof device_arch,
-						  error, error_size);
+						  cause, cause_size);
 		if (status < 0)
 			goto out;
 		arch = device_arch;
@@ -753,20 +753,20 @@ kagent_cuda_module_compile(const char *source, const char *arch, int device_ordi
 	request.name_expressions = expressions;
 	request.use_cache = true;
 	request.cache_directory = cache_directory;
-	status = kagent_compile_source(&request, &module->result, &cause);
+	status = kagent_compile_source(&request, &module->result, &compile_cause);
 	if (status < 0) {
-		kagent_ctypes_buffer_error(error, error_size, status, "%s", cause);
+		kagent_ctypes_buffer_error(cause, cause_size, status, "%s", compile_cause);
 		goto out;
 	}
 	if (!module->result->success) {
-		cuda_launch__diagnostics(module->result, error, error_size);
+		cuda_launch__diagnostics(module->result, cause, cause_size);
 		status = -ENOEXEC;
 		goto out;
 	}
 	module->kernels = kagent_calloc(kernel_count, sizeof *module->kernels);
 	for (index = 0; index < kernel_count; index++) {
-		status = cuda_launch__find(module, kernels[index], &module->kernels[index], error,
-					   error_size);
+		status = cuda_launch__find(module, kernels[index], &module->kernels[index], cause,
+					   cause_size);
 		module->kernel_count++;
 		if (status < 0)
 			goto out;
@@ -777,7 +777,7 @@ kagent_cuda_module_compile(const char *source, const char *arch, int device_ordi
 out:
 	kagent_cuda_module_free(module);
 	free(expressions);
-	free(cause);
+	free(compile_cause);
 	return status;
 }
 
@@ -799,7 +799,7 @@ cuda_launch__attribute(const struct cuda_launch__driver *api, CUdevice device,
 /* Makes the module's context current on this thread when another one (or none) is. */
 static int
 cuda_launch__enter(const struct cuda_launch__driver *api, const struct kagent_cuda_module *module,
-		   char *error, size_t error_size)
+		   char *cause, size_t cause_size)
 {
 	CUcontext current = NULL;
 	CUresult result;
@@ -808,13 +808,13 @@ cuda_launch__enter(const struct cuda_launch__driver *api, const struct kagent_cu
 		return 0;
 	result = api->context_set_current(module->context);
 	if (result != CUDA_SUCCESS)
-		return cuda_launch__driver_fail(api, error, error_size, "cuCtxSetCurrent", result);
+		return cuda_launch__driver_fail(api, cause, cause_size, "cuCtxSetCurrent", result);
 	return 0;
 }
 
 int
-kagent_cuda_module_load(struct kagent_cuda_module *module, int device_ordinal, char *error,
-			size_t error_size)
+kagent_cuda_module_load(struct kagent_cuda_module *module, int device_ordinal, char *cause,
+			size_t cause_size)
 {
 	struct cuda_launch__driver *api = NULL;
 	unsigned optin = 0;
@@ -824,12 +824,12 @@ kagent_cuda_module_load(struct kagent_cuda_module *module, int device_ordinal, c
 
 	if (module->loaded)
 		return 0;
-	status = cuda_launch__driver_load(&api, error, error_size);
+	status = cuda_launch__driver_load(&api, cause, cause_size);
 	if (status < 0)
 		goto out;
 	result = api->device_get(&module->device, device_ordinal);
 	if (result != CUDA_SUCCESS) {
-		status = cuda_launch__driver_fail(api, error, error_size, "cuDeviceGet", result);
+		status = cuda_launch__driver_fail(api, cause, cause_size, "cuDeviceGet", result);
 		goto out;
 	}
 	if (cuda_launch__attribute(api, module->device, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
@@ -847,7 +847,7 @@ kagent_cuda_module_load(struct kagent_cuda_module *module, int device_ordinal, c
 	    cuda_launch__attribute(api, module->device, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z,
 				   &module->max_grid[2]) < 0) {
 		status = kagent_ctypes_buffer_error(
-		    error, error_size, -EIO, "cannot read GPU %d's launch limits", device_ordinal);
+		    cause, cause_size, -EIO, "cannot read GPU %d's launch limits", device_ordinal);
 		goto out;
 	}
 	if (cuda_launch__attribute(api, module->device,
@@ -858,18 +858,18 @@ kagent_cuda_module_load(struct kagent_cuda_module *module, int device_ordinal, c
 	result = api->primary_retain(&module->context, module->device);
 	if (result != CUDA_SUCCESS) {
 		module->context = NULL;
-		status = cuda_launch__driver_fail(api, error, error_size,
+		status = cuda_launch__driver_fail(api, cause, cause_size,
 						  "cuDevicePrimaryCtxRetain", result);
 		goto out;
 	}
-	status = cuda_launch__enter(api, module, error, error_size);
+	status = cuda_launch__enter(api, module, cause, cause_size);
 	if (status < 0)
 		goto out;
 	result = api->module_load_data(&module->handle, module->result->cubin);
 	if (result != CUDA_SUCCESS) {
 		module->handle = NULL;
 		status =
-		    cuda_launch__driver_fail(api, error, error_size, "cuModuleLoadData", result);
+		    cuda_launch__driver_fail(api, cause, cause_size, "cuModuleLoadData", result);
 		goto out;
 	}
 	for (index = 0; index < module->kernel_count; index++) {
@@ -879,7 +879,7 @@ kagent_cuda_module_load(struct kagent_cuda_module *module, int device_ordinal, c
 		result =
 		    api->module_get_function(&kernel->function, module->handle, kernel->symbol);
 		if (result != CUDA_SUCCESS) {
-			status = cuda_launch__driver_fail(api, error, error_size,
+			status = cuda_launch__driver_fail(api, cause, cause_size,
 							  "cuModuleGetFunction", result);
 			goto out;
 		}
@@ -912,7 +912,7 @@ out:
 
 int
 kagent_cuda_module_describe(const struct kagent_cuda_module *module, char *buffer,
-			    size_t buffer_size, char *error, size_t error_size)
+			    size_t buffer_size, char *cause, size_t cause_size)
 {
 	json_t *object = NULL, *kernels = json_array();
 	size_t index, parameter;
@@ -941,8 +941,8 @@ kagent_cuda_module_describe(const struct kagent_cuda_module *module, char *buffe
 		      module->result->cached, "compile_seconds", module->result->compile_seconds,
 		      "loaded", module->loaded, "kernels", kernels);
 	status = object != NULL
-		     ? kagent_ctypes_buffer_json(object, buffer, buffer_size, error, error_size)
-		     : kagent_ctypes_buffer_error(error, error_size, -ENOMEM, "out of memory");
+		     ? kagent_ctypes_buffer_json(object, buffer, buffer_size, cause, cause_size)
+		     : kagent_ctypes_buffer_error(cause, cause_size, -ENOMEM, "out of memory");
 	json_decref(object);
 	return status;
 }
@@ -950,8 +950,8 @@ kagent_cuda_module_describe(const struct kagent_cuda_module *module, char *buffe
 int
 kagent_cuda_module_launch(struct kagent_cuda_module *module, size_t kernel_index,
 			  const unsigned grid[3], const unsigned block[3], size_t shared_bytes,
-			  void *stream, void **arguments, size_t argument_count, char *error,
-			  size_t error_size)
+			  void *stream, void **arguments, size_t argument_count, char *cause,
+			  size_t cause_size)
 {
 	struct cuda_launch__driver *api = &cuda_launch__api;
 	struct kagent_cuda_launch_limits limits;
@@ -963,10 +963,10 @@ kagent_cuda_module_launch(struct kagent_cuda_module *module, size_t kernel_index
 	int status = 0;
 
 	if (!module->loaded)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "the module is not loaded");
 	if (kernel_index >= module->kernel_count)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "no kernel %zu (the module has %zu)",
 						  kernel_index, module->kernel_count);
 	kernel = &module->kernels[kernel_index];
@@ -975,12 +975,12 @@ kagent_cuda_module_launch(struct kagent_cuda_module *module, size_t kernel_index
 	else if (kernel->have_types)
 		expected = (long long)kernel->parameter_count;
 	if (expected >= 0 && (long long)argument_count != expected)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "kernel %s takes %lld arguments, %zu given",
 						  kernel->name, expected, argument_count);
 	for (index = 0; index < argument_count; index++) {
 		if (arguments == NULL || arguments[index] == NULL)
-			return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+			return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 							  "argument %zu of kernel %s has no value",
 							  index, kernel->name);
 	}
@@ -995,9 +995,9 @@ kagent_cuda_module_launch(struct kagent_cuda_module *module, size_t kernel_index
 	status =
 	    kagent_cuda_launch_check(&limits, grid, block, shared_bytes, message, sizeof message);
 	if (status < 0)
-		return kagent_ctypes_buffer_error(error, error_size, status, "kernel %s: %s",
+		return kagent_ctypes_buffer_error(cause, cause_size, status, "kernel %s: %s",
 						  kernel->name, message);
-	status = cuda_launch__enter(api, module, error, error_size);
+	status = cuda_launch__enter(api, module, cause, cause_size);
 	if (status < 0)
 		return status;
 	if (shared_bytes > KAGENT_CUDA_LAUNCH_DEFAULT_SHARED &&
@@ -1007,7 +1007,7 @@ kagent_cuda_module_launch(struct kagent_cuda_module *module, size_t kernel_index
 		    (int)shared_bytes);
 		if (result != CUDA_SUCCESS)
 			return cuda_launch__driver_fail(
-			    api, error, error_size,
+			    api, cause, cause_size,
 			    "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", result);
 		kernel->shared_opted_in = shared_bytes;
 	}
@@ -1017,7 +1017,7 @@ kagent_cuda_module_launch(struct kagent_cuda_module *module, size_t kernel_index
 	if (result != CUDA_SUCCESS) {
 		status = cuda_launch__driver_fail(api, message, sizeof message, "cuLaunchKernel",
 						  result);
-		return kagent_ctypes_buffer_error(error, error_size, status, "kernel %s: %s",
+		return kagent_ctypes_buffer_error(cause, cause_size, status, "kernel %s: %s",
 						  kernel->name, message);
 	}
 	return 0;

@@ -33,7 +33,7 @@
 /* Launch records kept during a counters pass (a replayed kernel may be recorded again). */
 #define COUNTERS_MAX_LAUNCHES (8 * COUNTERS_MAX_RANGES)
 
-struct trace_kernel {
+struct kernel_trace__kernel {
 	char *name;
 	unsigned long long count;
 	unsigned long long nanoseconds;
@@ -45,29 +45,30 @@ struct trace_kernel {
 };
 
 /* A launch seen during a counters pass: its correlation id orders it among the ranges. */
-struct counters_launch {
+struct kernel_trace__counters_launch {
 	uint32_t correlation;
 	char *name;
 };
 
 /* What the activity records feed: nothing, a trace, or a counters pass. */
-enum trace_mode { TRACE_IDLE, TRACE_KERNELS, TRACE_COUNTERS };
+enum kernel_trace__mode { TRACE_IDLE, TRACE_KERNELS, TRACE_COUNTERS };
 
-static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct trace_kernel trace_kernels[TRACE_MAX_KERNELS];
-static size_t trace_kernel_count;
-static unsigned long long trace_dropped;
-static enum trace_mode trace_mode;
-static uint32_t counters_context_id;
-static struct counters_launch *counters_launches;
-static size_t counters_launch_count;
+static pthread_mutex_t kernel_trace__lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kernel_trace__kernel kernel_trace__kernels[TRACE_MAX_KERNELS];
+static size_t kernel_trace__kernel_count;
+static unsigned long long kernel_trace__dropped;
+static enum kernel_trace__mode kernel_trace__mode;
+static uint32_t kernel_trace__counters_context_id;
+static struct kernel_trace__counters_launch *kernel_trace__counters_launches;
+static size_t kernel_trace__counters_launch_count;
 
-static const char *const counters_metrics[] = {
+static const char *const kernel_trace__counters_metrics[] = {
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",
     "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "gpu__time_duration.sum",
 };
-#define COUNTERS_METRIC_COUNT (sizeof counters_metrics / sizeof counters_metrics[0])
+#define COUNTERS_METRIC_COUNT                                                                      \
+	(sizeof kernel_trace__counters_metrics / sizeof kernel_trace__counters_metrics[0])
 
 /* The profiler's state between start and stop. */
 static struct {
@@ -77,17 +78,17 @@ static struct {
 	size_t config_size;
 	uint8_t *data;
 	size_t data_size;
-} counters_session;
+} kernel_trace__counters_session;
 
 static int
-trace_cupti_fail(char *error, size_t error_size, const char *call, CUptiResult result)
+kernel_trace__cupti_fail(char *cause, size_t cause_size, const char *call, CUptiResult result)
 {
 	const char *name = NULL, *message = NULL;
 
 	cuptiGetResultString(result, &name);
 	cuptiGetErrorMessage(result, &message);
 	return kagent_ctypes_buffer_error(
-	    error, error_size, -EIO, "%s failed: %s (%s)%s", call, name ? name : "?",
+	    cause, cause_size, -EIO, "%s failed: %s (%s)%s", call, name ? name : "?",
 	    message ? message : "no description",
 	    result == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES
 		? ": profiling needs admin on this machine (the NVIDIA driver's "
@@ -97,7 +98,7 @@ trace_cupti_fail(char *error, size_t error_size, const char *call, CUptiResult r
 }
 
 static void
-trace_note_stream(struct trace_kernel *kernel, uint32_t stream)
+kernel_trace__note_stream(struct kernel_trace__kernel *kernel, uint32_t stream)
 {
 	unsigned index;
 
@@ -110,53 +111,54 @@ trace_note_stream(struct trace_kernel *kernel, uint32_t stream)
 }
 
 static void
-counters_add_launch(const CUpti_ActivityKernel10 *record)
+kernel_trace__counters_add_launch(const CUpti_ActivityKernel10 *record)
 {
 	char *name;
 
 	/* the range profiler sees one context; a kernel elsewhere has no range */
-	if (record->contextId != counters_context_id)
+	if (record->contextId != kernel_trace__counters_context_id)
 		return;
-	if (counters_launch_count == COUNTERS_MAX_LAUNCHES ||
+	if (kernel_trace__counters_launch_count == COUNTERS_MAX_LAUNCHES ||
 	    (name = strdup(record->name)) == NULL) {
-		trace_dropped++;
+		kernel_trace__dropped++;
 		return;
 	}
-	counters_launches[counters_launch_count].correlation = record->correlationId;
-	counters_launches[counters_launch_count].name = name;
-	counters_launch_count++;
+	kernel_trace__counters_launches[kernel_trace__counters_launch_count].correlation =
+	    record->correlationId;
+	kernel_trace__counters_launches[kernel_trace__counters_launch_count].name = name;
+	kernel_trace__counters_launch_count++;
 }
 
 static void
-trace_add(const CUpti_ActivityKernel10 *record)
+kernel_trace__add(const CUpti_ActivityKernel10 *record)
 {
-	struct trace_kernel *kernel = NULL;
+	struct kernel_trace__kernel *kernel = NULL;
 	size_t index;
 
 	if (record->name == NULL)
 		return;
-	pthread_mutex_lock(&trace_lock);
-	if (trace_mode == TRACE_COUNTERS) {
-		counters_add_launch(record);
-		pthread_mutex_unlock(&trace_lock);
+	pthread_mutex_lock(&kernel_trace__lock);
+	if (kernel_trace__mode == TRACE_COUNTERS) {
+		kernel_trace__counters_add_launch(record);
+		pthread_mutex_unlock(&kernel_trace__lock);
 		return;
 	}
-	for (index = 0; index < trace_kernel_count; index++) {
-		if (strcmp(trace_kernels[index].name, record->name) == 0) {
-			kernel = &trace_kernels[index];
+	for (index = 0; index < kernel_trace__kernel_count; index++) {
+		if (strcmp(kernel_trace__kernels[index].name, record->name) == 0) {
+			kernel = &kernel_trace__kernels[index];
 			break;
 		}
 	}
-	if (kernel == NULL && trace_kernel_count < TRACE_MAX_KERNELS) {
-		kernel = &trace_kernels[trace_kernel_count];
+	if (kernel == NULL && kernel_trace__kernel_count < TRACE_MAX_KERNELS) {
+		kernel = &kernel_trace__kernels[kernel_trace__kernel_count];
 		kernel->name = strdup(record->name);
 		if (kernel->name != NULL)
-			trace_kernel_count++;
+			kernel_trace__kernel_count++;
 		else
 			kernel = NULL;
 	}
 	if (kernel == NULL) {
-		trace_dropped++;
+		kernel_trace__dropped++;
 	} else {
 		kernel->count++;
 		kernel->nanoseconds += record->end - record->start;
@@ -168,13 +170,13 @@ trace_add(const CUpti_ActivityKernel10 *record)
 		kernel->block[2] = (unsigned)record->blockZ;
 		kernel->registers = record->registersPerThread;
 		kernel->shared_bytes = record->staticSharedMemory + record->dynamicSharedMemory;
-		trace_note_stream(kernel, record->streamId);
+		kernel_trace__note_stream(kernel, record->streamId);
 	}
-	pthread_mutex_unlock(&trace_lock);
+	pthread_mutex_unlock(&kernel_trace__lock);
 }
 
 static void CUPTIAPI
-trace_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+kernel_trace__buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
 	*buffer = aligned_alloc(8, TRACE_BUFFER_BYTES);
 	*size = *buffer != NULL ? TRACE_BUFFER_BYTES : 0;
@@ -182,8 +184,8 @@ trace_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 }
 
 static void CUPTIAPI
-trace_buffer_completed(CUcontext context, uint32_t stream, uint8_t *buffer, size_t size,
-		       size_t valid)
+kernel_trace__buffer_completed(CUcontext context, uint32_t stream, uint8_t *buffer, size_t size,
+			       size_t valid)
 {
 	CUpti_Activity *record = NULL;
 
@@ -193,107 +195,108 @@ trace_buffer_completed(CUcontext context, uint32_t stream, uint8_t *buffer, size
 	while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
 		if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
 		    record->kind == CUPTI_ACTIVITY_KIND_KERNEL)
-			trace_add((const CUpti_ActivityKernel10 *)record);
+			kernel_trace__add((const CUpti_ActivityKernel10 *)record);
 	}
 	free(buffer);
 }
 
 static void
-trace_reset(void)
+kernel_trace__reset(void)
 {
 	size_t index;
 
-	pthread_mutex_lock(&trace_lock);
-	for (index = 0; index < trace_kernel_count; index++)
-		free(trace_kernels[index].name);
-	memset(trace_kernels, 0, sizeof trace_kernels);
-	trace_kernel_count = 0;
-	trace_dropped = 0;
-	pthread_mutex_unlock(&trace_lock);
+	pthread_mutex_lock(&kernel_trace__lock);
+	for (index = 0; index < kernel_trace__kernel_count; index++)
+		free(kernel_trace__kernels[index].name);
+	memset(kernel_trace__kernels, 0, sizeof kernel_trace__kernels);
+	kernel_trace__kernel_count = 0;
+	kernel_trace__dropped = 0;
+	pthread_mutex_unlock(&kernel_trace__lock);
 }
 
 static void
-trace_set_mode(enum trace_mode mode)
+kernel_trace__set_mode(enum kernel_trace__mode mode)
 {
-	pthread_mutex_lock(&trace_lock);
-	trace_mode = mode;
-	pthread_mutex_unlock(&trace_lock);
+	pthread_mutex_lock(&kernel_trace__lock);
+	kernel_trace__mode = mode;
+	pthread_mutex_unlock(&kernel_trace__lock);
 }
 
 /* Starts kernel records flowing to whatever `mode` feeds. */
 static int
-trace_enable_records(enum trace_mode mode, char *error, size_t error_size)
+kernel_trace__enable_records(enum kernel_trace__mode mode, char *cause, size_t cause_size)
 {
 	static int callbacks_registered;
 	CUptiResult result;
 
 	if (!callbacks_registered) {
-		result =
-		    cuptiActivityRegisterCallbacks(trace_buffer_requested, trace_buffer_completed);
+		result = cuptiActivityRegisterCallbacks(kernel_trace__buffer_requested,
+							kernel_trace__buffer_completed);
 		if (result != CUPTI_SUCCESS)
-			return trace_cupti_fail(error, error_size, "cuptiActivityRegisterCallbacks",
-						result);
+			return kernel_trace__cupti_fail(cause, cause_size,
+							"cuptiActivityRegisterCallbacks", result);
 		callbacks_registered = 1;
 	}
-	trace_set_mode(mode);
+	kernel_trace__set_mode(mode);
 	/* Concurrent records keep kernels on different streams overlapping, as they ran. */
 	result = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	if (result != CUPTI_SUCCESS) {
-		trace_set_mode(TRACE_IDLE);
-		return trace_cupti_fail(error, error_size, "cuptiActivityEnable", result);
+		kernel_trace__set_mode(TRACE_IDLE);
+		return kernel_trace__cupti_fail(cause, cause_size, "cuptiActivityEnable", result);
 	}
 	return 0;
 }
 
 /* Delivers every pending record, then stops them. */
 static CUptiResult
-trace_disable_records(void)
+kernel_trace__disable_records(void)
 {
 	CUptiResult result = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 
 	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-	trace_set_mode(TRACE_IDLE);
+	kernel_trace__set_mode(TRACE_IDLE);
 	return result;
 }
 
 int
-kagent_kernel_trace_start(char *error, size_t error_size)
+kagent_kernel_trace_start(char *cause, size_t cause_size)
 {
-	if (trace_mode != TRACE_IDLE)
-		return kagent_ctypes_buffer_error(error, error_size, -EBUSY,
+	if (kernel_trace__mode != TRACE_IDLE)
+		return kagent_ctypes_buffer_error(cause, cause_size, -EBUSY,
 						  "a kernel trace or counters pass is already "
 						  "running");
-	trace_reset();
-	return trace_enable_records(TRACE_KERNELS, error, error_size);
+	kernel_trace__reset();
+	return kernel_trace__enable_records(TRACE_KERNELS, cause, cause_size);
 }
 
 static int
-trace_compare_time(const void *first, const void *second)
+kernel_trace__compare_time(const void *first, const void *second)
 {
-	const struct trace_kernel *a = first, *b = second;
+	const struct kernel_trace__kernel *a = first, *b = second;
 
 	return a->nanoseconds < b->nanoseconds ? 1 : a->nanoseconds > b->nanoseconds ? -1 : 0;
 }
 
 int
-kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t error_size)
+kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *cause, size_t cause_size)
 {
 	json_t *kernels = NULL;
 	CUptiResult result;
 	size_t index;
 	int status;
 
-	if (trace_mode != TRACE_KERNELS)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+	if (kernel_trace__mode != TRACE_KERNELS)
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "no kernel trace is running");
-	result = trace_disable_records();
+	result = kernel_trace__disable_records();
 	if (result != CUPTI_SUCCESS)
-		return trace_cupti_fail(error, error_size, "cuptiActivityFlushAll", result);
+		return kernel_trace__cupti_fail(cause, cause_size, "cuptiActivityFlushAll", result);
 	kernels = json_array();
-	pthread_mutex_lock(&trace_lock);
-	qsort(trace_kernels, trace_kernel_count, sizeof trace_kernels[0], trace_compare_time);
-	for (index = 0; index < trace_kernel_count; index++) {
-		const struct trace_kernel *kernel = &trace_kernels[index];
+	pthread_mutex_lock(&kernel_trace__lock);
+	qsort(kernel_trace__kernels, kernel_trace__kernel_count, sizeof kernel_trace__kernels[0],
+	      kernel_trace__compare_time);
+	for (index = 0; index < kernel_trace__kernel_count; index++) {
+		const struct kernel_trace__kernel *kernel = &kernel_trace__kernels[index];
 		int exact = 0;
 		char *shown = kagent_demangle_display(kernel->name, &exact);
 		json_t *streams = json_array();
@@ -312,8 +315,8 @@ kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t e
 			      "shared_bytes", kernel->shared_bytes, "streams", streams));
 		free(shown);
 	}
-	pthread_mutex_unlock(&trace_lock);
-	status = kagent_ctypes_buffer_json(kernels, buffer, buffer_size, error, error_size);
+	pthread_mutex_unlock(&kernel_trace__lock);
+	status = kagent_ctypes_buffer_json(kernels, buffer, buffer_size, cause, cause_size);
 	json_decref(kernels);
 	return status;
 }
@@ -325,8 +328,8 @@ kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t e
  * the current context come from dlopen, where torch has already loaded the driver
  * (KAGENT_LIBCUDA names another, as for libkagent-cuda.so). */
 static int
-counters_current_context(CUcontext *context_out, CUdevice *device_out, char *error,
-			 size_t error_size)
+kernel_trace__counters_current_context(CUcontext *context_out, CUdevice *device_out, char *cause,
+				       size_t cause_size)
 {
 	CUresult (*get_current)(CUcontext *) = NULL;
 	CUresult (*get_device)(CUdevice *) = NULL;
@@ -338,28 +341,28 @@ counters_current_context(CUcontext *context_out, CUdevice *device_out, char *err
 		name = "libcuda.so.1";
 	driver = dlopen(name, RTLD_NOW | RTLD_LOCAL);
 	if (driver == NULL)
-		return kagent_ctypes_buffer_error(error, error_size, -ENODEV,
+		return kagent_ctypes_buffer_error(cause, cause_size, -ENODEV,
 						  "no NVIDIA driver (%s): %s", name, dlerror());
 	*(void **)(&get_current) = dlsym(driver, "cuCtxGetCurrent");
 	*(void **)(&get_device) = dlsym(driver, "cuCtxGetDevice");
 	*context_out = NULL;
 	if (get_current == NULL || get_device == NULL)
 		status = kagent_ctypes_buffer_error(
-		    error, error_size, -ENOSYS, "%s lacks cuCtxGetCurrent or cuCtxGetDevice", name);
+		    cause, cause_size, -ENOSYS, "%s lacks cuCtxGetCurrent or cuCtxGetDevice", name);
 	else if (get_current(context_out) != CUDA_SUCCESS || *context_out == NULL)
 		status = kagent_ctypes_buffer_error(
-		    error, error_size, -ENODEV,
+		    cause, cause_size, -ENODEV,
 		    "no CUDA context is current on this thread: run one CUDA call first");
 	else if (get_device(device_out) != CUDA_SUCCESS)
 		status =
-		    kagent_ctypes_buffer_error(error, error_size, -ENODEV, "cuCtxGetDevice failed");
+		    kagent_ctypes_buffer_error(cause, cause_size, -ENODEV, "cuCtxGetDevice failed");
 	dlclose(driver);
 	return status;
 }
 
 /* The config image (which counters to collect, in which passes) for this chip's metrics. */
 static int
-counters_configure(const char *chip, char *error, size_t error_size)
+kernel_trace__counters_configure(const char *chip, char *cause, size_t cause_size)
 {
 	CUpti_Profiler_Host_Initialize_Params initialize = {
 	    .structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE,
@@ -367,7 +370,7 @@ counters_configure(const char *chip, char *error, size_t error_size)
 	    .pChipName = chip};
 	CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
 	    .structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE,
-	    .ppMetricNames = (const char **)counters_metrics,
+	    .ppMetricNames = (const char **)kernel_trace__counters_metrics,
 	    .numMetrics = COUNTERS_METRIC_COUNT};
 	CUpti_Profiler_Host_GetConfigImageSize_Params size = {
 	    .structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
@@ -377,47 +380,48 @@ counters_configure(const char *chip, char *error, size_t error_size)
 
 	result = cuptiProfilerHostInitialize(&initialize);
 	if (result != CUPTI_SUCCESS)
-		return trace_cupti_fail(error, error_size, "cuptiProfilerHostInitialize", result);
-	counters_session.host = initialize.pHostObject;
-	add.pHostObject = counters_session.host;
+		return kernel_trace__cupti_fail(cause, cause_size, "cuptiProfilerHostInitialize",
+						result);
+	kernel_trace__counters_session.host = initialize.pHostObject;
+	add.pHostObject = kernel_trace__counters_session.host;
 	result = cuptiProfilerHostConfigAddMetrics(&add);
 	if (result != CUPTI_SUCCESS)
-		return trace_cupti_fail(error, error_size, "cuptiProfilerHostConfigAddMetrics",
-					result);
-	size.pHostObject = counters_session.host;
+		return kernel_trace__cupti_fail(cause, cause_size,
+						"cuptiProfilerHostConfigAddMetrics", result);
+	size.pHostObject = kernel_trace__counters_session.host;
 	result = cuptiProfilerHostGetConfigImageSize(&size);
 	if (result != CUPTI_SUCCESS)
-		return trace_cupti_fail(error, error_size, "cuptiProfilerHostGetConfigImageSize",
-					result);
-	counters_session.config_size = size.configImageSize;
-	counters_session.config = kagent_calloc(1, size.configImageSize);
-	image.pHostObject = counters_session.host;
-	image.configImageSize = counters_session.config_size;
-	image.pConfigImage = counters_session.config;
+		return kernel_trace__cupti_fail(cause, cause_size,
+						"cuptiProfilerHostGetConfigImageSize", result);
+	kernel_trace__counters_session.config_size = size.configImageSize;
+	kernel_trace__counters_session.config = kagent_calloc(1, size.configImageSize);
+	image.pHostObject = kernel_trace__counters_session.host;
+	image.configImageSize = kernel_trace__counters_session.config_size;
+	image.pConfigImage = kernel_trace__counters_session.config;
 	result = cuptiProfilerHostGetConfigImage(&image);
 	if (result != CUPTI_SUCCESS)
-		return trace_cupti_fail(error, error_size, "cuptiProfilerHostGetConfigImage",
-					result);
+		return kernel_trace__cupti_fail(cause, cause_size,
+						"cuptiProfilerHostGetConfigImage", result);
 	return 0;
 }
 
 /* The counter data image the decoded ranges go to, and the profiler's configuration. */
 static int
-counters_set_config(char *error, size_t error_size)
+kernel_trace__counters_set_config(char *cause, size_t cause_size)
 {
 	CUpti_RangeProfiler_GetCounterDataSize_Params size = {
 	    .structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE,
-	    .pRangeProfilerObject = counters_session.profiler,
-	    .pMetricNames = (const char **)counters_metrics,
+	    .pRangeProfilerObject = kernel_trace__counters_session.profiler,
+	    .pMetricNames = (const char **)kernel_trace__counters_metrics,
 	    .numMetrics = COUNTERS_METRIC_COUNT,
 	    .maxNumOfRanges = COUNTERS_MAX_RANGES,
 	    .maxNumRangeTreeNodes = COUNTERS_MAX_RANGES};
 	CUpti_RangeProfiler_CounterDataImage_Initialize_Params initialize = {
 	    .structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE,
-	    .pRangeProfilerObject = counters_session.profiler};
+	    .pRangeProfilerObject = kernel_trace__counters_session.profiler};
 	CUpti_RangeProfiler_SetConfig_Params config = {
 	    .structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE,
-	    .pRangeProfilerObject = counters_session.profiler,
+	    .pRangeProfilerObject = kernel_trace__counters_session.profiler,
 	    .range = CUPTI_AutoRange,
 	    .replayMode = CUPTI_KernelReplay,
 	    .maxRangesPerPass = COUNTERS_MAX_RANGES,
@@ -427,60 +431,61 @@ counters_set_config(char *error, size_t error_size)
 
 	result = cuptiRangeProfilerGetCounterDataSize(&size);
 	if (result != CUPTI_SUCCESS)
-		return trace_cupti_fail(error, error_size, "cuptiRangeProfilerGetCounterDataSize",
-					result);
-	counters_session.data_size = size.counterDataSize;
-	counters_session.data = kagent_calloc(1, size.counterDataSize);
-	initialize.counterDataSize = counters_session.data_size;
-	initialize.pCounterData = counters_session.data;
+		return kernel_trace__cupti_fail(cause, cause_size,
+						"cuptiRangeProfilerGetCounterDataSize", result);
+	kernel_trace__counters_session.data_size = size.counterDataSize;
+	kernel_trace__counters_session.data = kagent_calloc(1, size.counterDataSize);
+	initialize.counterDataSize = kernel_trace__counters_session.data_size;
+	initialize.pCounterData = kernel_trace__counters_session.data;
 	result = cuptiRangeProfilerCounterDataImageInitialize(&initialize);
 	if (result != CUPTI_SUCCESS)
-		return trace_cupti_fail(error, error_size,
-					"cuptiRangeProfilerCounterDataImageInitialize", result);
-	config.configSize = counters_session.config_size;
-	config.pConfig = counters_session.config;
-	config.counterDataImageSize = counters_session.data_size;
-	config.pCounterDataImage = counters_session.data;
+		return kernel_trace__cupti_fail(
+		    cause, cause_size, "cuptiRangeProfilerCounterDataImageInitialize", result);
+	config.configSize = kernel_trace__counters_session.config_size;
+	config.pConfig = kernel_trace__counters_session.config;
+	config.counterDataImageSize = kernel_trace__counters_session.data_size;
+	config.pCounterDataImage = kernel_trace__counters_session.data;
 	result = cuptiRangeProfilerSetConfig(&config);
 	if (result != CUPTI_SUCCESS)
-		return trace_cupti_fail(error, error_size, "cuptiRangeProfilerSetConfig", result);
+		return kernel_trace__cupti_fail(cause, cause_size, "cuptiRangeProfilerSetConfig",
+						result);
 	return 0;
 }
 
 /* Ends a counters pass, whatever state it reached. */
 static void
-counters_release(void)
+kernel_trace__counters_release(void)
 {
 	size_t index;
 
-	if (trace_mode == TRACE_COUNTERS)
-		trace_disable_records();
-	if (counters_session.profiler != NULL) {
+	if (kernel_trace__mode == TRACE_COUNTERS)
+		kernel_trace__disable_records();
+	if (kernel_trace__counters_session.profiler != NULL) {
 		CUpti_RangeProfiler_Disable_Params disable = {
 		    .structSize = CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
-		    .pRangeProfilerObject = counters_session.profiler};
+		    .pRangeProfilerObject = kernel_trace__counters_session.profiler};
 
 		cuptiRangeProfilerDisable(&disable);
 	}
-	if (counters_session.host != NULL) {
+	if (kernel_trace__counters_session.host != NULL) {
 		CUpti_Profiler_Host_Deinitialize_Params deinitialize = {
 		    .structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE,
-		    .pHostObject = counters_session.host};
+		    .pHostObject = kernel_trace__counters_session.host};
 
 		cuptiProfilerHostDeinitialize(&deinitialize);
 	}
-	free(counters_session.config);
-	free(counters_session.data);
-	memset(&counters_session, 0, sizeof counters_session);
-	pthread_mutex_lock(&trace_lock);
-	for (index = 0; index < counters_launch_count; index++)
-		free(counters_launches[index].name);
-	counters_launch_count = 0;
-	pthread_mutex_unlock(&trace_lock);
+	free(kernel_trace__counters_session.config);
+	free(kernel_trace__counters_session.data);
+	memset(&kernel_trace__counters_session, 0, sizeof kernel_trace__counters_session);
+	pthread_mutex_lock(&kernel_trace__lock);
+	for (index = 0; index < kernel_trace__counters_launch_count; index++)
+		free(kernel_trace__counters_launches[index].name);
+	kernel_trace__counters_launch_count = 0;
+	pthread_mutex_unlock(&kernel_trace__lock);
 }
 
 int
-kagent_kernel_counters_start(char *error, size_t error_size)
+kagent_kernel_counters_start(char *cause, size_t cause_size)
 {
 	static int profiler_initialized;
 	CUpti_Profiler_Initialize_Params initialize = {
@@ -496,116 +501,120 @@ kagent_kernel_counters_start(char *error, size_t error_size)
 	CUdevice device = 0;
 	int status;
 
-	if (trace_mode != TRACE_IDLE)
-		return kagent_ctypes_buffer_error(error, error_size, -EBUSY,
+	if (kernel_trace__mode != TRACE_IDLE)
+		return kagent_ctypes_buffer_error(cause, cause_size, -EBUSY,
 						  "a kernel trace or counters pass is already "
 						  "running");
-	status = counters_current_context(&context, &device, error, error_size);
+	status = kernel_trace__counters_current_context(&context, &device, cause, cause_size);
 	if (status < 0)
 		return status;
 	if (!profiler_initialized) {
 		result = cuptiProfilerInitialize(&initialize);
 		if (result != CUPTI_SUCCESS)
-			return trace_cupti_fail(error, error_size, "cuptiProfilerInitialize",
-						result);
+			return kernel_trace__cupti_fail(cause, cause_size,
+							"cuptiProfilerInitialize", result);
 		profiler_initialized = 1;
 	}
-	if (counters_launches == NULL)
-		counters_launches =
-		    kagent_calloc(COUNTERS_MAX_LAUNCHES, sizeof counters_launches[0]);
+	if (kernel_trace__counters_launches == NULL)
+		kernel_trace__counters_launches =
+		    kagent_calloc(COUNTERS_MAX_LAUNCHES, sizeof kernel_trace__counters_launches[0]);
 	chip.deviceIndex = (size_t)device;
 	result = cuptiDeviceGetChipName(&chip);
 	if (result != CUPTI_SUCCESS) {
-		status = trace_cupti_fail(error, error_size, "cuptiDeviceGetChipName", result);
+		status =
+		    kernel_trace__cupti_fail(cause, cause_size, "cuptiDeviceGetChipName", result);
 		goto out;
 	}
-	status = counters_configure(chip.pChipName, error, error_size);
+	status = kernel_trace__counters_configure(chip.pChipName, cause, cause_size);
 	if (status < 0)
 		goto out;
 	enable.ctx = context;
 	result = cuptiRangeProfilerEnable(&enable);
 	if (result != CUPTI_SUCCESS) {
-		status = trace_cupti_fail(error, error_size, "cuptiRangeProfilerEnable", result);
+		status =
+		    kernel_trace__cupti_fail(cause, cause_size, "cuptiRangeProfilerEnable", result);
 		goto out;
 	}
-	counters_session.profiler = enable.pRangeProfilerObject;
-	status = counters_set_config(error, error_size);
+	kernel_trace__counters_session.profiler = enable.pRangeProfilerObject;
+	status = kernel_trace__counters_set_config(cause, cause_size);
 	if (status < 0)
 		goto out;
-	result = cuptiGetContextId(context, &counters_context_id);
+	result = cuptiGetContextId(context, &kernel_trace__counters_context_id);
 	if (result != CUPTI_SUCCESS) {
-		status = trace_cupti_fail(error, error_size, "cuptiGetContextId", result);
+		status = kernel_trace__cupti_fail(cause, cause_size, "cuptiGetContextId", result);
 		goto out;
 	}
 	/* kernel records name the ranges, which auto range only numbers */
-	status = trace_enable_records(TRACE_COUNTERS, error, error_size);
+	status = kernel_trace__enable_records(TRACE_COUNTERS, cause, cause_size);
 	if (status < 0)
 		goto out;
-	start.pRangeProfilerObject = counters_session.profiler;
+	start.pRangeProfilerObject = kernel_trace__counters_session.profiler;
 	result = cuptiRangeProfilerStart(&start);
 	if (result != CUPTI_SUCCESS)
-		status = trace_cupti_fail(error, error_size, "cuptiRangeProfilerStart", result);
+		status =
+		    kernel_trace__cupti_fail(cause, cause_size, "cuptiRangeProfilerStart", result);
 out:
 	if (status < 0)
-		counters_release();
+		kernel_trace__counters_release();
 	return status;
 }
 
 static int
-counters_compare_launch(const void *first, const void *second)
+kernel_trace__counters_compare_launch(const void *first, const void *second)
 {
-	const struct counters_launch *a = first, *b = second;
+	const struct kernel_trace__counters_launch *a = first, *b = second;
 
 	return a->correlation < b->correlation ? -1 : a->correlation > b->correlation ? 1 : 0;
 }
 
 /* Launch order, each launch once (a replayed kernel may have been recorded again). */
 static size_t
-counters_unique_launches(void)
+kernel_trace__counters_unique_launches(void)
 {
 	size_t index, kept = 0;
 
-	qsort(counters_launches, counters_launch_count, sizeof counters_launches[0],
-	      counters_compare_launch);
-	for (index = 0; index < counters_launch_count; index++) {
-		if (kept > 0 && counters_launches[kept - 1].correlation ==
-				    counters_launches[index].correlation) {
-			free(counters_launches[index].name);
+	qsort(kernel_trace__counters_launches, kernel_trace__counters_launch_count,
+	      sizeof kernel_trace__counters_launches[0], kernel_trace__counters_compare_launch);
+	for (index = 0; index < kernel_trace__counters_launch_count; index++) {
+		if (kept > 0 && kernel_trace__counters_launches[kept - 1].correlation ==
+				    kernel_trace__counters_launches[index].correlation) {
+			free(kernel_trace__counters_launches[index].name);
 			continue;
 		}
-		counters_launches[kept++] = counters_launches[index];
+		kernel_trace__counters_launches[kept++] = kernel_trace__counters_launches[index];
 	}
-	counters_launch_count = kept;
+	kernel_trace__counters_launch_count = kept;
 	return kept;
 }
 
-struct counters_kernel {
+struct kernel_trace__counters_kernel {
 	const char *name;
 	unsigned long long count;
 	double nanoseconds, dram_weighted, sm_weighted;
 };
 
 static int
-counters_compare_time(const void *first, const void *second)
+kernel_trace__counters_compare_time(const void *first, const void *second)
 {
-	const struct counters_kernel *a = first, *b = second;
+	const struct kernel_trace__counters_kernel *a = first, *b = second;
 
 	return a->nanoseconds < b->nanoseconds ? 1 : a->nanoseconds > b->nanoseconds ? -1 : 0;
 }
 
 /* The metrics of each range, added up per kernel name: {"kernels": [...], "uncounted": n}. */
 static int
-counters_evaluate(size_t ranges, json_t **result_out, char *error, size_t error_size)
+kernel_trace__counters_evaluate(size_t ranges, json_t **result_out, char *cause, size_t cause_size)
 {
-	struct counters_kernel *kernels = kagent_calloc(ranges + 1, sizeof kernels[0]);
-	size_t launches = counters_unique_launches(), kernel_count = 0, index, search;
+	struct kernel_trace__counters_kernel *kernels =
+	    kagent_calloc(ranges + 1, sizeof kernels[0]);
+	size_t launches = kernel_trace__counters_unique_launches(), kernel_count = 0, index, search;
 	json_t *list = json_array();
 	int status = 0;
 
 	/* launches past the counter data image's ranges are dropped, never shifted */
 	if (launches < ranges || (launches > ranges && ranges < COUNTERS_MAX_RANGES)) {
 		status = kagent_ctypes_buffer_error(
-		    error, error_size, -EPROTO,
+		    cause, cause_size, -EPROTO,
 		    "CUPTI recorded %zu kernel launches but the range profiler %zu ranges: "
 		    "kernels and counters cannot be matched",
 		    launches, ranges);
@@ -615,31 +624,32 @@ counters_evaluate(size_t ranges, json_t **result_out, char *error, size_t error_
 		double values[COUNTERS_METRIC_COUNT] = {0};
 		CUpti_Profiler_Host_EvaluateToGpuValues_Params evaluate = {
 		    .structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE,
-		    .pHostObject = counters_session.host,
-		    .pCounterDataImage = counters_session.data,
-		    .counterDataImageSize = counters_session.data_size,
+		    .pHostObject = kernel_trace__counters_session.host,
+		    .pCounterDataImage = kernel_trace__counters_session.data,
+		    .counterDataImageSize = kernel_trace__counters_session.data_size,
 		    .rangeIndex = index,
-		    .ppMetricNames = (const char **)counters_metrics,
+		    .ppMetricNames = (const char **)kernel_trace__counters_metrics,
 		    .numMetrics = COUNTERS_METRIC_COUNT,
 		    .pMetricValues = values};
 		CUptiResult result = cuptiProfilerHostEvaluateToGpuValues(&evaluate);
-		struct counters_kernel *kernel = NULL;
+		struct kernel_trace__counters_kernel *kernel = NULL;
 		double weight;
 
 		if (result != CUPTI_SUCCESS) {
-			status = trace_cupti_fail(error, error_size,
-						  "cuptiProfilerHostEvaluateToGpuValues", result);
+			status = kernel_trace__cupti_fail(
+			    cause, cause_size, "cuptiProfilerHostEvaluateToGpuValues", result);
 			goto out;
 		}
 		for (search = 0; search < kernel_count; search++) {
-			if (strcmp(kernels[search].name, counters_launches[index].name) == 0) {
+			if (strcmp(kernels[search].name,
+				   kernel_trace__counters_launches[index].name) == 0) {
 				kernel = &kernels[search];
 				break;
 			}
 		}
 		if (kernel == NULL) {
 			kernel = &kernels[kernel_count++];
-			kernel->name = counters_launches[index].name;
+			kernel->name = kernel_trace__counters_launches[index].name;
 		}
 		/* percentages of launches averaged by their time; 1 ns keeps empty ones */
 		weight = isfinite(values[2]) && values[2] > 1.0 ? values[2] : 1.0;
@@ -648,9 +658,9 @@ counters_evaluate(size_t ranges, json_t **result_out, char *error, size_t error_
 		kernel->dram_weighted += (isfinite(values[0]) ? values[0] : 0.0) * weight;
 		kernel->sm_weighted += (isfinite(values[1]) ? values[1] : 0.0) * weight;
 	}
-	qsort(kernels, kernel_count, sizeof kernels[0], counters_compare_time);
+	qsort(kernels, kernel_count, sizeof kernels[0], kernel_trace__counters_compare_time);
 	for (index = 0; index < kernel_count; index++) {
-		const struct counters_kernel *kernel = &kernels[index];
+		const struct kernel_trace__counters_kernel *kernel = &kernels[index];
 		int exact = 0;
 		char *shown = kagent_demangle_display(kernel->name, &exact);
 
@@ -672,7 +682,7 @@ out:
 }
 
 int
-kagent_kernel_counters_stop(char *buffer, size_t buffer_size, char *error, size_t error_size)
+kagent_kernel_counters_stop(char *buffer, size_t buffer_size, char *cause, size_t cause_size)
 {
 	CUpti_RangeProfiler_Stop_Params stop = {.structSize =
 						    CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
@@ -684,47 +694,50 @@ kagent_kernel_counters_stop(char *buffer, size_t buffer_size, char *error, size_
 	CUptiResult result;
 	int status = 0;
 
-	if (trace_mode != TRACE_COUNTERS)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+	if (kernel_trace__mode != TRACE_COUNTERS)
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "no counters pass is running");
-	stop.pRangeProfilerObject = counters_session.profiler;
+	stop.pRangeProfilerObject = kernel_trace__counters_session.profiler;
 	result = cuptiRangeProfilerStop(&stop);
 	if (result != CUPTI_SUCCESS) {
-		status = trace_cupti_fail(error, error_size, "cuptiRangeProfilerStop", result);
+		status =
+		    kernel_trace__cupti_fail(cause, cause_size, "cuptiRangeProfilerStop", result);
 		goto out;
 	}
 	if (!stop.isAllPassSubmitted) {
 		status = kagent_ctypes_buffer_error(
-		    error, error_size, -EPROTO,
+		    cause, cause_size, -EPROTO,
 		    "cuptiRangeProfilerStop: kernel replay left counter passes unsubmitted");
 		goto out;
 	}
-	decode.pRangeProfilerObject = counters_session.profiler;
+	decode.pRangeProfilerObject = kernel_trace__counters_session.profiler;
 	result = cuptiRangeProfilerDecodeData(&decode);
 	if (result != CUPTI_SUCCESS) {
-		status =
-		    trace_cupti_fail(error, error_size, "cuptiRangeProfilerDecodeData", result);
+		status = kernel_trace__cupti_fail(cause, cause_size, "cuptiRangeProfilerDecodeData",
+						  result);
 		goto out;
 	}
-	result = trace_disable_records();
+	result = kernel_trace__disable_records();
 	if (result != CUPTI_SUCCESS) {
-		status = trace_cupti_fail(error, error_size, "cuptiActivityFlushAll", result);
+		status =
+		    kernel_trace__cupti_fail(cause, cause_size, "cuptiActivityFlushAll", result);
 		goto out;
 	}
-	info.pCounterDataImage = counters_session.data;
-	info.counterDataImageSize = counters_session.data_size;
+	info.pCounterDataImage = kernel_trace__counters_session.data;
+	info.counterDataImageSize = kernel_trace__counters_session.data_size;
 	result = cuptiRangeProfilerGetCounterDataInfo(&info);
 	if (result != CUPTI_SUCCESS) {
-		status = trace_cupti_fail(error, error_size, "cuptiRangeProfilerGetCounterDataInfo",
-					  result);
+		status = kernel_trace__cupti_fail(cause, cause_size,
+						  "cuptiRangeProfilerGetCounterDataInfo", result);
 		goto out;
 	}
-	status = counters_evaluate(info.numTotalRanges, &result_json, error, error_size);
+	status =
+	    kernel_trace__counters_evaluate(info.numTotalRanges, &result_json, cause, cause_size);
 	if (status == 0)
 		status =
-		    kagent_ctypes_buffer_json(result_json, buffer, buffer_size, error, error_size);
+		    kagent_ctypes_buffer_json(result_json, buffer, buffer_size, cause, cause_size);
 out:
 	json_decref(result_json);
-	counters_release();
+	kernel_trace__counters_release();
 	return status;
 }

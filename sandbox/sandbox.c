@@ -69,7 +69,7 @@
 #define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
 #endif
 
-struct sandbox_ruleset_attr {
+struct sandbox__ruleset_attr {
 	uint64_t handled_access_fs;
 	uint64_t handled_access_net; /* ABI 4 */
 	uint64_t scoped;	     /* ABI 6 */
@@ -97,10 +97,10 @@ static struct {
 	int dropped_to_unprivileged;
 	long long uid;
 	int seccomp;
-} sandbox_applied;
+} sandbox__applied;
 
 static int
-sandbox_landlock_abi(void)
+sandbox__landlock_abi(void)
 {
 	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
 
@@ -109,7 +109,7 @@ sandbox_landlock_abi(void)
 
 /* Every filesystem right the running ABI knows, so that none is left unrestricted. */
 static uint64_t
-sandbox_landlock_fs_rights(int abi)
+sandbox__landlock_fs_rights(int abi)
 {
 	uint64_t rights = SANDBOX_FS_ABI1;
 
@@ -124,7 +124,7 @@ sandbox_landlock_fs_rights(int abi)
 
 /* Landlock confines the calling thread only (up to ABI 7): refuse to half-confine. */
 static int
-sandbox_count_threads(void)
+sandbox__count_threads(void)
 {
 	DIR *directory = opendir("/proc/self/task");
 	struct dirent *entry;
@@ -141,60 +141,60 @@ sandbox_count_threads(void)
 }
 
 static int
-sandbox_check_directory(const char *what, const char *path, char *error, size_t error_size)
+sandbox__check_directory(const char *what, const char *path, char *cause, size_t cause_size)
 {
 	struct stat status;
 
 	if (path == NULL || path[0] == '\0')
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL, "%s is missing",
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL, "%s is missing",
 						  what);
 	if (path[0] != '/')
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "%s \"%s\" is not an absolute path", what, path);
 	if (stat(path, &status) < 0)
-		return kagent_ctypes_buffer_error(error, error_size, -errno, "%s \"%s\": %s", what,
+		return kagent_ctypes_buffer_error(cause, cause_size, -errno, "%s \"%s\": %s", what,
 						  path, strerror(errno));
 	if (!S_ISDIR(status.st_mode))
-		return kagent_ctypes_buffer_error(error, error_size, -ENOTDIR,
+		return kagent_ctypes_buffer_error(cause, cause_size, -ENOTDIR,
 						  "%s \"%s\" is not a directory", what, path);
 	return 0;
 }
 
 /* Everything that can be refused is refused here, before the process is changed. */
 static int
-sandbox_check_policy(const struct kagent_sandbox_policy *policy, char *error, size_t error_size)
+sandbox__check_policy(const struct kagent_sandbox_policy *policy, char *cause, size_t cause_size)
 {
 	const char *const *path;
 	int result, threads;
 
 	if (policy == NULL)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL, "no policy");
-	result = sandbox_check_directory("scratch_directory", policy->scratch_directory, error,
-					 error_size);
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL, "no policy");
+	result = sandbox__check_directory("scratch_directory", policy->scratch_directory, cause,
+					  cause_size);
 	if (result < 0)
 		return result;
 	for (path = policy->writable_paths; path != NULL && *path != NULL; path++) {
-		result = sandbox_check_directory("writable_paths entry", *path, error, error_size);
+		result = sandbox__check_directory("writable_paths entry", *path, cause, cause_size);
 		if (result < 0)
 			return result;
 	}
 	if (!isfinite(policy->cpu_seconds) || policy->cpu_seconds < 0 || policy->cpu_seconds > 1e12)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "cpu_seconds %g is out of range",
 						  policy->cpu_seconds);
 	if (policy->max_processes < 0)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "max_processes is negative");
 	if (policy->max_file_bytes < 0)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "max_file_bytes is negative");
 	if (policy->max_address_space_bytes < 0)
-		return kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "max_address_space_bytes is negative");
-	threads = sandbox_count_threads();
+	threads = sandbox__count_threads();
 	if (threads > 1)
 		return kagent_ctypes_buffer_error(
-		    error, error_size, -EBUSY,
+		    cause, cause_size, -EBUSY,
 		    "the process has %d threads: enter the sandbox while it is "
 		    "single-threaded (Landlock confines the calling thread only)",
 		    threads);
@@ -202,7 +202,7 @@ sandbox_check_policy(const struct kagent_sandbox_policy *policy, char *error, si
 }
 
 static void
-sandbox_write_file(const char *path, const char *text)
+sandbox__write_file(const char *path, const char *text)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
 
@@ -220,7 +220,7 @@ sandbox_write_file(const char *path, const char *text)
  * capabilities the new namespace grants are dropped: the candidate needs none.
  */
 static int
-sandbox_enter_user_network_namespace(void)
+sandbox__enter_user_network_namespace(void)
 {
 	struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
@@ -230,11 +230,11 @@ sandbox_enter_user_network_namespace(void)
 
 	if (unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0)
 		return -errno;
-	sandbox_write_file("/proc/self/setgroups", "deny");
+	sandbox__write_file("/proc/self/setgroups", "deny");
 	snprintf(line, sizeof line, "%lu %lu 1", (unsigned long)gid, (unsigned long)gid);
-	sandbox_write_file("/proc/self/gid_map", line);
+	sandbox__write_file("/proc/self/gid_map", line);
 	snprintf(line, sizeof line, "%lu %lu 1", (unsigned long)uid, (unsigned long)uid);
-	sandbox_write_file("/proc/self/uid_map", line);
+	sandbox__write_file("/proc/self/uid_map", line);
 	memset(data, 0, sizeof data);
 	if (syscall(SYS_capset, &header, data) < 0)
 		return -errno;
@@ -242,32 +242,32 @@ sandbox_enter_user_network_namespace(void)
 }
 
 static void
-sandbox_enter_network_namespace(const struct kagent_sandbox_policy *policy)
+sandbox__enter_network_namespace(const struct kagent_sandbox_policy *policy)
 {
-	sandbox_applied.network_namespace = "not requested";
+	sandbox__applied.network_namespace = "not requested";
 	if (!policy->new_network_namespace)
 		return;
 	if (geteuid() == 0 && unshare(CLONE_NEWNET) == 0) {
-		sandbox_applied.network_namespace = "new";
+		sandbox__applied.network_namespace = "new";
 		return;
 	}
 	/* Root keeps its user namespace: uid 65534 must stay mapped for the drop below. */
-	if (geteuid() != 0 && sandbox_enter_user_network_namespace() == 0) {
-		sandbox_applied.network_namespace = "new, in a new user namespace";
+	if (geteuid() != 0 && sandbox__enter_user_network_namespace() == 0) {
+		sandbox__applied.network_namespace = "new, in a new user namespace";
 		return;
 	}
-	sandbox_applied.network_namespace = "unavailable";
+	sandbox__applied.network_namespace = "unavailable";
 }
 
 /* Lowers a limit; never raises the hard limit, which would fail without privilege. */
 static int
-sandbox_set_limit(int resource, const char *name, rlim_t soft, rlim_t hard, char *error,
-		  size_t error_size)
+sandbox__set_limit(int resource, const char *name, rlim_t soft, rlim_t hard, char *cause,
+		   size_t cause_size)
 {
 	struct rlimit limit;
 
 	if (getrlimit(resource, &limit) < 0)
-		return kagent_ctypes_buffer_error(error, error_size, -errno, "getrlimit(%s): %s",
+		return kagent_ctypes_buffer_error(cause, cause_size, -errno, "getrlimit(%s): %s",
 						  name, strerror(errno));
 	if (limit.rlim_max != RLIM_INFINITY && hard > limit.rlim_max)
 		hard = limit.rlim_max;
@@ -276,13 +276,13 @@ sandbox_set_limit(int resource, const char *name, rlim_t soft, rlim_t hard, char
 	limit.rlim_cur = soft;
 	limit.rlim_max = hard;
 	if (setrlimit(resource, &limit) < 0)
-		return kagent_ctypes_buffer_error(error, error_size, -errno, "setrlimit(%s): %s",
+		return kagent_ctypes_buffer_error(cause, cause_size, -errno, "setrlimit(%s): %s",
 						  name, strerror(errno));
 	return 0;
 }
 
 static int
-sandbox_set_limits(const struct kagent_sandbox_policy *policy, char *error, size_t error_size)
+sandbox__set_limits(const struct kagent_sandbox_policy *policy, char *cause, size_t cause_size)
 {
 	struct rlimit files;
 	int result = 0;
@@ -291,33 +291,33 @@ sandbox_set_limits(const struct kagent_sandbox_policy *policy, char *error, size
 		rlim_t seconds = (rlim_t)ceil(policy->cpu_seconds);
 
 		/* SIGXCPU at the soft limit; SIGKILL a second later if it is ignored. */
-		result = sandbox_set_limit(RLIMIT_CPU, "RLIMIT_CPU", seconds, seconds + 1, error,
-					   error_size);
+		result = sandbox__set_limit(RLIMIT_CPU, "RLIMIT_CPU", seconds, seconds + 1, cause,
+					    cause_size);
 		if (result < 0)
 			goto out;
 	}
 	if (policy->max_file_bytes > 0) {
 		result =
-		    sandbox_set_limit(RLIMIT_FSIZE, "RLIMIT_FSIZE", (rlim_t)policy->max_file_bytes,
-				      (rlim_t)policy->max_file_bytes, error, error_size);
+		    sandbox__set_limit(RLIMIT_FSIZE, "RLIMIT_FSIZE", (rlim_t)policy->max_file_bytes,
+				       (rlim_t)policy->max_file_bytes, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}
 	if (policy->max_address_space_bytes > 0) {
-		result = sandbox_set_limit(
+		result = sandbox__set_limit(
 		    RLIMIT_AS, "RLIMIT_AS", (rlim_t)policy->max_address_space_bytes,
-		    (rlim_t)policy->max_address_space_bytes, error, error_size);
+		    (rlim_t)policy->max_address_space_bytes, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}
 	if (getrlimit(RLIMIT_NOFILE, &files) == 0 &&
 	    (files.rlim_max == RLIM_INFINITY || files.rlim_max > SANDBOX_MAX_OPEN_FILES)) {
-		result = sandbox_set_limit(RLIMIT_NOFILE, "RLIMIT_NOFILE", SANDBOX_MAX_OPEN_FILES,
-					   SANDBOX_MAX_OPEN_FILES, error, error_size);
+		result = sandbox__set_limit(RLIMIT_NOFILE, "RLIMIT_NOFILE", SANDBOX_MAX_OPEN_FILES,
+					    SANDBOX_MAX_OPEN_FILES, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}
-	result = sandbox_set_limit(RLIMIT_CORE, "RLIMIT_CORE", 0, 0, error, error_size);
+	result = sandbox__set_limit(RLIMIT_CORE, "RLIMIT_CORE", 0, 0, cause, cause_size);
 out:
 	return result;
 }
@@ -329,7 +329,7 @@ out:
  * Takes ownership of fd.
  */
 static int
-sandbox_give_tree(int fd, int depth, const char *top, uid_t id, char *error, size_t error_size)
+sandbox__give_tree(int fd, int depth, const char *top, uid_t id, char *cause, size_t cause_size)
 {
 	struct dirent *entry;
 	struct stat status;
@@ -337,19 +337,19 @@ sandbox_give_tree(int fd, int depth, const char *top, uid_t id, char *error, siz
 	int result = 0;
 
 	if (fstat(fd, &status) < 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -errno,
 						    "stat under \"%s\": %s", top, strerror(errno));
 		close(fd);
 		goto out;
 	}
 	if ((status.st_uid != id || status.st_gid != id) && fchown(fd, id, id) < 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -errno,
 						    "chown under \"%s\": %s", top, strerror(errno));
 		close(fd);
 		goto out;
 	}
 	if (depth > SANDBOX_CHOWN_MAX_DEPTH) {
-		result = kagent_ctypes_buffer_error(error, error_size, -ELOOP,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -ELOOP,
 						    "\"%s\" is nested too deeply", top);
 		close(fd);
 		goto out;
@@ -357,7 +357,7 @@ sandbox_give_tree(int fd, int depth, const char *top, uid_t id, char *error, siz
 	directory = fdopendir(fd);
 	if (directory == NULL) {
 		result = kagent_ctypes_buffer_error(
-		    error, error_size, -errno, "opendir under \"%s\": %s", top, strerror(errno));
+		    cause, cause_size, -errno, "opendir under \"%s\": %s", top, strerror(errno));
 		close(fd);
 		goto out;
 	}
@@ -381,13 +381,13 @@ sandbox_give_tree(int fd, int depth, const char *top, uid_t id, char *error, siz
 				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (child < 0)
 				continue;
-			result = sandbox_give_tree(child, depth + 1, top, id, error, error_size);
+			result = sandbox__give_tree(child, depth + 1, top, id, cause, cause_size);
 			if (result < 0)
 				goto out;
 			continue;
 		}
 		if (fchownat(child, "", id, id, AT_EMPTY_PATH) < 0) {
-			result = kagent_ctypes_buffer_error(error, error_size, -errno,
+			result = kagent_ctypes_buffer_error(cause, cause_size, -errno,
 							    "chown under \"%s\": %s", top,
 							    strerror(errno));
 			close(child);
@@ -402,14 +402,14 @@ out:
 }
 
 static int
-sandbox_give_folder(const char *path, uid_t id, char *error, size_t error_size)
+sandbox__give_folder(const char *path, uid_t id, char *cause, size_t cause_size)
 {
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0)
-		return kagent_ctypes_buffer_error(error, error_size, -errno, "open \"%s\": %s",
+		return kagent_ctypes_buffer_error(cause, cause_size, -errno, "open \"%s\": %s",
 						  path, strerror(errno));
-	return sandbox_give_tree(fd, 0, path, id, error, error_size);
+	return sandbox__give_tree(fd, 0, path, id, cause, cause_size);
 }
 
 /*
@@ -420,7 +420,7 @@ sandbox_give_folder(const char *path, uid_t id, char *error, size_t error_size)
  * and unwritable, and CUDA writes there.
  */
 static int
-sandbox_drop_root(const struct kagent_sandbox_policy *policy, char *error, size_t error_size)
+sandbox__drop_root(const struct kagent_sandbox_policy *policy, char *cause, size_t cause_size)
 {
 	const uid_t id = policy->unprivileged_id != 0 ? (uid_t)policy->unprivileged_id
 						      : KAGENT_SANDBOX_UNPRIVILEGED_ID;
@@ -429,17 +429,17 @@ sandbox_drop_root(const struct kagent_sandbox_policy *policy, char *error, size_
 	gid_t real_gid, effective_gid, saved_gid;
 	int result;
 
-	result = sandbox_give_folder(policy->scratch_directory, id, error, error_size);
+	result = sandbox__give_folder(policy->scratch_directory, id, cause, cause_size);
 	if (result < 0)
 		goto out;
 	for (path = policy->writable_paths; path != NULL && *path != NULL; path++) {
-		result = sandbox_give_folder(*path, id, error, error_size);
+		result = sandbox__give_folder(*path, id, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}
 	if (setgroups(0, NULL) < 0 || setresgid(id, id, id) < 0 || setresuid(id, id, id) < 0) {
 		result =
-		    kagent_ctypes_buffer_error(error, error_size, -errno, "dropping to uid %lu: %s",
+		    kagent_ctypes_buffer_error(cause, cause_size, -errno, "dropping to uid %lu: %s",
 					       (unsigned long)id, strerror(errno));
 		goto out;
 	}
@@ -447,37 +447,37 @@ sandbox_drop_root(const struct kagent_sandbox_policy *policy, char *error, size_
 	    getresgid(&real_gid, &effective_gid, &saved_gid) < 0 || real_uid != id ||
 	    effective_uid != id || saved_uid != id || real_gid != id || effective_gid != id ||
 	    saved_gid != id || setuid(0) == 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, -EPERM,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -EPERM,
 						    "uid %lu was not dropped for good",
 						    (unsigned long)id);
 		goto out;
 	}
 	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -errno,
 						    "PR_SET_DUMPABLE: %s", strerror(errno));
 		goto out;
 	}
-	sandbox_applied.dropped_to_unprivileged = 1;
+	sandbox__applied.dropped_to_unprivileged = 1;
 out:
 	return result;
 }
 
 /* A clear message now rather than EACCES from somewhere inside torch later. */
 static int
-sandbox_check_writable(const struct kagent_sandbox_policy *policy, char *error, size_t error_size)
+sandbox__check_writable(const struct kagent_sandbox_policy *policy, char *cause, size_t cause_size)
 {
 	const char *const *path;
 
 	if (access(policy->scratch_directory, W_OK | X_OK) < 0)
 		return kagent_ctypes_buffer_error(
-		    error, error_size, -errno,
+		    cause, cause_size, -errno,
 		    "uid %lu cannot write \"%s\" (are its parent folders "
 		    "searchable?): %s",
 		    (unsigned long)getuid(), policy->scratch_directory, strerror(errno));
 	for (path = policy->writable_paths; path != NULL && *path != NULL; path++) {
 		if (access(*path, W_OK | X_OK) < 0)
 			return kagent_ctypes_buffer_error(
-			    error, error_size, -errno,
+			    cause, cause_size, -errno,
 			    "uid %lu cannot write \"%s\" (are its parent folders "
 			    "searchable?): %s",
 			    (unsigned long)getuid(), *path, strerror(errno));
@@ -487,8 +487,8 @@ sandbox_check_writable(const struct kagent_sandbox_policy *policy, char *error, 
 
 /* A rule on a file may carry file rights only; optional rules skip missing paths. */
 static int
-sandbox_landlock_allow(int ruleset, const char *path, uint64_t rights, uint64_t handled,
-		       int optional, char *error, size_t error_size)
+sandbox__landlock_allow(int ruleset, const char *path, uint64_t rights, uint64_t handled,
+			int optional, char *cause, size_t cause_size)
 {
 	struct landlock_path_beneath_attr rule = {0};
 	struct stat status;
@@ -499,12 +499,12 @@ sandbox_landlock_allow(int ruleset, const char *path, uint64_t rights, uint64_t 
 		if (optional)
 			goto out;
 		result = kagent_ctypes_buffer_error(
-		    error, error_size, -errno, "landlock: open \"%s\": %s", path, strerror(errno));
+		    cause, cause_size, -errno, "landlock: open \"%s\": %s", path, strerror(errno));
 		goto out;
 	}
 	if (fstat(rule.parent_fd, &status) < 0) {
 		result = kagent_ctypes_buffer_error(
-		    error, error_size, -errno, "landlock: stat \"%s\": %s", path, strerror(errno));
+		    cause, cause_size, -errno, "landlock: stat \"%s\": %s", path, strerror(errno));
 		goto out;
 	}
 	if (!S_ISDIR(status.st_mode))
@@ -513,7 +513,7 @@ sandbox_landlock_allow(int ruleset, const char *path, uint64_t rights, uint64_t 
 	if (rule.allowed_access == 0)
 		goto out;
 	if (syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) < 0)
-		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -errno,
 						    "landlock: rule for \"%s\": %s", path,
 						    strerror(errno));
 out:
@@ -523,25 +523,25 @@ out:
 }
 
 static int
-sandbox_apply_landlock(const struct kagent_sandbox_policy *policy, char *error, size_t error_size)
+sandbox__apply_landlock(const struct kagent_sandbox_policy *policy, char *cause, size_t cause_size)
 {
-	struct sandbox_ruleset_attr attributes = {0};
+	struct sandbox__ruleset_attr attributes = {0};
 	const char *const *path;
 	uint64_t handled, writable;
 	int abi, ruleset = -1, result = 0;
 
-	abi = sandbox_landlock_abi();
+	abi = sandbox__landlock_abi();
 	if (abi == -ENOSYS || abi == -EOPNOTSUPP) {
 		/* Not built in, or not enabled at boot: seccomp and DAC remain. */
-		sandbox_applied.landlock_abi = 0;
+		sandbox__applied.landlock_abi = 0;
 		goto out;
 	}
 	if (abi < 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, abi, "landlock: %s",
+		result = kagent_ctypes_buffer_error(cause, cause_size, abi, "landlock: %s",
 						    strerror(-abi));
 		goto out;
 	}
-	handled = sandbox_landlock_fs_rights(abi);
+	handled = sandbox__landlock_fs_rights(abi);
 	attributes.handled_access_fs = handled;
 	/* No network rule is added: every TCP bind and connect is denied, even on a socket
 	 * created before the sandbox (seccomp only stops new ones). */
@@ -555,55 +555,55 @@ sandbox_apply_landlock(const struct kagent_sandbox_policy *policy, char *error, 
 	ruleset = (int)syscall(SYS_landlock_create_ruleset, &attributes, sizeof attributes, 0);
 	if (ruleset < 0) {
 		result = kagent_ctypes_buffer_error(
-		    error, error_size, -errno, "landlock: create ruleset: %s", strerror(errno));
+		    cause, cause_size, -errno, "landlock: create ruleset: %s", strerror(errno));
 		goto out;
 	}
 	/* Device nodes are never created, even where the filesystem would allow it. */
 	writable = handled & ~(LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK);
 	result =
-	    sandbox_landlock_allow(ruleset, "/", SANDBOX_FS_READ, handled, 0, error, error_size);
+	    sandbox__landlock_allow(ruleset, "/", SANDBOX_FS_READ, handled, 0, cause, cause_size);
 	if (result < 0)
 		goto out;
-	result = sandbox_landlock_allow(ruleset, policy->scratch_directory, writable, handled, 0,
-					error, error_size);
+	result = sandbox__landlock_allow(ruleset, policy->scratch_directory, writable, handled, 0,
+					 cause, cause_size);
 	if (result < 0)
 		goto out;
 	for (path = policy->writable_paths; path != NULL && *path != NULL; path++) {
-		result =
-		    sandbox_landlock_allow(ruleset, *path, writable, handled, 0, error, error_size);
+		result = sandbox__landlock_allow(ruleset, *path, writable, handled, 0, cause,
+						 cause_size);
 		if (result < 0)
 			goto out;
 	}
 	/* CUDA opens /dev/nvidiactl, /dev/nvidia<N>, /dev/nvidia-uvm and /dev/nvidia-caps/ nodes
 	 * read-write and drives them with ioctl ("No CUDA GPUs are available" otherwise). */
 	if (policy->allow_gpu_devices) {
-		result = sandbox_landlock_allow(ruleset, "/dev",
-						SANDBOX_FS_READ | LANDLOCK_ACCESS_FS_WRITE_FILE |
-						    LANDLOCK_ACCESS_FS_IOCTL_DEV,
-						handled, 0, error, error_size);
+		result = sandbox__landlock_allow(ruleset, "/dev",
+						 SANDBOX_FS_READ | LANDLOCK_ACCESS_FS_WRITE_FILE |
+						     LANDLOCK_ACCESS_FS_IOCTL_DEV,
+						 handled, 0, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}
 	/* cudaGetDeviceCount fails with error 304 when /proc/self cannot be written. */
-	result = sandbox_landlock_allow(ruleset, "/proc/self",
-					SANDBOX_FS_READ | LANDLOCK_ACCESS_FS_WRITE_FILE |
-					    LANDLOCK_ACCESS_FS_TRUNCATE,
-					handled, 1, error, error_size);
+	result = sandbox__landlock_allow(ruleset, "/proc/self",
+					 SANDBOX_FS_READ | LANDLOCK_ACCESS_FS_WRITE_FILE |
+					     LANDLOCK_ACCESS_FS_TRUNCATE,
+					 handled, 1, cause, cause_size);
 	if (result < 0)
 		goto out;
 	result =
-	    sandbox_landlock_allow(ruleset, "/dev/null",
-				   LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
-				       LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV,
-				   handled, 1, error, error_size);
+	    sandbox__landlock_allow(ruleset, "/dev/null",
+				    LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+					LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV,
+				    handled, 1, cause, cause_size);
 	if (result < 0)
 		goto out;
 	if (syscall(SYS_landlock_restrict_self, ruleset, 0) < 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -errno,
 						    "landlock: restrict self: %s", strerror(errno));
 		goto out;
 	}
-	sandbox_applied.landlock_abi = abi;
+	sandbox__applied.landlock_abi = abi;
 out:
 	if (ruleset >= 0)
 		close(ruleset);
@@ -612,71 +612,71 @@ out:
 
 /* Kernel interfaces a candidate never needs, each a known way out or a large attack
  * surface. Names unknown to this libseccomp or architecture are skipped. */
-static const char *const sandbox_denied_syscalls[] = {"io_uring_setup",
-						      "io_uring_enter",
-						      "io_uring_register",
-						      "unshare",
-						      "setns",
-						      "ptrace",
-						      "process_vm_readv",
-						      "process_vm_writev",
-						      "process_madvise",
-						      "pidfd_getfd",
-						      "kcmp",
-						      "bpf",
-						      "perf_event_open",
-						      "mount",
-						      "umount",
-						      "umount2",
-						      "pivot_root",
-						      "chroot",
-						      "fsopen",
-						      "fsconfig",
-						      "fsmount",
-						      "fspick",
-						      "open_tree",
-						      "move_mount",
-						      "mount_setattr",
-						      "kexec_load",
-						      "kexec_file_load",
-						      "init_module",
-						      "finit_module",
-						      "delete_module",
-						      "keyctl",
-						      "add_key",
-						      "request_key",
-						      "userfaultfd",
-						      "acct",
-						      "swapon",
-						      "swapoff",
-						      "reboot",
-						      "syslog",
-						      "quotactl",
-						      "iopl",
-						      "ioperm",
-						      "open_by_handle_at",
-						      "lookup_dcookie",
-						      "fanotify_init",
-						      "uselib",
-						      "vhangup",
-						      "nfsservctl"};
+static const char *const sandbox__denied_syscalls[] = {"io_uring_setup",
+						       "io_uring_enter",
+						       "io_uring_register",
+						       "unshare",
+						       "setns",
+						       "ptrace",
+						       "process_vm_readv",
+						       "process_vm_writev",
+						       "process_madvise",
+						       "pidfd_getfd",
+						       "kcmp",
+						       "bpf",
+						       "perf_event_open",
+						       "mount",
+						       "umount",
+						       "umount2",
+						       "pivot_root",
+						       "chroot",
+						       "fsopen",
+						       "fsconfig",
+						       "fsmount",
+						       "fspick",
+						       "open_tree",
+						       "move_mount",
+						       "mount_setattr",
+						       "kexec_load",
+						       "kexec_file_load",
+						       "init_module",
+						       "finit_module",
+						       "delete_module",
+						       "keyctl",
+						       "add_key",
+						       "request_key",
+						       "userfaultfd",
+						       "acct",
+						       "swapon",
+						       "swapoff",
+						       "reboot",
+						       "syslog",
+						       "quotactl",
+						       "iopl",
+						       "ioperm",
+						       "open_by_handle_at",
+						       "lookup_dcookie",
+						       "fanotify_init",
+						       "uselib",
+						       "vhangup",
+						       "nfsservctl"};
 
 /* clone() may create namespaces too; CLONE_NEWTIME is left out because for clone()
  * that bit is part of the exit signal (only clone3 and unshare take it). */
-static const unsigned long sandbox_namespace_flags[] = {CLONE_NEWNS,  CLONE_NEWCGROUP, CLONE_NEWUTS,
-							CLONE_NEWIPC, CLONE_NEWUSER,   CLONE_NEWPID,
-							CLONE_NEWNET};
+static const unsigned long sandbox__namespace_flags[] = {
+    CLONE_NEWNS,   CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
+    CLONE_NEWUSER, CLONE_NEWPID,    CLONE_NEWNET};
 
 static int
-sandbox_seccomp_rules(scmp_filter_ctx filter)
+sandbox__seccomp_rules(scmp_filter_ctx filter)
 {
 	const uint32_t deny = SCMP_ACT_ERRNO(EPERM);
 	size_t index;
 	int result = 0, bit;
 
-	for (index = 0; index < sizeof sandbox_denied_syscalls / sizeof *sandbox_denied_syscalls;
+	for (index = 0; index < sizeof sandbox__denied_syscalls / sizeof *sandbox__denied_syscalls;
 	     index++) {
-		int number = seccomp_syscall_resolve_name(sandbox_denied_syscalls[index]);
+		int number = seccomp_syscall_resolve_name(sandbox__denied_syscalls[index]);
 
 		if (number == __NR_SCMP_ERROR)
 			continue;
@@ -693,12 +693,12 @@ sandbox_seccomp_rules(scmp_filter_ctx filter)
 	    seccomp_rule_add(filter, deny, SCMP_SYS(socketpair), 1, SCMP_A0(SCMP_CMP_NE, AF_UNIX));
 	if (result < 0)
 		goto out;
-	for (index = 0; index < sizeof sandbox_namespace_flags / sizeof *sandbox_namespace_flags;
+	for (index = 0; index < sizeof sandbox__namespace_flags / sizeof *sandbox__namespace_flags;
 	     index++) {
 		result =
 		    seccomp_rule_add(filter, deny, SCMP_SYS(clone), 1,
-				     SCMP_A0(SCMP_CMP_MASKED_EQ, sandbox_namespace_flags[index],
-					     sandbox_namespace_flags[index]));
+				     SCMP_A0(SCMP_CMP_MASKED_EQ, sandbox__namespace_flags[index],
+					     sandbox__namespace_flags[index]));
 		if (result < 0)
 			goto out;
 	}
@@ -739,20 +739,20 @@ out:
 }
 
 static int
-sandbox_apply_seccomp(char *error, size_t error_size)
+sandbox__apply_seccomp(char *cause, size_t cause_size)
 {
 	scmp_filter_ctx filter;
 	int result;
 
 	filter = seccomp_init(SCMP_ACT_ALLOW);
 	if (filter == NULL)
-		return kagent_ctypes_buffer_error(error, error_size, -ENOMEM,
+		return kagent_ctypes_buffer_error(cause, cause_size, -ENOMEM,
 						  "seccomp_init failed");
 	/* A syscall made under another architecture (int 0x80 from a 64-bit process) would
 	 * bypass every rule: such a call kills the whole process instead. */
 	result = seccomp_attr_set(filter, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	if (result < 0) {
-		kagent_ctypes_buffer_error(error, error_size, result,
+		kagent_ctypes_buffer_error(cause, cause_size, result,
 					   "seccomp: bad-arch action: %s", strerror(-result));
 		goto out;
 	}
@@ -760,78 +760,78 @@ sandbox_apply_seccomp(char *error, size_t error_size)
 	if (seccomp_arch_native() == SCMP_ARCH_X86_64) {
 		result = seccomp_arch_add(filter, SCMP_ARCH_X32);
 		if (result < 0 && result != -EEXIST) {
-			kagent_ctypes_buffer_error(error, error_size, result,
+			kagent_ctypes_buffer_error(cause, cause_size, result,
 						   "seccomp: adding x32: %s", strerror(-result));
 			goto out;
 		}
 	}
-	result = sandbox_seccomp_rules(filter);
+	result = sandbox__seccomp_rules(filter);
 	if (result < 0) {
-		kagent_ctypes_buffer_error(error, error_size, result, "seccomp: adding a rule: %s",
+		kagent_ctypes_buffer_error(cause, cause_size, result, "seccomp: adding a rule: %s",
 					   strerror(-result));
 		goto out;
 	}
 	result = seccomp_load(filter);
 	if (result < 0) {
-		kagent_ctypes_buffer_error(error, error_size, result,
+		kagent_ctypes_buffer_error(cause, cause_size, result,
 					   "seccomp: loading the filter: %s", strerror(-result));
 		goto out;
 	}
-	sandbox_applied.seccomp = 1;
+	sandbox__applied.seccomp = 1;
 out:
 	seccomp_release(filter);
 	return result;
 }
 
 int
-kagent_sandbox_enter(const struct kagent_sandbox_policy *policy, char *error, size_t error_size)
+kagent_sandbox_enter(const struct kagent_sandbox_policy *policy, char *cause, size_t cause_size)
 {
 	int result;
 
-	if (error != NULL && error_size > 0)
-		error[0] = '\0';
-	result = sandbox_check_policy(policy, error, error_size);
+	if (cause != NULL && cause_size > 0)
+		cause[0] = '\0';
+	result = sandbox__check_policy(policy, cause, cause_size);
 	if (result < 0)
 		goto out;
-	memset(&sandbox_applied, 0, sizeof sandbox_applied);
-	sandbox_applied.entered = 1;
-	sandbox_enter_network_namespace(policy);
-	result = sandbox_set_limits(policy, error, error_size);
+	memset(&sandbox__applied, 0, sizeof sandbox__applied);
+	sandbox__applied.entered = 1;
+	sandbox__enter_network_namespace(policy);
+	result = sandbox__set_limits(policy, cause, cause_size);
 	if (result < 0)
 		goto out;
 	if (geteuid() == 0) {
-		result = sandbox_drop_root(policy, error, error_size);
+		result = sandbox__drop_root(policy, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}
-	sandbox_applied.uid = (long long)getuid();
+	sandbox__applied.uid = (long long)getuid();
 	/* RLIMIT_NPROC counts every process of the real uid, system-wide, not only ours. */
 	if (policy->max_processes > 0) {
 		result =
-		    sandbox_set_limit(RLIMIT_NPROC, "RLIMIT_NPROC", (rlim_t)policy->max_processes,
-				      (rlim_t)policy->max_processes, error, error_size);
+		    sandbox__set_limit(RLIMIT_NPROC, "RLIMIT_NPROC", (rlim_t)policy->max_processes,
+				       (rlim_t)policy->max_processes, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}
-	result = sandbox_check_writable(policy, error, error_size);
+	result = sandbox__check_writable(policy, cause, cause_size);
 	if (result < 0)
 		goto out;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, -errno,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -errno,
 						    "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
 		goto out;
 	}
-	result = sandbox_apply_landlock(policy, error, error_size);
+	result = sandbox__apply_landlock(policy, cause, cause_size);
 	if (result < 0)
 		goto out;
-	result = sandbox_apply_seccomp(error, error_size);
+	result = sandbox__apply_seccomp(cause, cause_size);
 out:
 	return result;
 }
 
 /* A JSON flag: true/false, or 0/1 for callers that write integers. */
 static int
-sandbox_json_flag(json_t *value, int *flag)
+sandbox__json_flag(json_t *value, int *flag)
 {
 	if (json_is_boolean(value)) {
 		*flag = json_is_true(value);
@@ -846,7 +846,7 @@ sandbox_json_flag(json_t *value, int *flag)
 }
 
 static int
-sandbox_json_count(json_t *value, long long maximum, long long *count)
+sandbox__json_count(json_t *value, long long maximum, long long *count)
 {
 	if (!json_is_integer(value) || json_integer_value(value) < 0 ||
 	    json_integer_value(value) > maximum)
@@ -856,7 +856,7 @@ sandbox_json_count(json_t *value, long long maximum, long long *count)
 }
 
 int
-kagent_sandbox_enter_json(const char *policy_json, char *error, size_t error_size)
+kagent_sandbox_enter_json(const char *policy_json, char *cause, size_t cause_size)
 {
 	struct kagent_sandbox_policy policy = {0};
 	const char **paths = NULL;
@@ -866,21 +866,21 @@ kagent_sandbox_enter_json(const char *policy_json, char *error, size_t error_siz
 	long long count;
 	int result = 0;
 
-	if (error != NULL && error_size > 0)
-		error[0] = '\0';
+	if (cause != NULL && cause_size > 0)
+		cause[0] = '\0';
 	if (policy_json == NULL) {
-		result = kagent_ctypes_buffer_error(error, error_size, -EINVAL, "no policy");
+		result = kagent_ctypes_buffer_error(cause, cause_size, -EINVAL, "no policy");
 		goto out;
 	}
 	root = json_loads(policy_json, JSON_REJECT_DUPLICATES, &json_error);
 	if (root == NULL) {
 		result = kagent_ctypes_buffer_error(
-		    error, error_size, -EINVAL, "policy is not valid JSON: %s (line %d, column %d)",
+		    cause, cause_size, -EINVAL, "policy is not valid JSON: %s (line %d, column %d)",
 		    json_error.text, json_error.line, json_error.column);
 		goto out;
 	}
 	if (!json_is_object(root)) {
-		result = kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						    "policy is not a JSON object");
 		goto out;
 	}
@@ -904,7 +904,7 @@ kagent_sandbox_enter_json(const char *policy_json, char *error, size_t error_siz
 			size = json_array_size(value);
 			paths = calloc(size + 1, sizeof *paths);
 			if (paths == NULL) {
-				result = kagent_ctypes_buffer_error(error, error_size, -ENOMEM,
+				result = kagent_ctypes_buffer_error(cause, cause_size, -ENOMEM,
 								    "out of memory");
 				goto out;
 			}
@@ -925,51 +925,51 @@ kagent_sandbox_enter_json(const char *policy_json, char *error, size_t error_siz
 			}
 			policy.cpu_seconds = json_number_value(value);
 		} else if (strcmp(key, "max_processes") == 0) {
-			result = sandbox_json_count(value, LONG_MAX, &count);
+			result = sandbox__json_count(value, LONG_MAX, &count);
 			if (result < 0)
 				break;
 			policy.max_processes = (long)count;
 		} else if (strcmp(key, "max_file_bytes") == 0) {
-			result = sandbox_json_count(value, LLONG_MAX, &count);
+			result = sandbox__json_count(value, LLONG_MAX, &count);
 			if (result < 0)
 				break;
 			policy.max_file_bytes = count;
 		} else if (strcmp(key, "max_address_space_bytes") == 0) {
-			result = sandbox_json_count(value, LLONG_MAX, &count);
+			result = sandbox__json_count(value, LLONG_MAX, &count);
 			if (result < 0)
 				break;
 			policy.max_address_space_bytes = count;
 		} else if (strcmp(key, "allow_gpu_devices") == 0) {
-			result = sandbox_json_flag(value, &policy.allow_gpu_devices);
+			result = sandbox__json_flag(value, &policy.allow_gpu_devices);
 			if (result < 0)
 				break;
 		} else if (strcmp(key, "unprivileged_id") == 0) {
 			/* uids above 2^31 - 1 are refused: some tools treat them as negative */
-			result = sandbox_json_count(value, 0x7fffffffLL, &count);
+			result = sandbox__json_count(value, 0x7fffffffLL, &count);
 			if (result < 0)
 				break;
 			policy.unprivileged_id = (long)count;
 		} else if (strcmp(key, "new_network_namespace") == 0) {
-			result = sandbox_json_flag(value, &policy.new_network_namespace);
+			result = sandbox__json_flag(value, &policy.new_network_namespace);
 			if (result < 0)
 				break;
 		} else {
-			result = kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+			result = kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 							    "unknown policy key \"%s\"", key);
 			goto out;
 		}
 	}
 	if (result < 0) {
-		result = kagent_ctypes_buffer_error(error, error_size, result,
+		result = kagent_ctypes_buffer_error(cause, cause_size, result,
 						    "policy key \"%s\" has a bad value", key);
 		goto out;
 	}
 	if (policy.scratch_directory == NULL) {
-		result = kagent_ctypes_buffer_error(error, error_size, -EINVAL,
+		result = kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						    "policy has no scratch_directory");
 		goto out;
 	}
-	result = kagent_sandbox_enter(&policy, error, error_size);
+	result = kagent_sandbox_enter(&policy, cause, cause_size);
 out:
 	free(paths);
 	json_decref(root);
@@ -977,7 +977,7 @@ out:
 }
 
 static long
-sandbox_read_number(const char *path)
+sandbox__read_number(const char *path)
 {
 	char text[32] = {0};
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -997,7 +997,7 @@ kagent_sandbox_describe(char *buffer, size_t buffer_size)
 	json_t *root = NULL, *applied = json_null();
 	char libseccomp[48];
 	size_t length;
-	int abi = sandbox_landlock_abi(), result;
+	int abi = sandbox__landlock_abi(), result;
 
 	if (buffer == NULL || buffer_size == 0) {
 		result = -EINVAL;
@@ -1005,12 +1005,13 @@ kagent_sandbox_describe(char *buffer, size_t buffer_size)
 	}
 	snprintf(libseccomp, sizeof libseccomp, "%u.%u.%u", version->major, version->minor,
 		 version->micro);
-	if (sandbox_applied.entered)
-		applied = json_pack(
-		    "{s:s?, s:i, s:b, s:I, s:b}", "network_namespace",
-		    sandbox_applied.network_namespace, "landlock_abi", sandbox_applied.landlock_abi,
-		    "dropped_to_unprivileged", sandbox_applied.dropped_to_unprivileged, "uid",
-		    (json_int_t)sandbox_applied.uid, "seccomp", sandbox_applied.seccomp);
+	if (sandbox__applied.entered)
+		applied = json_pack("{s:s?, s:i, s:b, s:I, s:b}", "network_namespace",
+				    sandbox__applied.network_namespace, "landlock_abi",
+				    sandbox__applied.landlock_abi, "dropped_to_unprivileged",
+				    sandbox__applied.dropped_to_unprivileged, "uid",
+				    (json_int_t)sandbox__applied.uid, "seccomp",
+				    sandbox__applied.seccomp);
 	root = json_pack("{s:s, s:s, s:i, s:s?, s:b, s:i, s:s, s:b, s:I, s:i, s:b, s:b, s:i, s:i, "
 			 "s:o?}",
 			 "library", "kagent-sandbox", "version", KAGENT_VERSION, "landlock_abi",
@@ -1019,10 +1020,10 @@ kagent_sandbox_describe(char *buffer, size_t buffer_size)
 			 "seccomp_api_level", (int)seccomp_api_get(), "libseccomp", libseccomp,
 			 "running_as_root", geteuid() == 0, "euid", (json_int_t)geteuid(),
 			 "unprivileged_id", KAGENT_SANDBOX_UNPRIVILEGED_ID, "user_namespaces",
-			 sandbox_read_number("/proc/sys/user/max_user_namespaces") > 0,
+			 sandbox__read_number("/proc/sys/user/max_user_namespaces") > 0,
 			 "no_new_privs", prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1,
 			 "seccomp_mode", prctl(PR_GET_SECCOMP, 0, 0, 0, 0), "threads",
-			 sandbox_count_threads(), "applied", applied);
+			 sandbox__count_threads(), "applied", applied);
 	applied = NULL; /* "o" took the reference, even on failure */
 	if (root == NULL) {
 		result = -ENOMEM;

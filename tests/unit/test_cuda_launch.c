@@ -141,17 +141,17 @@ test_launch_limits(void)
 }
 
 static struct kagent_cuda_module *
-compile(const char *source, const char *const *kernels, size_t count, int expected, char *error,
-	size_t error_size)
+compile(const char *source, const char *const *kernels, size_t count, int expected, char *cause,
+	size_t cause_size)
 {
 	struct kagent_cuda_module *module = NULL;
 	char *cache = kagent_test_make_directory();
 	int status;
 
 	status = kagent_cuda_module_compile(source, "sm_90a", 0, kernels, count, NULL, 0, cache,
-					    &module, error, error_size);
+					    &module, cause, cause_size);
 	if (status != expected)
-		fprintf(stderr, "status %d: %s\n", status, error);
+		fprintf(stderr, "status %d: %s\n", status, cause);
 	CHECK_INT(status, expected);
 	CHECK((module != NULL) == (expected == 0));
 	free(cache);

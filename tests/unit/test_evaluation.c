@@ -113,6 +113,60 @@ count_entries(const char *directory, const char *prefix)
 	return count;
 }
 
+/* Fails on the first key that docs/worker-protocol.md lists and the object lacks (null counts). */
+static void
+check_keys(const json_t *object, const char *const *keys)
+{
+	for (; *keys != NULL; keys++) {
+		if (json_object_get(object, *keys) == NULL)
+			fprintf(stderr, "the request lacks \"%s\"\n", *keys);
+		CHECK(json_object_get(object, *keys) != NULL);
+	}
+}
+
+/* Every key of the evaluate request that the runner (worker.py, judge.py, candidate.py) reads. */
+static void
+check_protocol_keys(const json_t *request)
+{
+	static const char *const request_keys[] = {"type",
+						   "id",
+						   "problem_path",
+						   "candidate_path",
+						   "device",
+						   "gpu_index",
+						   "seeds",
+						   "signed_seeds",
+						   "tolerances",
+						   "timing",
+						   "baselines",
+						   "measure_compile",
+						   "limits",
+						   "scratch_directory",
+						   "cache_directory",
+						   "sandbox_library",
+						   "trace_library",
+						   "cuda_library",
+						   "judge_directory",
+						   "judge_cache_directory",
+						   "profile_reference",
+						   "sandbox_uid",
+						   NULL};
+	static const char *const limit_keys[] = {"wall_seconds",
+						 "first_call_seconds",
+						 "call_seconds",
+						 "cpu_seconds",
+						 "max_processes",
+						 "output_bytes",
+						 NULL};
+	static const char *const timing_keys[] = {"warmup_calls",   "min_calls",    "max_calls",
+						  "target_seconds", "verify_calls", NULL};
+
+	check_keys(request, request_keys);
+	check_keys(json_object_get(request, "limits"), limit_keys);
+	check_keys(json_object_get(request, "timing"), timing_keys);
+	CHECK_INT(json_object_size(request), sizeof request_keys / sizeof request_keys[0] - 1);
+}
+
 static void
 test_request_and_worker_errors(void)
 {
@@ -138,6 +192,7 @@ test_request_and_worker_errors(void)
 	request = json_loadf(file, JSON_DISABLE_EOF_CHECK, &error);
 	fclose(file);
 	CHECK(request != NULL);
+	check_protocol_keys(request);
 	CHECK_STRING(json_string_value(json_object_get(request, "type")), "evaluate");
 	CHECK_STRING(json_string_value(json_object_get(request, "device")), "cpu");
 	/* The worker reads copies in a job folder that the sandbox uid can reach. */

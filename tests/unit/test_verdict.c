@@ -628,6 +628,24 @@ test_problem_error(void)
 	json_decref(result);
 }
 
+/* A judge that failed, or a sandbox that could not be entered, says nothing about the candidate. */
+static void
+test_judge_failures(void)
+{
+	json_t *result = load(base_result);
+
+	json_object_set_new(judge_of(result), "internal_error",
+			    json_string("KeyError: 'trials'\nat judge.py:12"));
+	build_fails(result, -EPROTO, "the judge failed: KeyError: 'trials'");
+	json_object_del(judge_of(result), "internal_error");
+	json_object_set_new(
+	    judge_of(result), "candidate_error",
+	    json_pack("{s:s, s:s}", "kind", "sandbox", "message", "landlock is not supported"));
+	build_fails(result, -EPROTO,
+		    "the candidate's sandbox could not be set up: landlock is not supported");
+	json_decref(result);
+}
+
 static void
 test_error_json(void)
 {
@@ -694,6 +712,7 @@ static const struct kagent_test tests[] = {
     {"warnings", test_warnings},
     {"garbage", test_garbage},
     {"problem_error", test_problem_error},
+    {"judge_failures", test_judge_failures},
     {"error_json", test_error_json},
     {"render_text", test_render_text},
     {NULL, NULL},

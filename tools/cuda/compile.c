@@ -28,7 +28,7 @@
 #endif
 
 /* Options that take no value. */
-static const char *const plain_options[] = {
+static const char *const compile__plain_options[] = {
     "--use_fast_math",
     "-use_fast_math",
     "-G",
@@ -54,7 +54,7 @@ static const char *const plain_options[] = {
 };
 
 /* Options written as PREFIX then a non-empty value. */
-static const char *const value_options[] = {
+static const char *const compile__value_options[] = {
     "-D",
     "--define-macro=",
     "-U",
@@ -161,16 +161,18 @@ kagent_compile_validate_option(const char *option, char **cause)
 					 option);
 		goto out;
 	}
-	for (index = 0; index < sizeof plain_options / sizeof plain_options[0]; index++) {
-		if (strcmp(option, plain_options[index]) == 0) {
+	for (index = 0; index < sizeof compile__plain_options / sizeof compile__plain_options[0];
+	     index++) {
+		if (strcmp(option, compile__plain_options[index]) == 0) {
 			result = 0;
 			goto out;
 		}
 	}
-	for (index = 0; index < sizeof value_options / sizeof value_options[0]; index++) {
-		size_t prefix = strlen(value_options[index]);
+	for (index = 0; index < sizeof compile__value_options / sizeof compile__value_options[0];
+	     index++) {
+		size_t prefix = strlen(compile__value_options[index]);
 
-		if (strncmp(option, value_options[index], prefix) != 0)
+		if (strncmp(option, compile__value_options[index], prefix) != 0)
 			continue;
 		if (option[prefix] == '\0') {
 			*cause = kagent_asprintf("option '%s' needs a value in the same argument "
@@ -179,7 +181,7 @@ kagent_compile_validate_option(const char *option, char **cause)
 			goto out;
 		}
 		/* ptxas flags one per option: NVRTC rejects comma-joined lists. */
-		if (strstr(value_options[index], "ptxas") != NULL &&
+		if (strstr(compile__value_options[index], "ptxas") != NULL &&
 		    (option[prefix] != '-' || strchr(option + prefix, ',') != NULL)) {
 			*cause = kagent_asprintf("option '%s': pass one ptxas flag per option, "
 						 "e.g. -Xptxas=-O3",
@@ -196,7 +198,7 @@ out:
 }
 
 static bool
-has_headers(const char *root)
+compile__has_headers(const char *root)
 {
 	char *path = kagent_asprintf("%s/include/cuda_fp16.h", root);
 	bool found = access(path, R_OK) == 0;
@@ -220,7 +222,7 @@ kagent_compile_toolkit_root(char **root_out, char **cause)
 	for (index = 0; index < 4; index++) {
 		if (candidates[index] == NULL || candidates[index][0] == '\0')
 			continue;
-		if (has_headers(candidates[index])) {
+		if (compile__has_headers(candidates[index])) {
 			*root_out = kagent_strdup(candidates[index]);
 			result = 0;
 			goto out;
@@ -243,7 +245,7 @@ kagent_compile_nvrtc_version(void)
 }
 
 static double
-now_seconds(void)
+compile__now_seconds(void)
 {
 	struct timespec now;
 
@@ -252,15 +254,15 @@ now_seconds(void)
 }
 
 static void
-add_option(struct kagent_compile_result *result, char *option)
+compile__add_option(struct kagent_compile_result *result, char *option)
 {
 	result->options[result->option_count++] = option;
 }
 
 /* Fills result->kernels from the ptxas report, naming each as well as we honestly can. */
 static int
-fill_kernels(struct kagent_compile_result *result, nvrtcProgram program,
-	     const struct kagent_compile_request *request, char **cause)
+compile__fill_kernels(struct kagent_compile_result *result, nvrtcProgram program,
+		      const struct kagent_compile_request *request, char **cause)
 {
 	struct kagent_ptxas_report *report = NULL;
 	size_t index, expression;
@@ -314,8 +316,8 @@ out:
 }
 
 static int
-run_nvrtc(const struct kagent_compile_request *request, struct kagent_compile_result *result,
-	  char **cause)
+compile__run_nvrtc(const struct kagent_compile_request *request,
+		   struct kagent_compile_result *result, char **cause)
 {
 	nvrtcProgram program = NULL;
 	nvrtcResult code;
@@ -340,10 +342,10 @@ run_nvrtc(const struct kagent_compile_request *request, struct kagent_compile_re
 			goto out;
 		}
 	}
-	started = now_seconds();
+	started = compile__now_seconds();
 	code = nvrtcCompileProgram(program, (int)result->option_count,
 				   (const char *const *)result->options);
-	result->compile_seconds = now_seconds() - started;
+	result->compile_seconds = compile__now_seconds() - started;
 	/* nvrtcGetProgramLog cannot be read in pieces: an overlong log is dropped whole. */
 	if (nvrtcGetProgramLogSize(program, &log_size) != NVRTC_SUCCESS ||
 	    log_size > KAGENT_COMPILE_MAX_LOG)
@@ -381,7 +383,7 @@ run_nvrtc(const struct kagent_compile_request *request, struct kagent_compile_re
 					&result->diagnostic_count, cause);
 	if (status < 0)
 		goto out;
-	status = fill_kernels(result, program, request, cause);
+	status = compile__fill_kernels(result, program, request, cause);
 out:
 	if (program != NULL)
 		nvrtcDestroyProgram(&program);
@@ -397,7 +399,7 @@ kagent_compile_source(const struct kagent_compile_request *request,
 	char *root = NULL, *directory = NULL, *cache_cause = NULL, *cccl = NULL;
 	char key[65];
 	struct stat info;
-	double started = now_seconds();
+	double started = compile__now_seconds();
 	size_t index;
 	int status;
 
@@ -438,15 +440,15 @@ kagent_compile_source(const struct kagent_compile_request *request,
 
 	/* The options NVRTC sees: arch, the user's (their -I first), then kagent's. */
 	result->options = kagent_calloc(request->option_count + 5, sizeof *result->options);
-	add_option(result, kagent_asprintf("-arch=%s", result->arch));
+	compile__add_option(result, kagent_asprintf("-arch=%s", result->arch));
 	for (index = 0; index < request->option_count; index++)
-		add_option(result, kagent_strdup(request->options[index]));
-	add_option(result, kagent_strdup("-Xptxas=-v"));
-	add_option(result, kagent_strdup("-Xptxas=-warn-spills"));
-	add_option(result, kagent_asprintf("-I%s/include", root));
+		compile__add_option(result, kagent_strdup(request->options[index]));
+	compile__add_option(result, kagent_strdup("-Xptxas=-v"));
+	compile__add_option(result, kagent_strdup("-Xptxas=-warn-spills"));
+	compile__add_option(result, kagent_asprintf("-I%s/include", root));
 	cccl = kagent_asprintf("%s/include/cccl", root);
 	if (stat(cccl, &info) == 0 && S_ISDIR(info.st_mode))
-		add_option(result, kagent_asprintf("-I%s", cccl));
+		compile__add_option(result, kagent_asprintf("-I%s", cccl));
 	result->nvrtc_version = kagent_compile_nvrtc_version();
 
 	/* The key covers exactly what the cubin and report depend on. */
@@ -474,7 +476,7 @@ kagent_compile_source(const struct kagent_compile_request *request,
 		int loaded = kagent_compile_cache_load(directory, key, &cached, &cache_cause);
 
 		if (loaded == 0) {
-			cached->elapsed_seconds = now_seconds() - started;
+			cached->elapsed_seconds = compile__now_seconds() - started;
 			*result_out = cached;
 			cached = NULL;
 			goto out;
@@ -486,13 +488,13 @@ kagent_compile_source(const struct kagent_compile_request *request,
 		cache_cause = NULL;
 	}
 
-	status = run_nvrtc(request, result, cause);
+	status = compile__run_nvrtc(request, result, cause);
 	if (status < 0)
 		goto out;
 	if (directory != NULL && result->success &&
 	    kagent_compile_cache_store(directory, result, &cache_cause) < 0)
 		kagent_log(KAGENT_LOG_WARNING, "cannot cache %s: %s", key, cache_cause);
-	result->elapsed_seconds = now_seconds() - started;
+	result->elapsed_seconds = compile__now_seconds() - started;
 	*result_out = result;
 	result = NULL;
 out:

@@ -7,6 +7,7 @@
 #include "kagent/cuda/compile_cache.h"
 
 #include "kagent/base/alloc.h"
+#include "kagent/base/buffer.h"
 #include "kagent/base/fileio.h"
 #include "kagent/base/sha256.h"
 
@@ -42,82 +43,61 @@ out:
 	return result;
 }
 
-struct buffer {
-	char *data;
-	size_t length;
-	size_t capacity;
-};
-
-static void
-buffer_append(struct buffer *buffer, const void *data, size_t length)
-{
-	if (buffer->capacity - buffer->length < length) {
-		while (buffer->capacity - buffer->length < length)
-			buffer->capacity = buffer->capacity == 0 ? 4096 : buffer->capacity * 2;
-		buffer->data = kagent_realloc(buffer->data, buffer->capacity);
-	}
-	memcpy(buffer->data + buffer->length, data, length);
-	buffer->length += length;
-}
-
 /* Length-prefixed, so no two different inputs concatenate to the same bytes. */
 static void
-buffer_field(struct buffer *buffer, const char *name, const char *value)
+compile_cache__field(struct kagent_buffer *buffer, const char *name, const char *value)
 {
-	char header[128];
-	int length;
-
 	if (value == NULL)
 		value = "";
-	length = snprintf(header, sizeof header, "%s:%zu:", name, strlen(value));
-	buffer_append(buffer, header, (size_t)length);
-	buffer_append(buffer, value, strlen(value));
-	buffer_append(buffer, "\n", 1);
+	kagent_buffer_appendf(buffer, "%s:%zu:", name, strlen(value));
+	kagent_buffer_append_string(buffer, value);
+	kagent_buffer_append_string(buffer, "\n");
 }
 
 static int
-compare_strings(const void *left, const void *right)
+compile_cache__compare_strings(const void *left, const void *right)
 {
 	return strcmp(*(const char *const *)left, *(const char *const *)right);
 }
 
 static void
-buffer_sorted_list(struct buffer *buffer, const char *name, const char *const *items, size_t count)
+compile_cache__sorted_fields(struct kagent_buffer *buffer, const char *name,
+			     const char *const *items, size_t count)
 {
 	const char **sorted = kagent_calloc(count, sizeof *sorted);
 	size_t index;
 
 	if (count > 0)
 		memcpy(sorted, items, count * sizeof *sorted);
-	qsort(sorted, count, sizeof *sorted, compare_strings);
+	qsort(sorted, count, sizeof *sorted, compile_cache__compare_strings);
 	for (index = 0; index < count; index++)
-		buffer_field(buffer, name, sorted[index]);
+		compile_cache__field(buffer, name, sorted[index]);
 	free(sorted);
 }
 
 void
 kagent_compile_cache_key(const struct kagent_compile_cache_inputs *inputs, char hex[65])
 {
-	struct buffer buffer = {NULL, 0, 0};
+	struct kagent_buffer buffer = {0};
 
-	buffer_field(&buffer, "kagent-compile-cache", "1");
-	buffer_field(&buffer, "nvrtc", inputs->nvrtc_version);
-	buffer_field(&buffer, "arch", inputs->arch);
-	buffer_field(&buffer, "file", inputs->file_name);
+	compile_cache__field(&buffer, "kagent-compile-cache", "1");
+	compile_cache__field(&buffer, "nvrtc", inputs->nvrtc_version);
+	compile_cache__field(&buffer, "arch", inputs->arch);
+	compile_cache__field(&buffer, "file", inputs->file_name);
 	/*
 	 * Sorted so that the same set of flags hits the same entry; options
 	 * whose order matters (-DX=1 -DX=2) are the caller's to avoid.
 	 */
-	buffer_sorted_list(&buffer, "option", inputs->options, inputs->option_count);
-	buffer_sorted_list(&buffer, "name", inputs->name_expressions,
-			   inputs->name_expression_count);
-	buffer_field(&buffer, "source", inputs->source);
+	compile_cache__sorted_fields(&buffer, "option", inputs->options, inputs->option_count);
+	compile_cache__sorted_fields(&buffer, "name", inputs->name_expressions,
+				     inputs->name_expression_count);
+	compile_cache__field(&buffer, "source", inputs->source);
 	kagent_sha256_hex(buffer.data, buffer.length, hex);
-	free(buffer.data);
+	kagent_buffer_free(&buffer);
 }
 
 static bool
-key_is_valid(const char *key)
+compile_cache__key_is_valid(const char *key)
 {
 	size_t index;
 
@@ -142,7 +122,7 @@ kagent_compile_cache_load(const char *directory, const char *key,
 	int status = 0;
 
 	*result_out = NULL;
-	if (!key_is_valid(key)) {
+	if (!compile_cache__key_is_valid(key)) {
 		status = -EINVAL;
 		*cause = kagent_strdup("cache key is not 64 hex digits");
 		goto out;
@@ -214,7 +194,7 @@ kagent_compile_cache_store(const char *directory, const struct kagent_compile_re
 	json_t *object = NULL;
 	int status = 0;
 
-	if (result->key == NULL || !key_is_valid(result->key) || !result->success) {
+	if (result->key == NULL || !compile_cache__key_is_valid(result->key) || !result->success) {
 		status = -EINVAL;
 		*cause = kagent_strdup("only successful results with a key are cached");
 		goto out;

@@ -13,13 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const demangle_names[] = {"none", "name_expression", "demangler", "base_name"};
+static const char *const compile_result__demangle_names[] = {"none", "name_expression", "demangler",
+							     "base_name"};
 
 const char *
 kagent_compile_result_demangle_name(enum kagent_compile_demangle demangle)
 {
-	if ((unsigned)demangle < sizeof demangle_names / sizeof demangle_names[0])
-		return demangle_names[demangle];
+	if ((unsigned)demangle <
+	    sizeof compile_result__demangle_names / sizeof compile_result__demangle_names[0])
+		return compile_result__demangle_names[demangle];
 	return "none";
 }
 
@@ -53,7 +55,7 @@ kagent_compile_result_free(struct kagent_compile_result *result)
  * any byte that is not ASCII with '?' rather than lose the whole field.
  */
 static json_t *
-safe_string(const char *text)
+compile_result__safe_string(const char *text)
 {
 	json_t *value;
 	char *copy;
@@ -76,7 +78,7 @@ safe_string(const char *text)
 
 /* A number that ptxas did not report stays null in JSON rather than a fake 0. */
 static json_t *
-optional_integer(long long value)
+compile_result__optional_integer(long long value)
 {
 	return value < 0 ? json_null() : json_integer(value);
 }
@@ -90,12 +92,13 @@ kagent_compile_result_to_json(const struct kagent_compile_result *result)
 
 	json_object_set_new(object, "success", json_boolean(result->success));
 	json_object_set_new(object, "cached", json_boolean(result->cached));
-	json_object_set_new(object, "file", safe_string(result->file_name));
-	json_object_set_new(object, "arch", safe_string(result->arch));
-	json_object_set_new(object, "nvrtc_version", safe_string(result->nvrtc_version));
+	json_object_set_new(object, "file", compile_result__safe_string(result->file_name));
+	json_object_set_new(object, "arch", compile_result__safe_string(result->arch));
+	json_object_set_new(object, "nvrtc_version",
+			    compile_result__safe_string(result->nvrtc_version));
 	json_object_set_new(object, "key", result->key ? json_string(result->key) : json_null());
 	for (index = 0; index < result->option_count; index++)
-		json_array_append_new(options, safe_string(result->options[index]));
+		json_array_append_new(options, compile_result__safe_string(result->options[index]));
 	json_object_set_new(object, "options", options);
 	json_object_set_new(object, "cubin_size", json_integer((json_int_t)result->cubin_size));
 	json_object_set_new(object, "compile_seconds", json_real(result->compile_seconds));
@@ -105,43 +108,51 @@ kagent_compile_result_to_json(const struct kagent_compile_result *result)
 
 		json_array_append_new(
 		    diagnostics,
-		    json_pack("{s:o, s:i, s:s, s:o, s:o}", "file", safe_string(diagnostic->file),
-			      "line", diagnostic->line, "severity",
+		    json_pack("{s:o, s:i, s:s, s:o, s:o}", "file",
+			      compile_result__safe_string(diagnostic->file), "line",
+			      diagnostic->line, "severity",
 			      kagent_nvrtc_log_severity_name(diagnostic->severity), "code",
-			      diagnostic->code ? safe_string(diagnostic->code) : json_null(),
-			      "message", safe_string(diagnostic->message)));
+			      diagnostic->code ? compile_result__safe_string(diagnostic->code)
+					       : json_null(),
+			      "message", compile_result__safe_string(diagnostic->message)));
 	}
 	json_object_set_new(object, "diagnostics", diagnostics);
 	for (index = 0; index < result->kernel_count; index++) {
 		const struct kagent_compile_kernel *kernel = &result->kernels[index];
 		json_t *entry = json_object();
 
-		json_object_set_new(entry, "mangled_name", safe_string(kernel->mangled_name));
-		json_object_set_new(entry, "demangled_name", safe_string(kernel->demangled_name));
+		json_object_set_new(entry, "mangled_name",
+				    compile_result__safe_string(kernel->mangled_name));
+		json_object_set_new(entry, "demangled_name",
+				    compile_result__safe_string(kernel->demangled_name));
 		json_object_set_new(
 		    entry, "demangle",
 		    json_string(kagent_compile_result_demangle_name(kernel->demangle)));
-		json_object_set_new(entry, "registers", optional_integer(kernel->registers));
-		json_object_set_new(entry, "barriers", optional_integer(kernel->barriers));
+		json_object_set_new(entry, "registers",
+				    compile_result__optional_integer(kernel->registers));
+		json_object_set_new(entry, "barriers",
+				    compile_result__optional_integer(kernel->barriers));
 		json_object_set_new(entry, "stack_frame_bytes",
-				    optional_integer(kernel->stack_frame_bytes));
+				    compile_result__optional_integer(kernel->stack_frame_bytes));
 		json_object_set_new(entry, "spill_store_bytes",
-				    optional_integer(kernel->spill_store_bytes));
+				    compile_result__optional_integer(kernel->spill_store_bytes));
 		json_object_set_new(entry, "spill_load_bytes",
-				    optional_integer(kernel->spill_load_bytes));
-		json_object_set_new(entry, "shared_bytes", optional_integer(kernel->shared_bytes));
+				    compile_result__optional_integer(kernel->spill_load_bytes));
+		json_object_set_new(entry, "shared_bytes",
+				    compile_result__optional_integer(kernel->shared_bytes));
 		json_object_set_new(entry, "constant_bytes",
-				    optional_integer(kernel->constant_bytes));
-		json_object_set_new(entry, "local_bytes", optional_integer(kernel->local_bytes));
+				    compile_result__optional_integer(kernel->constant_bytes));
+		json_object_set_new(entry, "local_bytes",
+				    compile_result__optional_integer(kernel->local_bytes));
 		json_array_append_new(kernels, entry);
 	}
 	json_object_set_new(object, "kernels", kernels);
-	json_object_set_new(object, "log", safe_string(result->log));
+	json_object_set_new(object, "log", compile_result__safe_string(result->log));
 	return object;
 }
 
 static int
-get_string(const json_t *object, const char *field, bool nullable, char **out)
+compile_result__get_string(const json_t *object, const char *field, bool nullable, char **out)
 {
 	json_t *value = json_object_get(object, field);
 
@@ -155,7 +166,7 @@ get_string(const json_t *object, const char *field, bool nullable, char **out)
 }
 
 static int
-get_integer(const json_t *object, const char *field, long long *out)
+compile_result__get_integer(const json_t *object, const char *field, long long *out)
 {
 	json_t *value = json_object_get(object, field);
 
@@ -170,7 +181,7 @@ get_integer(const json_t *object, const char *field, long long *out)
 }
 
 static int
-get_kernel(const json_t *entry, struct kagent_compile_kernel *kernel)
+compile_result__get_kernel(const json_t *entry, struct kagent_compile_kernel *kernel)
 {
 	long long registers, barriers;
 	char *demangle = NULL;
@@ -178,23 +189,25 @@ get_kernel(const json_t *entry, struct kagent_compile_kernel *kernel)
 	int result = -EBADMSG;
 
 	if (!json_is_object(entry) ||
-	    get_string(entry, "mangled_name", false, &kernel->mangled_name) ||
-	    get_string(entry, "demangled_name", false, &kernel->demangled_name) ||
-	    get_string(entry, "demangle", false, &demangle) ||
-	    get_integer(entry, "registers", &registers) ||
-	    get_integer(entry, "barriers", &barriers) ||
-	    get_integer(entry, "stack_frame_bytes", &kernel->stack_frame_bytes) ||
-	    get_integer(entry, "spill_store_bytes", &kernel->spill_store_bytes) ||
-	    get_integer(entry, "spill_load_bytes", &kernel->spill_load_bytes) ||
-	    get_integer(entry, "shared_bytes", &kernel->shared_bytes) ||
-	    get_integer(entry, "constant_bytes", &kernel->constant_bytes) ||
-	    get_integer(entry, "local_bytes", &kernel->local_bytes) || registers > 65536 ||
-	    barriers > 65536)
+	    compile_result__get_string(entry, "mangled_name", false, &kernel->mangled_name) ||
+	    compile_result__get_string(entry, "demangled_name", false, &kernel->demangled_name) ||
+	    compile_result__get_string(entry, "demangle", false, &demangle) ||
+	    compile_result__get_integer(entry, "registers", &registers) ||
+	    compile_result__get_integer(entry, "barriers", &barriers) ||
+	    compile_result__get_integer(entry, "stack_frame_bytes", &kernel->stack_frame_bytes) ||
+	    compile_result__get_integer(entry, "spill_store_bytes", &kernel->spill_store_bytes) ||
+	    compile_result__get_integer(entry, "spill_load_bytes", &kernel->spill_load_bytes) ||
+	    compile_result__get_integer(entry, "shared_bytes", &kernel->shared_bytes) ||
+	    compile_result__get_integer(entry, "constant_bytes", &kernel->constant_bytes) ||
+	    compile_result__get_integer(entry, "local_bytes", &kernel->local_bytes) ||
+	    registers > 65536 || barriers > 65536)
 		goto out;
 	kernel->registers = (int)registers;
 	kernel->barriers = (int)barriers;
-	for (index = 0; index < sizeof demangle_names / sizeof demangle_names[0]; index++) {
-		if (strcmp(demangle, demangle_names[index]) == 0) {
+	for (index = 0; index < sizeof compile_result__demangle_names /
+				    sizeof compile_result__demangle_names[0];
+	     index++) {
+		if (strcmp(demangle, compile_result__demangle_names[index]) == 0) {
 			kernel->demangle = (enum kagent_compile_demangle)index;
 			result = 0;
 		}
@@ -205,17 +218,18 @@ out:
 }
 
 static int
-get_diagnostic(const json_t *entry, struct kagent_nvrtc_diagnostic *diagnostic)
+compile_result__get_diagnostic(const json_t *entry, struct kagent_nvrtc_diagnostic *diagnostic)
 {
 	char *severity = NULL;
 	long long line;
 	int result = -EBADMSG;
 
-	if (!json_is_object(entry) || get_string(entry, "file", false, &diagnostic->file) ||
-	    get_string(entry, "code", true, &diagnostic->code) ||
-	    get_string(entry, "message", false, &diagnostic->message) ||
-	    get_string(entry, "severity", false, &severity) || get_integer(entry, "line", &line) ||
-	    line > 100000000 ||
+	if (!json_is_object(entry) ||
+	    compile_result__get_string(entry, "file", false, &diagnostic->file) ||
+	    compile_result__get_string(entry, "code", true, &diagnostic->code) ||
+	    compile_result__get_string(entry, "message", false, &diagnostic->message) ||
+	    compile_result__get_string(entry, "severity", false, &severity) ||
+	    compile_result__get_integer(entry, "line", &line) || line > 100000000 ||
 	    kagent_nvrtc_log_severity_parse(severity, &diagnostic->severity) < 0)
 		goto out;
 	diagnostic->line = line < 0 ? 0 : (int)line;
@@ -246,11 +260,11 @@ kagent_compile_result_from_json(const json_t *object, struct kagent_compile_resu
 	if (!json_is_boolean(success) || !json_is_number(seconds) || !json_is_integer(size) ||
 	    json_integer_value(size) < 0 || !json_is_array(options) ||
 	    !json_is_array(diagnostics) || !json_is_array(kernels) ||
-	    get_string(object, "file", false, &result->file_name) ||
-	    get_string(object, "arch", false, &result->arch) ||
-	    get_string(object, "nvrtc_version", false, &result->nvrtc_version) ||
-	    get_string(object, "key", true, &result->key) ||
-	    get_string(object, "log", false, &result->log))
+	    compile_result__get_string(object, "file", false, &result->file_name) ||
+	    compile_result__get_string(object, "arch", false, &result->arch) ||
+	    compile_result__get_string(object, "nvrtc_version", false, &result->nvrtc_version) ||
+	    compile_result__get_string(object, "key", true, &result->key) ||
+	    compile_result__get_string(object, "log", false, &result->log))
 		goto out;
 	result->success = json_is_true(success);
 	result->compile_seconds = json_number_value(seconds);
@@ -267,14 +281,14 @@ kagent_compile_result_from_json(const json_t *object, struct kagent_compile_resu
 	json_array_foreach(diagnostics, index, entry)
 	{
 		result->diagnostic_count++;
-		if (get_diagnostic(entry, &result->diagnostics[index]) < 0)
+		if (compile_result__get_diagnostic(entry, &result->diagnostics[index]) < 0)
 			goto out;
 	}
 	result->kernels = kagent_calloc(json_array_size(kernels), sizeof *result->kernels);
 	json_array_foreach(kernels, index, entry)
 	{
 		result->kernel_count++;
-		if (get_kernel(entry, &result->kernels[index]) < 0)
+		if (compile_result__get_kernel(entry, &result->kernels[index]) < 0)
 			goto out;
 	}
 	*result_out = result;

@@ -20,7 +20,7 @@
 static const struct {
 	const char *word;
 	enum kagent_nvrtc_severity severity;
-} severities[] = {
+} nvrtc_log__severities[] = {
     {"catastrophic error", KAGENT_NVRTC_ERROR},
     {"internal error", KAGENT_NVRTC_ERROR},
     {"error", KAGENT_NVRTC_ERROR},
@@ -67,18 +67,20 @@ kagent_nvrtc_log_severity_parse(const char *name, enum kagent_nvrtc_severity *se
  * optional spaces and a colon. Returns the position after the colon or NULL.
  */
 static const char *
-match_severity(const char *p, const char *end, enum kagent_nvrtc_severity *severity,
-	       const char **code, size_t *code_length)
+nvrtc_log__match_severity(const char *p, const char *end, enum kagent_nvrtc_severity *severity,
+			  const char **code, size_t *code_length)
 {
 	size_t index;
 
 	*code = NULL;
 	*code_length = 0;
-	for (index = 0; index < sizeof severities / sizeof severities[0]; index++) {
-		size_t length = strlen(severities[index].word);
+	for (index = 0; index < sizeof nvrtc_log__severities / sizeof nvrtc_log__severities[0];
+	     index++) {
+		size_t length = strlen(nvrtc_log__severities[index].word);
 		const char *q = p + length;
 
-		if ((size_t)(end - p) < length || memcmp(p, severities[index].word, length) != 0)
+		if ((size_t)(end - p) < length ||
+		    memcmp(p, nvrtc_log__severities[index].word, length) != 0)
 			continue;
 		if (q + 2 <= end && q[0] == ' ' && q[1] == '#') {
 			const char *code_start = q + 2;
@@ -92,7 +94,7 @@ match_severity(const char *p, const char *end, enum kagent_nvrtc_severity *sever
 		while (q < end && *q == ' ')
 			q++;
 		if (q < end && *q == ':') {
-			*severity = severities[index].severity;
+			*severity = nvrtc_log__severities[index].severity;
 			return q + 1;
 		}
 	}
@@ -101,7 +103,7 @@ match_severity(const char *p, const char *end, enum kagent_nvrtc_severity *sever
 
 /* Finds "(DIGITS): " in the line; returns the '(' position or NULL. */
 static const char *
-find_location(const char *start, const char *end, long *line_number, const char **after)
+nvrtc_log__find_location(const char *start, const char *end, long *line_number, const char **after)
 {
 	const char *p;
 
@@ -125,7 +127,8 @@ find_location(const char *start, const char *end, long *line_number, const char 
 }
 
 static bool
-parse_line(const char *start, const char *end, struct kagent_nvrtc_diagnostic *diagnostic)
+nvrtc_log__parse_line(const char *start, const char *end,
+		      struct kagent_nvrtc_diagnostic *diagnostic)
 {
 	enum kagent_nvrtc_severity severity = KAGENT_NVRTC_ERROR;
 	const char *file = NULL, *file_end = NULL, *message, *code, *p, *location, *after;
@@ -135,16 +138,16 @@ parse_line(const char *start, const char *end, struct kagent_nvrtc_diagnostic *d
 	if ((size_t)(end - start) > 7 && memcmp(start, "nvrtc: ", 7) == 0) {
 		file = start;
 		file_end = start + 5;
-		message = match_severity(start + 7, end, &severity, &code, &code_length);
+		message = nvrtc_log__match_severity(start + 7, end, &severity, &code, &code_length);
 	} else if ((size_t)(end - start) > 6 && memcmp(start, "ptxas ", 6) == 0) {
 		p = start + 6;
 		while (p < end && *p == ' ')
 			p++;
 		file = start;
 		file_end = start + 5;
-		message = match_severity(p, end, &severity, &code, &code_length);
+		message = nvrtc_log__match_severity(p, end, &severity, &code, &code_length);
 	} else {
-		location = find_location(start, end, &line_number, &after);
+		location = nvrtc_log__find_location(start, end, &line_number, &after);
 		if (location == NULL)
 			return false;
 		file = start;
@@ -152,7 +155,7 @@ parse_line(const char *start, const char *end, struct kagent_nvrtc_diagnostic *d
 		p = after;
 		while (p < end && *p == ' ')
 			p++;
-		message = match_severity(p, end, &severity, &code, &code_length);
+		message = nvrtc_log__match_severity(p, end, &severity, &code, &code_length);
 	}
 	if (message == NULL)
 		return false;
@@ -193,7 +196,7 @@ kagent_nvrtc_log_parse(const char *log, size_t length,
 		/* Echoed source lines are indented; diagnostics start at column 0. */
 		if (end == start || *start == ' ' || *start == '\t')
 			continue;
-		if (!parse_line(start, end, &diagnostic))
+		if (!nvrtc_log__parse_line(start, end, &diagnostic))
 			continue;
 		if (count == capacity) {
 			capacity = capacity == 0 ? 8 : capacity * 2;

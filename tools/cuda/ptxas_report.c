@@ -24,13 +24,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct line {
+struct ptxas_report__line {
 	const char *start;
 	size_t length;
 };
 
 static bool
-line_starts_with(const struct line *line, const char *prefix, size_t *offset)
+ptxas_report__line_starts_with(const struct ptxas_report__line *line, const char *prefix,
+			       size_t *offset)
 {
 	size_t length = strlen(prefix);
 
@@ -41,7 +42,7 @@ line_starts_with(const struct line *line, const char *prefix, size_t *offset)
 }
 
 static const char *
-line_find(const struct line *line, size_t from, const char *needle)
+ptxas_report__line_find(const struct ptxas_report__line *line, size_t from, const char *needle)
 {
 	size_t length = strlen(needle), index;
 
@@ -54,11 +55,12 @@ line_find(const struct line *line, size_t from, const char *needle)
 
 /* The text after "ptxas <word> :", or false if this is not a ptxas line of that kind. */
 static bool
-ptxas_payload(const struct line *line, const char *kind, struct line *payload)
+ptxas_report__payload(const struct ptxas_report__line *line, const char *kind,
+		      struct ptxas_report__line *payload)
 {
 	size_t offset, kind_length = strlen(kind);
 
-	if (!line_starts_with(line, "ptxas", &offset))
+	if (!ptxas_report__line_starts_with(line, "ptxas", &offset))
 		return false;
 	while (offset < line->length && line->start[offset] == ' ')
 		offset++;
@@ -81,15 +83,16 @@ ptxas_payload(const struct line *line, const char *kind, struct line *payload)
 
 /* A quoted name 'like this' starting at or after from; -EINVAL if absent or unterminated. */
 static int
-quoted(const struct line *line, size_t from, char **name_out, size_t *end_out)
+ptxas_report__quoted(const struct ptxas_report__line *line, size_t from, char **name_out,
+		     size_t *end_out)
 {
 	const char *open, *close;
 	size_t length;
 
-	open = line_find(line, from, "'");
+	open = ptxas_report__line_find(line, from, "'");
 	if (open == NULL)
 		return -EINVAL;
-	close = line_find(line, (size_t)(open - line->start) + 1, "'");
+	close = ptxas_report__line_find(line, (size_t)(open - line->start) + 1, "'");
 	if (close == NULL)
 		return -EINVAL;
 	length = (size_t)(close - open - 1);
@@ -102,7 +105,7 @@ quoted(const struct line *line, size_t from, char **name_out, size_t *end_out)
 
 /* Parses a non-negative decimal at *cursor within end; caps at LLONG_MAX / 2. */
 static bool
-number(const char **cursor, const char *end, long long *value)
+ptxas_report__number(const char **cursor, const char *end, long long *value)
 {
 	const char *p = *cursor;
 	long long total = 0;
@@ -123,7 +126,7 @@ number(const char **cursor, const char *end, long long *value)
 }
 
 static bool
-item_is(const char *start, const char *end, const char *word)
+ptxas_report__item_is(const char *start, const char *end, const char *word)
 {
 	size_t length = strlen(word);
 
@@ -139,7 +142,7 @@ item_is(const char *start, const char *end, const char *word)
  * "N bytes cmem[0]", "N bytes stack frame", "N bytes spill stores", ...
  */
 static void
-apply_item(struct kagent_ptxas_kernel *kernel, const char *start, const char *end)
+ptxas_report__apply_item(struct kagent_ptxas_kernel *kernel, const char *start, const char *end)
 {
 	const char *p = start;
 	long long value;
@@ -150,13 +153,14 @@ apply_item(struct kagent_ptxas_kernel *kernel, const char *start, const char *en
 		p += 5;
 	else if ((size_t)(end - p) >= 5 && memcmp(p, "used ", 5) == 0)
 		p += 5;
-	if (!number(&p, end, &value))
+	if (!ptxas_report__number(&p, end, &value))
 		return;
-	if (item_is(p, end, "registers") || item_is(p, end, "register")) {
+	if (ptxas_report__item_is(p, end, "registers") ||
+	    ptxas_report__item_is(p, end, "register")) {
 		kernel->registers = value > INT_MAX ? INT_MAX : (int)value;
 		return;
 	}
-	if (item_is(p, end, "barriers") || item_is(p, end, "barrier")) {
+	if (ptxas_report__item_is(p, end, "barriers") || ptxas_report__item_is(p, end, "barrier")) {
 		kernel->barriers = value > INT_MAX ? INT_MAX : (int)value;
 		return;
 	}
@@ -165,17 +169,17 @@ apply_item(struct kagent_ptxas_kernel *kernel, const char *start, const char *en
 	if ((size_t)(end - p) < 6 || memcmp(p, "bytes ", 6) != 0)
 		return;
 	p += 6;
-	if (item_is(p, end, "stack frame"))
+	if (ptxas_report__item_is(p, end, "stack frame"))
 		kernel->stack_frame_bytes = value;
-	else if (item_is(p, end, "spill stores"))
+	else if (ptxas_report__item_is(p, end, "spill stores"))
 		kernel->spill_store_bytes = value;
-	else if (item_is(p, end, "spill loads"))
+	else if (ptxas_report__item_is(p, end, "spill loads"))
 		kernel->spill_load_bytes = value;
-	else if (item_is(p, end, "cumulative stack size"))
+	else if (ptxas_report__item_is(p, end, "cumulative stack size"))
 		kernel->cumulative_stack_bytes = value;
-	else if (item_is(p, end, "smem"))
+	else if (ptxas_report__item_is(p, end, "smem"))
 		kernel->shared_bytes = value;
-	else if (item_is(p, end, "lmem"))
+	else if (ptxas_report__item_is(p, end, "lmem"))
 		kernel->local_bytes = value;
 	else if ((size_t)(end - p) >= 5 && memcmp(p, "cmem[", 5) == 0)
 		kernel->constant_bytes =
@@ -183,7 +187,8 @@ apply_item(struct kagent_ptxas_kernel *kernel, const char *start, const char *en
 }
 
 static void
-apply_items(struct kagent_ptxas_kernel *kernel, const struct line *payload)
+ptxas_report__apply_items(struct kagent_ptxas_kernel *kernel,
+			  const struct ptxas_report__line *payload)
 {
 	const char *p = payload->start, *end = payload->start + payload->length;
 
@@ -191,16 +196,17 @@ apply_items(struct kagent_ptxas_kernel *kernel, const struct line *payload)
 		const char *comma = memchr(p, ',', (size_t)(end - p));
 		const char *item_end = comma != NULL ? comma : end;
 
-		apply_item(kernel, p, item_end);
+		ptxas_report__apply_item(kernel, p, item_end);
 		p = item_end + (comma != NULL ? 1 : 0);
 	}
 }
 
 /* ptxas leaves zero-valued items out of the "Used" line: absent there means 0. */
 static void
-apply_used(struct kagent_ptxas_kernel *kernel, const struct line *payload)
+ptxas_report__apply_used(struct kagent_ptxas_kernel *kernel,
+			 const struct ptxas_report__line *payload)
 {
-	apply_items(kernel, payload);
+	ptxas_report__apply_items(kernel, payload);
 	if (kernel->barriers < 0)
 		kernel->barriers = 0;
 	if (kernel->shared_bytes < 0)
@@ -212,7 +218,7 @@ apply_used(struct kagent_ptxas_kernel *kernel, const struct line *payload)
 }
 
 static void
-kernel_init(struct kagent_ptxas_kernel *kernel, char *name)
+ptxas_report__kernel_init(struct kagent_ptxas_kernel *kernel, char *name)
 {
 	memset(kernel, 0, sizeof *kernel);
 	kernel->mangled_name = name;
@@ -229,7 +235,7 @@ kernel_init(struct kagent_ptxas_kernel *kernel, char *name)
 }
 
 static struct kagent_ptxas_kernel *
-find_kernel(struct kagent_ptxas_report *report, const char *name, size_t length)
+ptxas_report__find_kernel(struct kagent_ptxas_report *report, const char *name, size_t length)
 {
 	size_t index;
 
@@ -257,7 +263,7 @@ kagent_ptxas_report_parse(const char *log, size_t length, struct kagent_ptxas_re
 	*report_out = NULL;
 	while (position < length) {
 		const char *newline = memchr(log + position, '\n', length - position);
-		struct line line, payload;
+		struct ptxas_report__line line, payload;
 		size_t offset;
 
 		line.start = log + position;
@@ -266,12 +272,13 @@ kagent_ptxas_report_parse(const char *log, size_t length, struct kagent_ptxas_re
 		if (line.length > 0 && line.start[line.length - 1] == '\r')
 			line.length--;
 
-		if (ptxas_payload(&line, "info", &payload)) {
-			if (line_starts_with(&payload, "Compiling entry function ", &offset)) {
+		if (ptxas_report__payload(&line, "info", &payload)) {
+			if (ptxas_report__line_starts_with(&payload, "Compiling entry function ",
+							   &offset)) {
 				char *name = NULL, *arch = NULL;
 				size_t end;
 
-				if (quoted(&payload, offset, &name, &end) < 0)
+				if (ptxas_report__quoted(&payload, offset, &name, &end) < 0)
 					continue;
 				if (report->kernel_count == KAGENT_PTXAS_REPORT_MAX_KERNELS) {
 					free(name);
@@ -287,24 +294,25 @@ kagent_ptxas_report_parse(const char *log, size_t length, struct kagent_ptxas_re
 					    report->kernels, capacity * sizeof *report->kernels);
 				}
 				current = &report->kernels[report->kernel_count++];
-				kernel_init(current, name);
-				if (line_find(&payload, end, " for ") != NULL &&
-				    quoted(&payload, end, &arch, &end) == 0)
+				ptxas_report__kernel_init(current, name);
+				if (ptxas_report__line_find(&payload, end, " for ") != NULL &&
+				    ptxas_report__quoted(&payload, end, &arch, &end) == 0)
 					current->arch = arch;
 				properties = NULL;
-			} else if (line_starts_with(&payload, "Function properties for ",
-						    &offset)) {
+			} else if (ptxas_report__line_starts_with(
+				       &payload, "Function properties for ", &offset)) {
 				const char *name = payload.start + offset;
 				size_t name_length = payload.length - offset;
 
 				while (name_length > 0 && name[name_length - 1] == ' ')
 					name_length--;
 				/* Device functions have properties too; only kernels are kept. */
-				properties = find_kernel(report, name, name_length);
-			} else if (line_starts_with(&payload, "Used ", &offset)) {
+				properties = ptxas_report__find_kernel(report, name, name_length);
+			} else if (ptxas_report__line_starts_with(&payload, "Used ", &offset)) {
 				if (current != NULL)
-					apply_used(current, &payload);
-			} else if (line_starts_with(&payload, "Compile time = ", &offset)) {
+					ptxas_report__apply_used(current, &payload);
+			} else if (ptxas_report__line_starts_with(&payload,
+								  "Compile time = ", &offset)) {
 				if (current != NULL) {
 					char buffer[32];
 					size_t copy = payload.length - offset;
@@ -323,12 +331,13 @@ kagent_ptxas_report_parse(const char *log, size_t length, struct kagent_ptxas_re
 					   *end = payload.start + payload.length;
 				long long value;
 
-				if (number(&p, end, &value) && item_is(p, end, "bytes gmem"))
+				if (ptxas_report__number(&p, end, &value) &&
+				    ptxas_report__item_is(p, end, "bytes gmem"))
 					report->global_bytes = value;
 			}
-		} else if (ptxas_payload(&line, ".", &payload)) {
+		} else if (ptxas_report__payload(&line, ".", &payload)) {
 			if (properties != NULL)
-				apply_items(properties, &payload);
+				ptxas_report__apply_items(properties, &payload);
 		}
 	}
 	*report_out = report;

@@ -206,27 +206,57 @@ evaluation__sibling_library(const char *sandbox_library, const char *name)
 	return value;
 }
 
+/* A string, or null when there is none: the key stays, since the runner reads every one. */
+static json_t *
+evaluation__string_or_null(const char *value)
+{
+	return value != NULL ? json_string(value) : json_null();
+}
+
+/* The request's "limits": what the worker and the sandbox allow the candidate. */
+static json_t *
+evaluation__limits(const struct kagent_evaluation_options *options)
+{
+	int call_timeout = options->call_timeout_seconds;
+	json_t *limits = json_object();
+
+	json_object_set_new(limits, "wall_seconds", json_integer(EVALUATION_WALL_SECONDS));
+	json_object_set_new(limits, "first_call_seconds",
+			    json_integer(call_timeout > 0 ? call_timeout : 120));
+	json_object_set_new(limits, "call_seconds",
+			    json_integer(call_timeout > 0 ? call_timeout : 20));
+	json_object_set_new(limits, "cpu_seconds", json_integer(600));
+	json_object_set_new(limits, "max_processes", json_integer(256));
+	json_object_set_new(limits, "output_bytes", json_integer(65536));
+	return limits;
+}
+
+/* Fresh seeds per run unless the options fix them, so a candidate cannot learn its inputs. */
+static uint64_t
+evaluation__seed_base(const struct kagent_evaluation_options *options)
+{
+	uint32_t random_value = 0;
+
+	if (options->seed != 0)
+		return options->seed;
+	if (getrandom(&random_value, sizeof random_value, 0) != sizeof random_value)
+		random_value = (uint32_t)uv_hrtime();
+	return 1 + random_value % 1000000000u;
+}
+
+/* The "evaluate" request of docs/worker-protocol.md, one key at a time. */
 static json_t *
 evaluation__request(struct evaluation__state *state)
 {
 	const struct kagent_evaluation_options *options = &state->options;
-	uint64_t base = options->seed;
+	uint64_t base = evaluation__seed_base(options);
 	int trials = options->trials > 0 ? options->trials : 3;
 	int signed_trials = options->signed_trials == 0	 ? 2
 			    : options->signed_trials < 0 ? 0
 							 : options->signed_trials;
-	char *sandbox_library = NULL, *cause = NULL, *candidate_cache = NULL, *judge_cache = NULL,
-	     *id, *problem_copy, *candidate_copy, *scratch, *judge_home;
-	json_t *request;
+	char *sandbox_library = NULL, *cause = NULL, *candidate_cache = NULL, *judge_cache = NULL;
+	json_t *request = json_object();
 
-	if (base == 0) {
-		uint32_t random_value = 0;
-
-		/* Fresh seeds per run so a candidate cannot learn the inputs it is judged on. */
-		if (getrandom(&random_value, sizeof random_value, 0) != sizeof random_value)
-			random_value = (uint32_t)uv_hrtime();
-		base = 1 + random_value % 1000000000u;
-	}
 	kagent_paths_sandbox_library(&sandbox_library, &cause);
 	free(cause);
 	if (state->sandbox_cache_dir != NULL) {
@@ -234,39 +264,43 @@ evaluation__request(struct evaluation__state *state)
 						  state->candidate_sha256);
 		judge_cache = kagent_asprintf("%s/judge", state->sandbox_cache_dir);
 	}
-	problem_copy = kagent_asprintf("%s/problem.py", state->job_dir);
-	candidate_copy = kagent_asprintf("%s/candidate.py", state->job_dir);
-	scratch = kagent_asprintf("%s/scratch", state->job_dir);
-	judge_home = kagent_asprintf("%s/judge", state->job_dir);
-	id = kagent_asprintf("%.16s-%llu", state->candidate_sha256, (unsigned long long)base);
-	request = json_pack(
-	    "{s:s, s:s, s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:o, s:O?, s:b, "
-	    "s:{s:i, s:i, s:i, s:i, s:i, s:i}, s:s, s:s?, s:s?, s:s?, s:I}",
-	    "type", "evaluate", "id", id, "problem_path", problem_copy, "candidate_path",
-	    candidate_copy, "device", state->device, "gpu_index", options->gpu_index, "seeds",
-	    evaluation__seeds(base, trials), "signed_seeds",
-	    evaluation__seeds(base + 100000, signed_trials), "tolerances",
-	    kagent_tolerance_table_to_json(), "timing", evaluation__timing_options(), "baselines",
-	    state->cached_baselines, "measure_compile", options->measure_compile, "limits",
-	    "wall_seconds", EVALUATION_WALL_SECONDS, "first_call_seconds",
-	    options->call_timeout_seconds > 0 ? options->call_timeout_seconds : 120, "call_seconds",
-	    options->call_timeout_seconds > 0 ? options->call_timeout_seconds : 20, "cpu_seconds",
-	    600, "max_processes", 256, "output_bytes", 65536, "scratch_directory", scratch,
-	    "cache_directory", candidate_cache, "judge_cache_directory", judge_cache,
-	    "sandbox_library", sandbox_library, "sandbox_uid",
-	    (json_int_t)(EVALUATION_SANDBOX_UID_BASE + options->gpu_index));
-	json_object_set_new(request, "judge_directory", json_string(judge_home));
+	json_object_set_new(request, "type", json_string("evaluate"));
+	json_object_set_new(
+	    request, "id",
+	    json_sprintf("%.16s-%llu", state->candidate_sha256, (unsigned long long)base));
+	json_object_set_new(request, "problem_path", json_sprintf("%s/problem.py", state->job_dir));
+	json_object_set_new(request, "candidate_path",
+			    json_sprintf("%s/candidate.py", state->job_dir));
+	json_object_set_new(request, "device", json_string(state->device));
+	json_object_set_new(request, "gpu_index", json_integer(options->gpu_index));
+	json_object_set_new(request, "seeds", evaluation__seeds(base, trials));
+	json_object_set_new(request, "signed_seeds",
+			    evaluation__seeds(base + 100000, signed_trials));
+	json_object_set_new(request, "tolerances", kagent_tolerance_table_to_json());
+	json_object_set_new(request, "timing", evaluation__timing_options());
+	json_object_set_new(request, "baselines",
+			    state->cached_baselines != NULL ? json_incref(state->cached_baselines)
+							    : json_null());
+	json_object_set_new(request, "measure_compile",
+			    json_boolean(options->measure_compile != 0));
+	json_object_set_new(request, "limits", evaluation__limits(options));
+	json_object_set_new(request, "scratch_directory",
+			    json_sprintf("%s/scratch", state->job_dir));
+	json_object_set_new(request, "cache_directory",
+			    evaluation__string_or_null(candidate_cache));
+	json_object_set_new(request, "judge_cache_directory",
+			    evaluation__string_or_null(judge_cache));
+	json_object_set_new(request, "sandbox_library",
+			    evaluation__string_or_null(sandbox_library));
+	json_object_set_new(request, "sandbox_uid",
+			    json_integer(EVALUATION_SANDBOX_UID_BASE + options->gpu_index));
+	json_object_set_new(request, "judge_directory", json_sprintf("%s/judge", state->job_dir));
 	json_object_set_new(request, "trace_library",
 			    evaluation__sibling_library(sandbox_library, "libkagent-trace.so"));
 	json_object_set_new(request, "cuda_library",
 			    evaluation__sibling_library(sandbox_library, "libkagent-cuda.so"));
 	json_object_set_new(request, "profile_reference",
 			    json_boolean(options->profile_reference != 0));
-	free(problem_copy);
-	free(candidate_copy);
-	free(scratch);
-	free(judge_home);
-	free(id);
 	free(judge_cache);
 	free(candidate_cache);
 	free(sandbox_library);

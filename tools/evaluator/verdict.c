@@ -731,135 +731,147 @@ verdict__judge_missing(const json_t *result)
 	return text;
 }
 
-int
-kagent_verdict_build(const struct kagent_verdict_input *in, json_t **verdict_out, char **cause)
+/*
+ * A build's first step: is the worker's answer a result with a judge to judge by? Returns 0
+ * and the judge object, or fills *cause: -EINVAL when the problem itself cannot be used,
+ * -EPROTO for an error message, a malformed result, a dead or failed judge, or a sandbox
+ * that could not be entered (which says nothing about the candidate).
+ */
+static int
+verdict__validate(const json_t *result, const json_t **judge_out, char **cause)
 {
-	struct verdict__state state = {0};
-	const json_t *result = in->result, *judge;
 	const char *type = verdict__string(result, "type");
-	const char *problem_error, *phase, *device;
-	enum kagent_verdict_status status;
-	char *reason = NULL;
-	json_t *verdict = NULL;
-	int error = 0;
+	const json_t *judge = json_object_get(result, "judge");
+	const json_t *candidate_error = json_object_get(judge, "candidate_error");
+	const char *error_kind = verdict__string(candidate_error, "kind");
+	const char *problem_error = verdict__string(judge, "problem_error");
+	const char *internal_error = verdict__string(judge, "internal_error");
+	char *message = NULL;
+	int error = -EPROTO;
 
-	*verdict_out = NULL;
 	if (!json_is_object(result)) {
-		error = -EPROTO;
 		*cause = kagent_strdup("the worker's answer is not a JSON object");
-		goto out;
-	}
-	if (type != NULL && strcmp(type, "error") == 0) {
-		char *message = verdict__first_line(verdict__string(result, "message"));
-
-		error = -EPROTO;
+	} else if (type != NULL && strcmp(type, "error") == 0) {
+		message = verdict__first_line(verdict__string(result, "message"));
 		*cause = kagent_asprintf("the worker reported an error: %s",
 					 message[0] ? message : "(no message)");
-		free(message);
-		goto out;
-	}
-	if (type == NULL || strcmp(type, "result") != 0) {
-		error = -EPROTO;
+	} else if (type == NULL || strcmp(type, "result") != 0) {
 		*cause = kagent_asprintf("the worker answered with a message of type %s, not a "
 					 "result",
 					 type ? type : "(none)");
-		goto out;
-	}
-	judge = json_object_get(result, "judge");
-	if (!json_is_object(judge)) {
-		error = -EPROTO;
+	} else if (!json_is_object(judge)) {
 		*cause = verdict__judge_missing(result);
-		goto out;
-	}
-	if ((problem_error = verdict__string(judge, "problem_error")) != NULL) {
-		char *message = verdict__first_line(problem_error);
-
+	} else if (problem_error != NULL) {
 		error = -EINVAL;
+		message = verdict__first_line(problem_error);
 		*cause = kagent_asprintf("the problem cannot be used: %s", message);
-		free(message);
-		goto out;
-	}
-	if (verdict__string(judge, "internal_error") != NULL) {
-		char *message = verdict__first_line(verdict__string(judge, "internal_error"));
-
-		error = -EPROTO;
+	} else if (internal_error != NULL) {
+		message = verdict__first_line(internal_error);
 		*cause = kagent_asprintf("the judge failed: %s", message);
-		free(message);
-		goto out;
-	}
-	/* A sandbox that could not be entered says nothing about the candidate. */
-	if (verdict__string(json_object_get(judge, "candidate_error"), "kind") != NULL &&
-	    strcmp(verdict__string(json_object_get(judge, "candidate_error"), "kind"), "sandbox") ==
-		0) {
-		char *message = verdict__first_line(
-		    verdict__string(json_object_get(judge, "candidate_error"), "message"));
-
-		error = -EPROTO;
+	} else if (error_kind != NULL && strcmp(error_kind, "sandbox") == 0) {
+		message = verdict__first_line(verdict__string(candidate_error, "message"));
 		*cause =
 		    kagent_asprintf("the candidate's sandbox could not be set up: %s", message);
-		free(message);
-		goto out;
+	} else {
+		*judge_out = judge;
+		error = 0;
 	}
-	device = verdict__string(json_object_get(judge, "environment"), "device");
+	free(message);
+	return error;
+}
+
+/* Step 3 of docs/verdict.md: the first tampering's detail says what was replaced. */
+static char *
+verdict__tampering_reason(const struct verdict__state *state)
+{
+	const json_t *item;
+	size_t index;
+
+	json_array_foreach(state->violations, index, item)
+	{
+		if (strcmp(verdict__string(item, "check"), "timer_tampering") == 0)
+			return kagent_strdup(verdict__string(item, "detail"));
+	}
+	return kagent_strdup("the candidate tampered with the timer");
+}
+
+/* "all 3 trials passed; 1.50x the speed of eager PyTorch", for a correct verdict. */
+static char *
+verdict__correct_reason(const struct kagent_verdict_input *in, const json_t *judge)
+{
+	json_t *timing = verdict__timing(judge, in->baselines_cached);
+	double eager = json_number_value(json_object_get(timing, "speedup_vs_eager"));
+	size_t trials = json_array_size(json_object_get(judge, "trials"));
+	char *reason;
+
+	if (eager > 0)
+		reason = kagent_asprintf("all %zu trials passed; %.2fx the speed of eager PyTorch",
+					 trials, eager);
+	else
+		reason = kagent_asprintf("all %zu trials passed", trials);
+	json_decref(timing);
+	return reason;
+}
+
+/*
+ * A build's second step: runs every check into the state, then decides the status and its
+ * reason in the order of docs/verdict.md. Returns 0, or -EPROTO with *cause when the judge
+ * reports no failure yet did not finish or ran no trial: such a result proves nothing.
+ */
+static int
+verdict__decide(struct verdict__state *state, const struct kagent_verdict_input *in,
+		const json_t *judge, enum kagent_verdict_status *status_out, char **reason_out,
+		char **cause)
+{
+	const char *device = verdict__string(json_object_get(judge, "environment"), "device");
+	const char *phase = verdict__string(judge, "phase");
+	enum kagent_verdict_status status;
+	char *reason = NULL;
+
 	if (device == NULL)
 		device = in->device;
-	phase = verdict__string(judge, "phase");
+	state->violations = json_array();
+	state->counts = json_object();
+	state->warnings = json_array();
+	verdict__check_trials(state, json_object_get(judge, "trials"));
+	verdict__check_rejections(state, judge, device);
+	verdict__collect_warnings(state, judge, device);
 
-	state.violations = json_array();
-	state.counts = json_object();
-	state.warnings = json_array();
-	verdict__check_trials(&state, json_object_get(judge, "trials"));
-	verdict__check_rejections(&state, judge, device);
-	verdict__collect_warnings(&state, judge, device);
-
-	status = verdict__classify_error(result, judge, &reason);
+	status = verdict__classify_error(in->result, judge, &reason);
 	if (status == KAGENT_VERDICT_REJECTED) {
-		/* Step 3: the timer was tampered with; say what was replaced. */
-		const json_t *item;
-		size_t index;
-
-		json_array_foreach(state.violations, index, item)
-		{
-			if (reason == NULL &&
-			    strcmp(verdict__string(item, "check"), "timer_tampering") == 0)
-				reason = kagent_strdup(verdict__string(item, "detail"));
-		}
-		if (reason == NULL)
-			reason = kagent_strdup("the candidate tampered with the timer");
+		reason = verdict__tampering_reason(state);
 	} else if (status != KAGENT_VERDICT_CORRECT) {
 		/* Decided by the candidate's error. */
-	} else if (state.incorrect_reason != NULL) {
+	} else if (state->incorrect_reason != NULL) {
 		status = KAGENT_VERDICT_INCORRECT;
-		reason = kagent_strdup(state.incorrect_reason);
+		reason = kagent_strdup(state->incorrect_reason);
 	} else if (phase == NULL || strcmp(phase, "done") != 0) {
-		error = -EPROTO;
 		*cause = kagent_asprintf("the judge stopped in phase %s without a verdict or an "
 					 "error",
 					 phase ? phase : "(unknown)");
-		goto out;
+		return -EPROTO;
 	} else if (json_array_size(json_object_get(judge, "trials")) == 0) {
-		error = -EPROTO;
 		*cause = kagent_strdup("the judge ran no correctness trial");
-		goto out;
-	} else if (state.rejected_reason != NULL) {
+		return -EPROTO;
+	} else if (state->rejected_reason != NULL) {
 		status = KAGENT_VERDICT_REJECTED;
-		reason = kagent_strdup(state.rejected_reason);
+		reason = kagent_strdup(state->rejected_reason);
 	} else {
-		json_t *timing = verdict__timing(judge, in->baselines_cached);
-		double eager = 0;
-		size_t trials = json_array_size(json_object_get(judge, "trials"));
-
-		eager = json_number_value(json_object_get(timing, "speedup_vs_eager"));
-		if (eager > 0)
-			reason = kagent_asprintf("all %zu trials passed; %.2fx the speed of eager "
-						 "PyTorch",
-						 trials, eager);
-		else
-			reason = kagent_asprintf("all %zu trials passed", trials);
-		json_decref(timing);
+		reason = verdict__correct_reason(in, judge);
 	}
+	*status_out = status;
+	*reason_out = reason;
+	return 0;
+}
 
-	verdict = json_object();
+/* A build's last step: the verdict object of docs/verdict.md, from the decision and the judge. */
+static json_t *
+verdict__assemble(const struct kagent_verdict_input *in, const json_t *judge,
+		  const struct verdict__state *state, enum kagent_verdict_status status,
+		  const char *reason)
+{
+	json_t *verdict = json_object();
+
 	json_object_set_new(verdict, "schema", json_string(KAGENT_VERDICT_SCHEMA));
 	json_object_set_new(verdict, "status", json_string(kagent_verdict_status_name(status)));
 	json_object_set_new(verdict, "reason", json_string(reason));
@@ -876,8 +888,8 @@ kagent_verdict_build(const struct kagent_verdict_input *in, json_t **verdict_out
 	json_object_set_new(verdict, "kernels",
 			    verdict__copy(judge, "kernels", JSON_OBJECT, json_null()));
 	json_object_set_new(verdict, "environment", verdict__environment(in, judge));
-	json_object_set_new(verdict, "violations", json_incref(state.violations));
-	json_object_set_new(verdict, "warnings", json_incref(state.warnings));
+	json_object_set_new(verdict, "violations", json_incref(state->violations));
+	json_object_set_new(verdict, "warnings", json_incref(state->warnings));
 	json_object_set_new(verdict, "degenerate", verdict__degenerate(judge));
 	/* what `kagent profile` renders; null when not recorded */
 	json_object_set_new(verdict, "reference_kernels",
@@ -892,9 +904,28 @@ kagent_verdict_build(const struct kagent_verdict_input *in, json_t **verdict_out
 			    verdict__copy(judge, "reference_counters", JSON_OBJECT, json_null()));
 	json_object_set_new(verdict, "phase_seconds",
 			    verdict__copy(judge, "phase_seconds", JSON_OBJECT, json_object()));
-	json_object_set_new(verdict, "candidate_output", verdict__candidate_output(result));
+	json_object_set_new(verdict, "candidate_output", verdict__candidate_output(in->result));
 	json_object_set_new(verdict, "wall_seconds", json_real(in->wall_seconds));
-	*verdict_out = verdict;
+	return verdict;
+}
+
+int
+kagent_verdict_build(const struct kagent_verdict_input *in, json_t **verdict_out, char **cause)
+{
+	struct verdict__state state = {0};
+	const json_t *judge = NULL;
+	enum kagent_verdict_status status = KAGENT_VERDICT_CORRECT;
+	char *reason = NULL;
+	int error;
+
+	*verdict_out = NULL;
+	error = verdict__validate(in->result, &judge, cause);
+	if (error < 0)
+		goto out;
+	error = verdict__decide(&state, in, judge, &status, &reason, cause);
+	if (error < 0)
+		goto out;
+	*verdict_out = verdict__assemble(in, judge, &state, status, reason);
 out:
 	free(reason);
 	free(state.incorrect_reason);

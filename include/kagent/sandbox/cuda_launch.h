@@ -56,12 +56,12 @@ const char *kagent_cuda_launch_type_name(enum kagent_cuda_launch_type type);
  * capacity, -EINVAL for unbalanced text.
  */
 int kagent_cuda_launch_parse_parameters(const char *list, enum kagent_cuda_launch_type *types,
-					size_t capacity, size_t *count_out, char *error,
-					size_t error_size);
+					size_t capacity, size_t *count_out, char *cause,
+					size_t cause_size);
 /* Checks a launch's shape against limits before anything is launched; -EINVAL with why. */
 int kagent_cuda_launch_check(const struct kagent_cuda_launch_limits *limits, const unsigned grid[3],
-			     const unsigned block[3], size_t shared_bytes, char *error,
-			     size_t error_size);
+			     const unsigned block[3], size_t shared_bytes, char *cause,
+			     size_t cause_size);
 
 /*
  * Compiles source and finds each requested kernel: an extern "C" symbol, the
@@ -77,20 +77,20 @@ int kagent_cuda_module_compile(const char *source, const char *arch, int device_
 			       const char *const *kernels, size_t kernel_count,
 			       const char *const *options, size_t option_count,
 			       const char *cache_directory, struct kagent_cuda_module **module_out,
-			       char *error, size_t error_size);
+			       char *cause, size_t cause_size);
 /*
  * Loads the cubin into device device_ordinal's primary context (the one torch
  * uses) and resolves every kernel; -ENODEV without a driver or GPU.
  */
-int kagent_cuda_module_load(struct kagent_cuda_module *module, int device_ordinal, char *error,
-			    size_t error_size);
+int kagent_cuda_module_load(struct kagent_cuda_module *module, int device_ordinal, char *cause,
+			    size_t cause_size);
 /*
  * JSON: {"arch", "cached", "compile_seconds", "loaded", "kernels": [{"name",
  * "symbol", "signature", "parameters": ["pointer", "int32", ...] or null
  * when unknown, "registers"}]}. Returns the length, or -ENOSPC.
  */
 int kagent_cuda_module_describe(const struct kagent_cuda_module *module, char *buffer,
-				size_t buffer_size, char *error, size_t error_size);
+				size_t buffer_size, char *cause, size_t cause_size);
 /*
  * Launches kernel kernel_index (the order of kernels given to compile) on
  * stream (a CUstream; NULL: the legacy default stream) with arguments[i]
@@ -99,8 +99,8 @@ int kagent_cuda_module_describe(const struct kagent_cuda_module *module, char *b
  */
 int kagent_cuda_module_launch(struct kagent_cuda_module *module, size_t kernel_index,
 			      const unsigned grid[3], const unsigned block[3], size_t shared_bytes,
-			      void *stream, void **arguments, size_t argument_count, char *error,
-			      size_t error_size);
+			      void *stream, void **arguments, size_t argument_count, char *cause,
+			      size_t cause_size);
 void kagent_cuda_module_free(struct kagent_cuda_module *module);
 
 #endif

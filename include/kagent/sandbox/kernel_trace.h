@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 /* Starts recording kernel launches. Returns 0 or a negative errno with a message. */
-int kagent_kernel_trace_start(char *error, size_t error_size);
+int kagent_kernel_trace_start(char *cause, size_t cause_size);
 /*
  * Stops recording (after the caller synchronised the device) and writes a JSON array, one
  * object per kernel name: {"name", "mangled", "count", "ms", "grid", "block", "registers",
@@ -21,7 +21,7 @@ int kagent_kernel_trace_start(char *error, size_t error_size);
  * possible, longest total time first. Returns the length written or a negative errno
  * (-ENOSPC when the buffer is too small).
  */
-int kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size_t error_size);
+int kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *cause, size_t cause_size);
 
 /*
  * Starts a counters pass on the CUDA context current on the calling thread: one range per
@@ -31,7 +31,7 @@ int kagent_kernel_trace_stop(char *buffer, size_t buffer_size, char *error, size
  * negative errno with a message naming the CUPTI call and its error
  * ("cuptiRangeProfilerEnable failed: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (...)").
  */
-int kagent_kernel_counters_start(char *error, size_t error_size);
+int kagent_kernel_counters_start(char *cause, size_t cause_size);
 /*
  * Ends the pass (after the caller synchronised the device) and writes a JSON object:
  * {"kernels": [{"name", "mangled", "count", "ms", "dram_percent", "sm_percent"}], "uncounted":
@@ -40,6 +40,6 @@ int kagent_kernel_counters_start(char *error, size_t error_size);
  * over its launches weighted by their time, and ms is the replayed kernels' own GPU time.
  * Returns the length written or a negative errno (-ENOSPC when the buffer is too small).
  */
-int kagent_kernel_counters_stop(char *buffer, size_t buffer_size, char *error, size_t error_size);
+int kagent_kernel_counters_stop(char *buffer, size_t buffer_size, char *cause, size_t cause_size);
 
 #endif

@@ -31,18 +31,18 @@ struct kagent_sandbox_policy {
 /*
  * Confines the calling process. It must be single-threaded (Landlock confines the
  * calling thread only). Returns 0, or a negative errno with a message in
- * error[error_size]. It never exits; the policy is checked before anything is
+ * cause[cause_size]. It never exits; the policy is checked before anything is
  * changed, but a failure after that leaves the process partly confined: the caller
  * must then exit rather than run the candidate.
  */
-int kagent_sandbox_enter(const struct kagent_sandbox_policy *policy, char *error,
-			 size_t error_size);
+int kagent_sandbox_enter(const struct kagent_sandbox_policy *policy, char *cause,
+			 size_t cause_size);
 /*
  * The same with the policy as a JSON object whose keys are the struct's fields
  * (writable_paths an array of strings, the two flags booleans). Unknown keys are
  * refused. This is what the Python runner calls.
  */
-int kagent_sandbox_enter_json(const char *policy_json, char *error, size_t error_size);
+int kagent_sandbox_enter_json(const char *policy_json, char *cause, size_t cause_size);
 /*
  * Writes a JSON object saying what the library can apply here (Landlock ABI,
  * seccomp, root, ...) and what an earlier kagent_sandbox_enter applied in this
