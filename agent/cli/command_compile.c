@@ -22,11 +22,49 @@ struct command_compile__arguments {
 	const char *output;
 	bool json;
 	bool no_cache;
+	bool help;
 	const char **options;
 	size_t option_count;
 	const char **names;
 	size_t name_count;
 };
+
+/* Indexes into command_compile__options, the cases of the parser's switch. */
+enum {
+	COMMAND_COMPILE_ARCH,
+	COMMAND_COMPILE_JSON,
+	COMMAND_COMPILE_OPTION,
+	COMMAND_COMPILE_NAME_EXPRESSION,
+	COMMAND_COMPILE_NO_CACHE,
+	COMMAND_COMPILE_OUTPUT,
+	COMMAND_COMPILE_DEFINE,
+	COMMAND_COMPILE_UNDEFINE,
+	COMMAND_COMPILE_INCLUDE,
+};
+
+/* clang-format off */
+static const struct kagent_command_option command_compile__options[] = {
+	[COMMAND_COMPILE_ARCH] = {"arch", 0, "ARCH", "the GPU architecture to compile for",
+		KAGENT_COMPILE_DEFAULT_ARCH, NULL},
+	[COMMAND_COMPILE_JSON] = {"json", 0, NULL,
+		"print one JSON object (docs/compile.md), an error object on failure", NULL, NULL},
+	[COMMAND_COMPILE_OPTION] = {"option", 0, "OPT", "pass OPT to NVRTC; repeatable "
+		"(-std=, --use_fast_math, -lineinfo, -maxrregcount= also go as they are)",
+		NULL, NULL},
+	[COMMAND_COMPILE_NAME_EXPRESSION] = {"name-expression", 0, "EXPR",
+		"a template instance to compile and report, e.g. 'k<float>'; repeatable", NULL,
+		NULL},
+	[COMMAND_COMPILE_NO_CACHE] = {"no-cache", 0, NULL,
+		"neither read nor write the compile cache", NULL, NULL},
+	[COMMAND_COMPILE_OUTPUT] = {"output", 'o', "OUT.cubin", "write the cubin there",
+		"not written", NULL},
+	[COMMAND_COMPILE_DEFINE] = {NULL, 'D', "NAME[=VALUE]", "define a macro", NULL, NULL},
+	[COMMAND_COMPILE_UNDEFINE] = {NULL, 'U', "NAME", "undefine a macro", NULL, NULL},
+	[COMMAND_COMPILE_INCLUDE] = {NULL, 'I', "DIR", "add a folder to the include path",
+		NULL, NULL},
+	{0},
+};
+/* clang-format on */
 
 /* Reports a usage or I/O failure, as JSON when --json was asked for. */
 static int
@@ -56,6 +94,33 @@ command_compile__is_direct_option(const char *argument)
 	       strncmp(argument, "-maxrregcount=", 14) == 0;
 }
 
+/* The option ARGUMENT names ("--name", "--name=VALUE" or "-o"), its inline value in *value. */
+static const struct kagent_command_option *
+command_compile__find(const char *argument, const char **value)
+{
+	const struct kagent_command_option *option;
+	char *name;
+
+	*value = NULL;
+	if (strncmp(argument, "--", 2) == 0) {
+		const char *equals = strchr(argument, '=');
+
+		name = kagent_strndup(argument + 2, equals != NULL ? (size_t)(equals - argument - 2)
+								   : strlen(argument + 2));
+		option = kagent_command_option_find(&kagent_command_compile, name);
+		free(name);
+		if (option != NULL && equals != NULL)
+			*value = equals + 1;
+		return option;
+	}
+	for (option = command_compile__options; option->name != NULL || option->letter != 0;
+	     option++) {
+		if (argument[0] == '-' && option->letter == argument[1] && argument[2] == '\0')
+			return option;
+	}
+	return NULL;
+}
+
 /* Returns 0 or a negative errno with *cause filled. */
 static int
 command_compile__parse_arguments(int argc, char **argv,
@@ -72,49 +137,65 @@ command_compile__parse_arguments(int argc, char **argv,
 	}
 	for (index = 1; index < argc; index++) {
 		const char *argument = argv[index];
-		const char *value = index + 1 < argc ? argv[index + 1] : NULL;
+		const struct kagent_command_option *option;
+		const char *value;
 
-		if (strcmp(argument, "--json") == 0)
-			continue;
-		if (strcmp(argument, "--no-cache") == 0) {
-			arguments->no_cache = true;
-		} else if (strncmp(argument, "--arch=", 7) == 0) {
-			arguments->arch = argument + 7;
-		} else if (strncmp(argument, "--option=", 9) == 0) {
-			arguments->options[arguments->option_count++] = argument + 9;
-		} else if (strncmp(argument, "--name-expression=", 18) == 0) {
-			arguments->names[arguments->name_count++] = argument + 18;
-		} else if (strcmp(argument, "--arch") == 0 || strcmp(argument, "--option") == 0 ||
-			   strcmp(argument, "--name-expression") == 0 ||
-			   strcmp(argument, "-o") == 0) {
-			if (value == NULL) {
-				result = -EINVAL;
-				*cause = kagent_asprintf("%s needs a value", argument);
-				goto out;
-			}
-			index++;
-			if (strcmp(argument, "--arch") == 0)
-				arguments->arch = value;
-			else if (strcmp(argument, "--option") == 0)
-				arguments->options[arguments->option_count++] = value;
-			else if (strcmp(argument, "--name-expression") == 0)
-				arguments->names[arguments->name_count++] = value;
-			else
-				arguments->output = value;
-		} else if (command_compile__is_direct_option(argument)) {
+		if (strcmp(argument, "--help") == 0 || strcmp(argument, "-h") == 0) {
+			arguments->help = true;
+			goto out;
+		}
+		/* NVRTC's own options go through as they are. */
+		if (command_compile__is_direct_option(argument)) {
 			arguments->options[arguments->option_count++] = argument;
-		} else if (argument[0] == '-' && argument[1] != '\0') {
+			continue;
+		}
+		option = command_compile__find(argument, &value);
+		if (option == NULL && argument[0] == '-' && argument[1] != '\0') {
 			result = -EINVAL;
 			*cause = kagent_asprintf("unknown option %s (NVRTC options go through "
 						 "--option OPT)",
 						 argument);
 			goto out;
-		} else if (arguments->path != NULL) {
-			result = -EINVAL;
-			*cause = kagent_strdup("exactly one source file, please");
-			goto out;
-		} else {
+		}
+		if (option == NULL) {
+			if (arguments->path != NULL) {
+				result = -EINVAL;
+				*cause = kagent_strdup("exactly one source file, please");
+				goto out;
+			}
 			arguments->path = argument;
+			continue;
+		}
+		if (option->argument != NULL && value == NULL) {
+			if (index + 1 >= argc) {
+				result = -EINVAL;
+				*cause = kagent_asprintf("%s needs a value", argument);
+				goto out;
+			}
+			value = argv[++index];
+		} else if (option->argument == NULL && value != NULL) {
+			result = -EINVAL;
+			*cause = kagent_asprintf("--%s takes no value", option->name);
+			goto out;
+		}
+		switch (option - command_compile__options) {
+		case COMMAND_COMPILE_ARCH:
+			arguments->arch = value;
+			break;
+		case COMMAND_COMPILE_OPTION:
+			arguments->options[arguments->option_count++] = value;
+			break;
+		case COMMAND_COMPILE_NAME_EXPRESSION:
+			arguments->names[arguments->name_count++] = value;
+			break;
+		case COMMAND_COMPILE_NO_CACHE:
+			arguments->no_cache = true;
+			break;
+		case COMMAND_COMPILE_OUTPUT:
+			arguments->output = value;
+			break;
+		default: /* --json, read above; -D, -U, -I, taken as NVRTC options above */
+			break;
 		}
 	}
 	if (arguments->path == NULL) {
@@ -138,7 +219,13 @@ command_compile__handler(int argc, char **argv)
 
 	memset(&arguments, 0, sizeof arguments);
 	memset(&request, 0, sizeof request);
-	if (command_compile__parse_arguments(argc, argv, &arguments, &cause) < 0) {
+	if (command_compile__parse_arguments(argc, argv, &arguments, &cause) == 0 &&
+	    arguments.help) {
+		kagent_command_print_help(&kagent_command_compile, stdout);
+		exit_status = 0;
+		goto out;
+	}
+	if (cause != NULL) {
 		exit_status = command_compile__fail(&arguments, "usage", cause);
 		if (!arguments.json)
 			kagent_command_print_usage(&kagent_command_compile);
@@ -205,8 +292,8 @@ out:
 
 const struct kagent_command kagent_command_compile = {
     .name = "compile",
-    .usage = "FILE.cu [--arch sm_90a] [--json] [-D...] [-I...] [--option OPT]... "
-	     "[--name-expression EXPR]... [--no-cache] [-o OUT.cubin]",
+    .operands = "FILE.cu",
     .help = "compile CUDA C++ to a cubin with NVRTC; report diagnostics, registers, spills",
+    .options = command_compile__options,
     .handler = command_compile__handler,
 };

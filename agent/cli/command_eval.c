@@ -10,22 +10,57 @@
 #include "kagent/evaluator/evaluation.h"
 #include "kagent/evaluator/verdict.h"
 
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define COMMAND_EVAL_EXIT_ERROR 2
+#define COMMAND_EVAL_NO_GPU_HINT "to run the evaluation on the CPU instead, add --device cpu"
 
+/* Indexes into kagent_command_eval_options, the cases of the parser's switch. */
 enum {
-	COMMAND_EVAL_OPTION_COLD = 256,
-	COMMAND_EVAL_OPTION_NO_CACHE,
-	COMMAND_EVAL_OPTION_NO_COMPILE,
-	COMMAND_EVAL_OPTION_TRIALS,
-	COMMAND_EVAL_OPTION_SIGNED_TRIALS,
-	COMMAND_EVAL_OPTION_CALL_TIMEOUT,
+	COMMAND_EVAL_JSON,
+	COMMAND_EVAL_DEVICE,
+	COMMAND_EVAL_GPU,
+	COMMAND_EVAL_SEED,
+	COMMAND_EVAL_WORKER,
+	COMMAND_EVAL_COLD,
+	COMMAND_EVAL_NO_CACHE,
+	COMMAND_EVAL_NO_COMPILE,
+	COMMAND_EVAL_TRIALS,
+	COMMAND_EVAL_SIGNED_TRIALS,
+	COMMAND_EVAL_CALL_TIMEOUT,
 };
+
+/* clang-format off */
+const struct kagent_command_option kagent_command_eval_options[] = {
+	[COMMAND_EVAL_JSON] = {"json", 0, NULL,
+		"print the verdict as one JSON object (an error object on failure)", NULL, NULL},
+	[COMMAND_EVAL_DEVICE] = {"device", 0, "cuda|cpu", "where the kernels run", "cuda", NULL},
+	[COMMAND_EVAL_GPU] = {"gpu", 0, "N", "the index of the GPU to use", "0", NULL},
+	[COMMAND_EVAL_SEED] = {"seed", 0, "N",
+		"the first input seed; trials use N, N+1, ...", "random", NULL},
+	[COMMAND_EVAL_WORKER] = {"worker", 0, "SOCKET",
+		"the socket of a running kagent worker",
+		"the default socket if a worker serves it, else a new worker",
+		NULL},
+	[COMMAND_EVAL_COLD] = {"cold", 0, NULL, "never use a running worker: start a new one",
+		NULL, NULL},
+	[COMMAND_EVAL_NO_CACHE] = {"no-cache", 0, NULL,
+		"neither read nor write cached baseline timings", NULL, NULL},
+	[COMMAND_EVAL_NO_COMPILE] = {"no-compile-baseline", 0, NULL,
+		"do not time torch.compile as a baseline", NULL, NULL},
+	[COMMAND_EVAL_TRIALS] = {"trials", 0, "N",
+		"correctness trials on the problem's own inputs, 1 to 1000", "3", NULL},
+	[COMMAND_EVAL_SIGNED_TRIALS] = {"signed-trials", 0, "N",
+		"extra trials on signed inputs, 0 (none) to 1000", "2", NULL},
+	[COMMAND_EVAL_CALL_TIMEOUT] = {"call-timeout", 0, "SECONDS",
+		"seconds one call of the candidate may take, 1 to 3600",
+		"120 for the first call, 20 for later ones", NULL},
+	{0},
+};
+/* clang-format on */
 
 /* A usage error: the message on stderr, and the error object too when --json was asked. */
 static int
@@ -56,23 +91,9 @@ int
 kagent_command_eval_run(int argc, char **argv, const struct kagent_command *command,
 			int profile_reference, kagent_command_eval_render render)
 {
-	static const struct option long_options[] = {
-	    {"json", no_argument, NULL, 'j'},
-	    {"device", required_argument, NULL, 'd'},
-	    {"gpu", required_argument, NULL, 'g'},
-	    {"seed", required_argument, NULL, 's'},
-	    {"worker", required_argument, NULL, 'w'},
-	    {"cold", no_argument, NULL, COMMAND_EVAL_OPTION_COLD},
-	    {"no-cache", no_argument, NULL, COMMAND_EVAL_OPTION_NO_CACHE},
-	    {"no-compile-baseline", no_argument, NULL, COMMAND_EVAL_OPTION_NO_COMPILE},
-	    {"trials", required_argument, NULL, COMMAND_EVAL_OPTION_TRIALS},
-	    {"signed-trials", required_argument, NULL, COMMAND_EVAL_OPTION_SIGNED_TRIALS},
-	    {"call-timeout", required_argument, NULL, COMMAND_EVAL_OPTION_CALL_TIMEOUT},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	struct kagent_evaluation_options options = {
 	    .device = "cuda", .measure_compile = 1, .profile_reference = profile_reference};
+	struct kagent_command_parser parser;
 	json_t *object = NULL;
 	long long number;
 	int json = 0, option, status, index;
@@ -82,63 +103,66 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 		if (strcmp(argv[index], "--json") == 0)
 			json = 1;
 	}
-	optind = 1;
-	opterr = 0;
-	while ((option = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
+	kagent_command_parser_init(&parser, command);
+	while ((option = kagent_command_parser_next(&parser, argc, argv)) != KAGENT_COMMAND_END) {
 		switch (option) {
-		case 'j':
+		case COMMAND_EVAL_JSON:
 			break;
-		case 'd':
+		case COMMAND_EVAL_DEVICE:
 			options.device = optarg;
 			break;
-		case 'g':
+		case COMMAND_EVAL_GPU:
 			if (!command_eval__parse_number(optarg, 0, &number) || number > INT_MAX)
 				return command_eval__usage_error(command, json,
 								 "--gpu needs a GPU index");
 			options.gpu_index = (int)number;
 			break;
-		case 's':
+		case COMMAND_EVAL_SEED:
 			if (!command_eval__parse_number(optarg, 1, &number))
 				return command_eval__usage_error(command, json,
 								 "--seed needs a positive number");
 			options.seed = (uint64_t)number;
 			break;
-		case 'w':
+		case COMMAND_EVAL_WORKER:
 			options.worker_socket = optarg;
 			break;
-		case COMMAND_EVAL_OPTION_COLD:
+		case COMMAND_EVAL_COLD:
 			options.cold = 1;
 			break;
-		case COMMAND_EVAL_OPTION_NO_CACHE:
+		case COMMAND_EVAL_NO_CACHE:
 			options.no_cache = 1;
 			break;
-		case COMMAND_EVAL_OPTION_NO_COMPILE:
+		case COMMAND_EVAL_NO_COMPILE:
 			options.measure_compile = 0;
 			break;
-		case COMMAND_EVAL_OPTION_TRIALS:
+		case COMMAND_EVAL_TRIALS:
 			if (!command_eval__parse_number(optarg, 1, &number) || number > 1000)
 				return command_eval__usage_error(command, json,
 								 "--trials needs a number from 1");
 			options.trials = (int)number;
 			break;
-		case COMMAND_EVAL_OPTION_SIGNED_TRIALS:
+		case COMMAND_EVAL_SIGNED_TRIALS:
 			if (!command_eval__parse_number(optarg, 0, &number) || number > 1000)
 				return command_eval__usage_error(command, json,
 								 "--signed-trials needs a number");
 			options.signed_trials = number == 0 ? -1 : (int)number;
 			break;
-		case COMMAND_EVAL_OPTION_CALL_TIMEOUT:
+		case COMMAND_EVAL_CALL_TIMEOUT:
 			if (!command_eval__parse_number(optarg, 1, &number) || number > 3600)
 				return command_eval__usage_error(
 				    command, json, "--call-timeout needs seconds, 1 to 3600");
 			options.call_timeout_seconds = (int)number;
 			break;
-		case 'h':
-			kagent_command_print_usage(command);
+		case KAGENT_COMMAND_HELP:
+			kagent_command_print_help(command, stdout);
 			return 0;
-		case ':':
-			return command_eval__usage_error(command, json,
-							 "an option is missing its value");
+		case KAGENT_COMMAND_MISSING_VALUE: {
+			char *message = kagent_asprintf("%s needs a value", argv[optind - 1]);
+
+			status = command_eval__usage_error(command, json, message);
+			free(message);
+			return status;
+		}
 		default: {
 			char *message = kagent_asprintf("unknown option %s", argv[optind - 1]);
 
@@ -158,8 +182,14 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 
 	status = kagent_evaluation_run_sync(&options, &object);
 	if (status != 0) {
+		const char *kind = json_string_value(json_object_get(object, "error"));
+
 		fprintf(stderr, "kagent %s: %s\n", command->name,
 			json_string_value(json_object_get(object, "message")));
+		if (kind != NULL && strcmp(kind, "no_gpu") == 0) {
+			fputs(COMMAND_EVAL_NO_GPU_HINT "\n", stderr);
+			json_object_set_new(object, "hint", json_string(COMMAND_EVAL_NO_GPU_HINT));
+		}
 		if (json) {
 			json_dumpf(object, stdout, JSON_COMPACT);
 			fputc('\n', stdout);
@@ -187,7 +217,8 @@ command_eval__handler(int argc, char **argv)
 
 const struct kagent_command kagent_command_eval = {
     .name = "eval",
-    .usage = KAGENT_COMMAND_EVAL_USAGE,
+    .operands = KAGENT_COMMAND_EVAL_OPERANDS,
     .help = "judge a candidate kernel against a problem; exit 0 only when correct",
+    .options = kagent_command_eval_options,
     .handler = command_eval__handler,
 };

@@ -11,10 +11,10 @@
 #include <jansson.h>
 #include <stdio.h>
 
-#define KAGENT_COMMAND_EVAL_USAGE                                                                  \
-	"PROBLEM.py CANDIDATE.py [--json] [--device cuda|cpu] [--gpu N] [--seed N] "               \
-	"[--worker SOCKET] [--cold] [--no-cache] [--no-compile-baseline] [--trials N] "            \
-	"[--signed-trials N] [--call-timeout SECONDS]"
+#define KAGENT_COMMAND_EVAL_OPERANDS "PROBLEM.py CANDIDATE.py"
+
+/* The options both commands take, for their struct kagent_command. */
+extern const struct kagent_command_option kagent_command_eval_options[];
 
 typedef void (*kagent_command_eval_render)(const json_t *verdict, FILE *stream);
 

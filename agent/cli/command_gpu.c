@@ -1,63 +1,89 @@
 /* `kagent gpu`: what the NVIDIA driver reports, or why there is no usable GPU. */
+#include "kagent/base/alloc.h"
 #include "kagent/cli/command.h"
 #include "kagent/cuda/cuda_driver.h"
 #include "kagent/evaluator/verdict.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+enum {
+	COMMAND_GPU_JSON,
+	COMMAND_GPU_GPU,
+};
+
+/* clang-format off */
+static const struct kagent_command_option command_gpu__options[] = {
+	[COMMAND_GPU_JSON] = {"json", 0, NULL, "print one JSON object: the asked GPU, and every "
+		"GPU under \"devices\" (an error object when there is none)", NULL, NULL},
+	[COMMAND_GPU_GPU] = {"gpu", 0, "N", "the index of the GPU to show first", "0", NULL},
+	{0},
+};
+/* clang-format on */
+
+/* A failure: the message (and a hint) on stderr, and the error object too with --json. */
+static int
+command_gpu__fail(int json, const char *kind, const char *message, int usage)
+{
+	fprintf(stderr, "kagent gpu: %s\n", message);
+	if (usage)
+		kagent_command_print_usage(&kagent_command_gpu);
+	if (json) {
+		json_t *object = kagent_verdict_error_json(kind, message);
+
+		json_dumpf(object, stdout, JSON_COMPACT);
+		fputc('\n', stdout);
+		json_decref(object);
+	}
+	return 2;
+}
 
 static int
 command_gpu__handler(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"json", no_argument, NULL, 'j'},
-	    {"gpu", required_argument, NULL, 'g'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
+	struct kagent_command_parser parser;
 	struct kagent_gpu_info info;
-	char *cause = NULL, *end;
-	int json = 0, index = 0, option, status = 0, shown;
-	json_t *object;
+	char *cause = NULL, *end, *message;
+	int json = 0, index = 0, option, shown, status;
+	json_t *object = NULL, *devices = NULL;
 
-	optind = 1;
-	opterr = 0;
-	while ((option = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+	for (option = 1; option < argc; option++)
+		json = json || strcmp(argv[option], "--json") == 0;
+	kagent_command_parser_init(&parser, &kagent_command_gpu);
+	while ((option = kagent_command_parser_next(&parser, argc, argv)) != KAGENT_COMMAND_END) {
 		switch (option) {
-		case 'j':
-			json = 1;
+		case COMMAND_GPU_JSON:
 			break;
-		case 'g':
+		case COMMAND_GPU_GPU:
 			index = (int)strtol(optarg, &end, 10);
-			if (*end != '\0' || index < 0) {
-				kagent_command_print_usage(&kagent_command_gpu);
-				return 2;
-			}
+			if (*end != '\0' || end == optarg || index < 0)
+				return command_gpu__fail(json, "usage", "--gpu needs a GPU index",
+							 1);
 			break;
-		case 'h':
-			kagent_command_print_usage(&kagent_command_gpu);
+		case KAGENT_COMMAND_HELP:
+			kagent_command_print_help(&kagent_command_gpu, stdout);
 			return 0;
 		default:
-			fprintf(stderr, "kagent gpu: unknown option\n");
-			kagent_command_print_usage(&kagent_command_gpu);
-			return 2;
+			message = kagent_asprintf("%s %s", argv[optind - 1],
+						  option == KAGENT_COMMAND_MISSING_VALUE
+						      ? "needs a value"
+						      : "is no option of kagent gpu");
+			status = command_gpu__fail(json, "usage", message, 1);
+			free(message);
+			return status;
 		}
 	}
-	if (optind != argc) {
-		kagent_command_print_usage(&kagent_command_gpu);
-		return 2;
-	}
+	if (optind != argc)
+		return command_gpu__fail(json, "usage", "takes no operands", 1);
 	if (kagent_cuda_driver_probe(&info, index, &cause) != 0) {
-		fprintf(stderr, "kagent gpu: %s\n", cause);
-		if (json) {
-			object = kagent_verdict_error_json("no_gpu", cause);
-			json_dumpf(object, stdout, JSON_COMPACT);
-			fputc('\n', stdout);
-			json_decref(object);
-		}
+		status = command_gpu__fail(json, "no_gpu", cause, 0);
 		free(cause);
-		return 2;
+		return status;
+	}
+	if (json) {
+		object = kagent_cuda_driver_info_to_json(&info);
+		devices = json_array();
 	}
 	/* Show every device, the asked one first being the usual case of one GPU. */
 	for (shown = 0; shown < info.device_count; shown++) {
@@ -68,23 +94,25 @@ command_gpu__handler(int argc, char **argv)
 			cause = NULL;
 			continue;
 		}
-		if (json) {
-			object = kagent_cuda_driver_info_to_json(&each);
-			json_dumpf(object, stdout, JSON_COMPACT);
-			fputc('\n', stdout);
-			json_decref(object);
-		} else {
+		if (json)
+			json_array_append_new(devices, kagent_cuda_driver_info_to_json(&each));
+		else
 			printf("GPU %d: %s (compute capability %s, driver CUDA %s, %s)\n",
 			       each.index, each.name, each.compute_capability, each.driver,
 			       each.uuid[0] ? each.uuid : "no uuid");
-		}
 	}
-	return status;
+	if (json) {
+		json_object_set_new(object, "devices", devices);
+		json_dumpf(object, stdout, JSON_COMPACT);
+		fputc('\n', stdout);
+		json_decref(object);
+	}
+	return 0;
 }
 
 const struct kagent_command kagent_command_gpu = {
     .name = "gpu",
-    .usage = "[--json] [--gpu N]",
     .help = "show the GPUs the NVIDIA driver sees (exit 2 when there is none)",
+    .options = command_gpu__options,
     .handler = command_gpu__handler,
 };

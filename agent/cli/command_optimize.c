@@ -13,8 +13,8 @@
 #include "kagent/llm/http_client.h"
 #include "kagent/session/session.h"
 #include "kagent/cli/terminal_view.h"
+#include "kagent/evaluator/verdict.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,41 +23,46 @@
 #define OPTIMIZE_EXIT_NOT_REACHED 1
 #define OPTIMIZE_EXIT_ERROR 2
 
-/* Flags that set one config key each: one table serves parsing and the usage text. */
-struct command_optimize__flag {
-	const char *name;
-	const char *config_key;
-};
-
-/* clang-format off */
-static const struct command_optimize__flag command_optimize__flags[] = {
-	{"base-url", "provider.base_url"},
-	{"model", "provider.model"},
-	{"api", "provider.api"},
-	{"target", "target.speedup"},
-	{"against", "target.baseline"},
-	{"max-turns", "budget.max_turns"},
-	{"max-tokens", "budget.max_tokens"},
-	{"max-cost", "budget.max_cost"},
-	{"max-seconds", "budget.max_wall_seconds"},
-	{"max-gpu-seconds", "budget.max_gpu_seconds"},
-	{"device", "evaluation.device"},
-	{"gpu", "evaluation.gpu"},
-	{"worker", "evaluation.worker_socket"},
-	{"output", "output_directory"},
-	{"prompts", "prompts_directory"},
-};
-/* clang-format on */
-#define OPTIMIZE_FLAG_COUNT (sizeof command_optimize__flags / sizeof command_optimize__flags[0])
-
+/* Indexes into command_optimize__options, the cases of the parser's switch. */
 enum {
-	OPTIMIZE_OPTION_CONFIG = 256,
+	OPTIMIZE_OPTION_CONFIG,
 	OPTIMIZE_OPTION_RESUME,
 	OPTIMIZE_OPTION_JSON,
 	OPTIMIZE_OPTION_VERBOSE,
-	OPTIMIZE_OPTION_HELP,
-	OPTIMIZE_OPTION_FLAG, /* + index into command_optimize__flags */
+	OPTIMIZE_OPTION_FIRST_KEY, /* from here on, each flag sets its config key */
 };
+
+/* A flag with a config key takes its help and default from the key (agent/records/config.c). */
+/* clang-format off */
+static const struct kagent_command_option command_optimize__options[] = {
+	[OPTIMIZE_OPTION_CONFIG] = {"config", 0, "FILE", "the config file",
+		"$KAGENT_CONFIG, else ./kagent.yaml", NULL},
+	[OPTIMIZE_OPTION_RESUME] = {"resume", 0, "RUN-ID",
+		"continue an interrupted run where it stopped", NULL, NULL},
+	[OPTIMIZE_OPTION_JSON] = {"json", 0, NULL, "print the final summary as one JSON object "
+		"(an error object on failure); the progress goes to stderr", NULL, NULL},
+	[OPTIMIZE_OPTION_VERBOSE] = {"verbose", 0, NULL,
+		"also show the model's text and the tool results", NULL, NULL},
+	{"base-url", 0, "URL", NULL, NULL, "provider.base_url"},
+	{"model", 0, "NAME", NULL, NULL, "provider.model"},
+	{"api", 0, "chat_completions|responses|anthropic", NULL, NULL, "provider.api"},
+	{"target", 0, "SPEEDUP", NULL, NULL, "target.speedup"},
+	{"against", 0, "eager|compile|best", NULL, NULL, "target.baseline"},
+	{"max-turns", 0, "N", NULL, NULL, "budget.max_turns"},
+	{"max-tokens", 0, "N", NULL, NULL, "budget.max_tokens"},
+	{"max-cost", 0, "USD", NULL, NULL, "budget.max_cost"},
+	{"max-seconds", 0, "S", NULL, NULL, "budget.max_wall_seconds"},
+	{"max-gpu-seconds", 0, "S", NULL, NULL, "budget.max_gpu_seconds"},
+	{"device", 0, "cuda|cpu", NULL, NULL, "evaluation.device"},
+	{"gpu", 0, "N", NULL, NULL, "evaluation.gpu"},
+	{"worker", 0, "SOCKET", NULL, NULL, "evaluation.worker_socket"},
+	{"output", 0, "DIR", NULL, NULL, "output_directory"},
+	{"prompts", 0, "DIR", NULL, NULL, "prompts_directory"},
+	{0},
+};
+/* clang-format on */
+#define OPTIMIZE_OPTION_COUNT                                                                      \
+	(sizeof command_optimize__options / sizeof command_optimize__options[0] - 1)
 
 struct command_optimize__run {
 	struct kagent_terminal_view *view;
@@ -110,10 +115,18 @@ command_optimize__interrupted(uv_signal_t *handle, int signal_number)
 	kagent_session_interrupt(run->session);
 }
 
+/* A failure before the run: the message on stderr, and one error object with --json. */
 static int
-command_optimize__fail(const char *message)
+command_optimize__fail(int json, const char *kind, const char *message)
 {
 	fprintf(stderr, "kagent optimize: %s\n", message);
+	if (json) {
+		json_t *object = kagent_verdict_error_json(kind, message);
+
+		json_dumpf(object, stdout, JSON_COMPACT);
+		fputc('\n', stdout);
+		json_decref(object);
+	}
 	return OPTIMIZE_EXIT_ERROR;
 }
 
@@ -131,14 +144,14 @@ command_optimize__configure(struct kagent_config *config, const char *config_pat
 	if (config_path != NULL &&
 	    (status = kagent_config_load_file(config, config_path, cause)) < 0)
 		goto out;
-	for (index = 0; index < OPTIMIZE_FLAG_COUNT; index++) {
+	for (index = OPTIMIZE_OPTION_FIRST_KEY; index < OPTIMIZE_OPTION_COUNT; index++) {
 		if (flag_values[index] == NULL)
 			continue;
-		status = kagent_config_set(config, command_optimize__flags[index].config_key,
+		status = kagent_config_set(config, command_optimize__options[index].config_key,
 					   flag_values[index], cause);
 		if (status < 0) {
 			char *with_flag = kagent_asprintf(
-			    "--%s: %s", command_optimize__flags[index].name, *cause);
+			    "--%s: %s", command_optimize__options[index].name, *cause);
 
 			free(*cause);
 			*cause = with_flag;
@@ -163,7 +176,8 @@ command_optimize__check_gpu(const struct kagent_config *config, struct kagent_gp
 		return 0;
 	if (kagent_cuda_driver_probe(gpu, config->evaluation.gpu_index, &detail) < 0) {
 		*cause = kagent_asprintf("no GPU to evaluate candidates on: %s (nothing was sent "
-					 "to the model)",
+					 "to the model); to evaluate on the CPU instead, add "
+					 "--device cpu",
 					 detail);
 		free(detail);
 		return -1;
@@ -176,9 +190,15 @@ command_optimize__print_final(const json_t *final, FILE *stream)
 {
 	const char *path = json_string_value(json_object_get(final, "path"));
 
-	if (path != NULL)
+	if (path != NULL) {
 		fprintf(stream, "best kernel: %s\n", path);
-	else
+		/* The same variant shows several speedups above; say why they differ. */
+		fprintf(stream,
+			"speedups: each line timed the variant anew: 'evaluate' when the "
+			"model tried it, 'confirm' on unseen seeds before it became the best, "
+			"'final' on other unseen seeds in a fresh worker; they differ by timing "
+			"noise, large on a CPU\n");
+	} else
 		fprintf(stream, "no correct variant was confirmed\n");
 	fprintf(stream, "trace: %s\nworktree: %s\n",
 		json_string_value(json_object_get(final, "trace")),
@@ -188,9 +208,9 @@ command_optimize__print_final(const json_t *final, FILE *stream)
 static int
 command_optimize__handler(int argc, char **argv)
 {
-	struct option long_options[OPTIMIZE_FLAG_COUNT + 6];
-	char *flag_values[OPTIMIZE_FLAG_COUNT] = {0};
+	char *flag_values[OPTIMIZE_OPTION_COUNT] = {0};
 	const char *config_path = NULL, *resume = NULL;
+	struct kagent_command_parser parser;
 	struct kagent_config config;
 	struct kagent_gpu_info gpu = {0};
 	struct kagent_http_client *http = NULL;
@@ -200,26 +220,13 @@ command_optimize__handler(int argc, char **argv)
 	uv_loop_t loop;
 	char *error = NULL;
 	int json = 0, option, status = OPTIMIZE_EXIT_ERROR, loop_open = 0;
-	size_t index;
-
-	for (index = 0; index < OPTIMIZE_FLAG_COUNT; index++)
-		long_options[index] =
-		    (struct option){command_optimize__flags[index].name, required_argument, NULL,
-				    OPTIMIZE_OPTION_FLAG + (int)index};
-	long_options[index++] =
-	    (struct option){"config", required_argument, NULL, OPTIMIZE_OPTION_CONFIG};
-	long_options[index++] =
-	    (struct option){"resume", required_argument, NULL, OPTIMIZE_OPTION_RESUME};
-	long_options[index++] = (struct option){"json", no_argument, NULL, OPTIMIZE_OPTION_JSON};
-	long_options[index++] =
-	    (struct option){"verbose", no_argument, NULL, OPTIMIZE_OPTION_VERBOSE};
-	long_options[index++] = (struct option){"help", no_argument, NULL, OPTIMIZE_OPTION_HELP};
-	long_options[index] = (struct option){NULL, 0, NULL, 0};
 
 	kagent_config_init(&config);
-	optind = 1;
-	opterr = 0;
-	while ((option = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
+	/* --json decides how errors are printed, so look for it before parsing anything else. */
+	for (option = 1; option < argc; option++)
+		json = json || strcmp(argv[option], "--json") == 0;
+	kagent_command_parser_init(&parser, &kagent_command_optimize);
+	while ((option = kagent_command_parser_next(&parser, argc, argv)) != KAGENT_COMMAND_END) {
 		switch (option) {
 		case OPTIMIZE_OPTION_CONFIG:
 			config_path = optarg;
@@ -228,41 +235,44 @@ command_optimize__handler(int argc, char **argv)
 			resume = optarg;
 			break;
 		case OPTIMIZE_OPTION_JSON:
-			json = 1;
 			break;
 		case OPTIMIZE_OPTION_VERBOSE:
 			view_options.verbose = 1;
 			break;
-		case OPTIMIZE_OPTION_HELP:
-			kagent_command_print_usage(&kagent_command_optimize);
+		case KAGENT_COMMAND_HELP:
+			kagent_command_print_help(&kagent_command_optimize, stdout);
 			status = 0;
 			goto out;
-		case ':':
-			status = command_optimize__fail("an option is missing its value");
-			goto out;
-		case '?':
-			error = kagent_asprintf("unknown option %s", argv[optind - 1]);
-			status = command_optimize__fail(error);
+		case KAGENT_COMMAND_MISSING_VALUE:
+		case KAGENT_COMMAND_UNKNOWN:
+			error =
+			    kagent_asprintf(option == KAGENT_COMMAND_UNKNOWN ? "unknown option %s"
+									     : "%s needs a value",
+					    argv[optind - 1]);
+			status = command_optimize__fail(json, "usage", error);
 			kagent_command_print_usage(&kagent_command_optimize);
 			goto out;
 		default:
-			flag_values[option - OPTIMIZE_OPTION_FLAG] = optarg;
+			flag_values[option] = optarg;
 		}
 	}
 	if (argc - optind != 1) {
-		status = command_optimize__fail("give exactly one problem file");
+		status = command_optimize__fail(json, "usage", "give exactly one problem file");
 		kagent_command_print_usage(&kagent_command_optimize);
 		goto out;
 	}
-	if (command_optimize__configure(&config, config_path, flag_values, &error) < 0 ||
-	    command_optimize__check_gpu(&config, &gpu, &error) < 0) {
-		status = command_optimize__fail(error);
+	if (command_optimize__configure(&config, config_path, flag_values, &error) < 0) {
+		status = command_optimize__fail(json, "config", error);
+		goto out;
+	}
+	if (command_optimize__check_gpu(&config, &gpu, &error) < 0) {
+		status = command_optimize__fail(json, "no_gpu", error);
 		goto out;
 	}
 	uv_loop_init(&loop);
 	loop_open = 1;
 	if (kagent_http_client_create(&loop, &http, &error) < 0) {
-		status = command_optimize__fail(error);
+		status = command_optimize__fail(json, "http", error);
 		goto out;
 	}
 	/* With --json, stdout carries one JSON object; the person watching reads stderr. */
@@ -283,7 +293,7 @@ command_optimize__handler(int argc, char **argv)
 	    .data = &run,
 	};
 	if (kagent_session_create(&session_options, &run.session, &error) < 0) {
-		status = command_optimize__fail(error);
+		status = command_optimize__fail(json, "session", error);
 		goto out;
 	}
 	uv_signal_init(&loop, &run.interrupt);
@@ -293,7 +303,9 @@ command_optimize__handler(int argc, char **argv)
 	uv_run(&loop, UV_RUN_DEFAULT);
 	kagent_terminal_view_finish(run.view);
 	status = run.exit_status;
-	if (run.final != NULL) {
+	if (run.final == NULL) {
+		command_optimize__fail(json, "session", "the run ended without a summary");
+	} else {
 		if (json) {
 			json_dumpf(run.final, stdout, JSON_COMPACT);
 			fputc('\n', stdout);
@@ -321,12 +333,8 @@ out:
 
 const struct kagent_command kagent_command_optimize = {
     .name = "optimize",
-    .usage = "PROBLEM.py [--config FILE] [--base-url URL] [--model NAME] "
-	     "[--api chat_completions|responses|anthropic] [--target SPEEDUP] "
-	     "[--against eager|compile|best] [--max-turns N] [--max-tokens N] [--max-cost USD] "
-	     "[--max-seconds S] [--max-gpu-seconds S] [--device cuda|cpu] [--gpu N] "
-	     "[--worker SOCKET] [--output DIR] [--prompts DIR] [--resume RUN-ID] [--json] "
-	     "[--verbose]",
+    .operands = "PROBLEM.py",
     .help = "let a model write faster kernels for a PyTorch problem, verified by kagent eval",
+    .options = command_optimize__options,
     .handler = command_optimize__handler,
 };

@@ -16,7 +16,8 @@ command_profile__handler(int argc, char **argv)
 
 const struct kagent_command kagent_command_profile = {
     .name = "profile",
-    .usage = KAGENT_COMMAND_EVAL_USAGE,
+    .operands = KAGENT_COMMAND_EVAL_OPERANDS,
     .help = "per-kernel GPU time of the reference and the candidate, and what to attack first",
+    .options = kagent_command_eval_options,
     .handler = command_profile__handler,
 };

@@ -9,54 +9,67 @@
 #include "kagent/base/paths.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+enum {
+	COMMAND_WORKER_SOCKET,
+	COMMAND_WORKER_GPU,
+};
+
+/* clang-format off */
+static const struct kagent_command_option command_worker__options[] = {
+	[COMMAND_WORKER_SOCKET] = {"socket", 0, "PATH", "the Unix socket to serve on",
+		"$KAGENT_WORKER_SOCKET, else one in $XDG_RUNTIME_DIR", NULL},
+	[COMMAND_WORKER_GPU] = {"gpu", 0, "N", "the only GPU the worker sees (as device 0)",
+		"all of them", NULL},
+	{0},
+};
+/* clang-format on */
+
 static int
 command_worker__handler(int argc, char **argv)
 {
-	static const struct option long_options[] = {
-	    {"socket", required_argument, NULL, 's'},
-	    {"gpu", required_argument, NULL, 'g'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
+	struct kagent_command_parser parser;
 	char *socket_path = NULL, *folder = NULL, *python = NULL, *runner = NULL;
 	char *python_path = NULL, *cause = NULL, *slash, *end;
 	const char *old_path = getenv("PYTHONPATH");
 	int option, status = 2;
 	long gpu = -1;
 
-	optind = 1;
-	opterr = 0;
-	while ((option = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+	kagent_command_parser_init(&parser, &kagent_command_worker);
+	while ((option = kagent_command_parser_next(&parser, argc, argv)) != KAGENT_COMMAND_END) {
 		switch (option) {
-		case 's':
+		case COMMAND_WORKER_SOCKET:
 			free(socket_path);
 			socket_path = kagent_strdup(optarg);
 			break;
-		case 'g':
+		case COMMAND_WORKER_GPU:
 			gpu = strtol(optarg, &end, 10);
-			if (*end != '\0' || gpu < 0) {
+			if (*end != '\0' || end == optarg || gpu < 0) {
+				fprintf(stderr, "kagent worker: --gpu needs a GPU index\n");
 				kagent_command_print_usage(&kagent_command_worker);
 				goto out;
 			}
 			break;
-		case 'h':
-			kagent_command_print_usage(&kagent_command_worker);
+		case KAGENT_COMMAND_HELP:
+			kagent_command_print_help(&kagent_command_worker, stdout);
 			status = 0;
 			goto out;
 		default:
-			fprintf(stderr, "kagent worker: unknown option\n");
+			fprintf(stderr, "kagent worker: %s %s\n", argv[optind - 1],
+				option == KAGENT_COMMAND_MISSING_VALUE
+				    ? "needs a value"
+				    : "is no option of kagent worker");
 			kagent_command_print_usage(&kagent_command_worker);
 			goto out;
 		}
 	}
 	if (optind != argc) {
+		fprintf(stderr, "kagent worker: takes no operands\n");
 		kagent_command_print_usage(&kagent_command_worker);
 		goto out;
 	}
@@ -105,7 +118,7 @@ out:
 
 const struct kagent_command kagent_command_worker = {
     .name = "worker",
-    .usage = "[--socket PATH] [--gpu N]",
     .help = "run a warm evaluation worker on a Unix socket until killed",
+    .options = command_worker__options,
     .handler = command_worker__handler,
 };

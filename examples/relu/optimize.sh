@@ -5,6 +5,11 @@
 # (recorded_conversation.json, served by tests/fixtures/llm_server.py) against the real
 # evaluator on the CPU, so the whole loop (tool calls, verdicts, git history, trace, final
 # check on unseen seeds) can be watched on any machine.
+#
+# Reading the result: the same variant is timed three times, so it shows three speedups (for
+# example 0.85x, 1.00x, 0.86x): "evaluate" when the model tried it, "confirm" on unseen seeds
+# before it became the best, and "final" on other unseen seeds in a fresh worker process. The
+# differences are timing noise, which is large on a CPU; on a GPU they agree more closely.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 output=${KAGENT_OUTPUT:-kagent-runs}

@@ -38,7 +38,7 @@ check() {
 json_field() { python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print($2)" "$1"; }
 one_object() { python3 -c "import json,sys; t=open(sys.argv[1]).read(); json.loads(t)" "$1"; }
 
-echo "1..14"
+echo "1..27"
 check "missing problem" 2 "" "cannot read the problem $WORK/missing.py" -- eval "$WORK/missing.py" "$WORK/c.py"
 check "missing candidate json" 2 '"error":"io"' "cannot read the candidate" -- eval "$WORK/p.py" "$WORK/nope.py" --json
 check "no gpu json" 2 '"error":"no_gpu"' "no NVIDIA driver found" -- eval "$WORK/p.py" "$WORK/c.py" --json
@@ -47,6 +47,25 @@ check "gpu command" 2 "" "this machine has no usable GPU" -- gpu
 check "bad flag" 2 "" "usage: kagent eval" -- eval --bogus "$WORK/p.py" "$WORK/c.py"
 check "bad device" 2 '"error":"usage"' "--device must be cuda or cpu" -- eval "$WORK/p.py" "$WORK/c.py" --device tpu --json
 check "one file only" 2 "" "give exactly a problem file and a candidate file" -- eval "$WORK/p.py"
+check "no gpu: suggests --device cpu" 2 "" "add --device cpu" -- eval "$WORK/p.py" "$WORK/c.py"
+check "missing value json" 2 '"error":"usage"' "--gpu needs a value" -- eval "$WORK/p.py" "$WORK/c.py" --json --gpu
+# --json on every command: exactly one object on stdout, an error object on failure.
+# check_one_object NAME EXPECTED_STATUS KIND -- kagent arguments
+check_one_object() {
+	name=$1 expected=$2 kind=$3
+	shift 3
+	check "$name" "$expected" "\"error\":\"$kind\"" "" "$@"
+	if one_object "$WORK/out" && [ "$(wc -l < "$WORK/out")" -eq 1 ]; then ok "$name: exactly one JSON object"; else not_ok "$name: exactly one JSON object" "$(cat "$WORK/out")"; fi
+}
+check_one_object "gpu json, no gpu" 2 no_gpu -- gpu --json
+check_one_object "gpu json, bad flag" 2 usage -- gpu --json --bogus
+check_one_object "optimize json, no problem" 2 usage -- optimize --json
+check_one_object "optimize json, bad flag" 2 usage -- optimize "$WORK/p.py" --json --bogus
+(unset KAGENT_CONFIG OPENAI_API_KEY ANTHROPIC_API_KEY; cd "$WORK" &&
+	check_one_object "optimize json, no gpu" 2 no_gpu -- optimize "$WORK/p.py" --json --model m --base-url http://127.0.0.1:9/v1) > "$WORK/tap"
+cat "$WORK/tap"
+count=$((count + 2)); grep -q "^not ok" "$WORK/tap" && failed=$((failed + 1))
+check "optimize, no gpu: suggests --device cpu" 2 "" "add --device cpu" -- optimize "$WORK/p.py" --model m --base-url http://127.0.0.1:9/v1
 
 export FAKE_WORKER_RESULT="$SOURCE/tests/fixtures/verdict/correct_cpu.json"
 check "cpu correct" 0 '"status": "correct"' "" -- eval "$WORK/p.py" "$WORK/c.py" --device cpu --json --seed 7

@@ -44,7 +44,7 @@ expect_lines() {
 	ok "$name"
 }
 
-echo "1..17"
+echo "1..20"
 check "run: exit 0, the run line" 0 \
 	"run 20261122-061502-3f2a: relu (problem.py), model gpt-5 via chat_completions, target 1.50x vs best of eager and compile" \
 	"" -- trace "$TRACES/run.jsonl"
@@ -98,7 +98,12 @@ head -n 3 "$TRACES/run.jsonl" > "$WORK/middle.jsonl"
 echo "oops, not JSON" >> "$WORK/middle.jsonl"
 sed -n 4,5p "$TRACES/run.jsonl" >> "$WORK/middle.jsonl"
 check "bad middle line, json: nothing printed" 2 "" "middle.jsonl:4: not a JSON object" -- trace --json "$WORK/middle.jsonl"
-if [ -s "$WORK/out" ]; then not_ok "bad middle line, json: stdout empty" "$(cat "$WORK/out")"; else ok "bad middle line, json: stdout empty"; fi
+# No record reaches stdout, only the one error object every --json failure prints.
+if [ "$(wc -l < "$WORK/out")" -eq 1 ] && grep -q '"error":"trace"' "$WORK/out"; then ok "bad middle line, json: no record, one error object"; else not_ok "bad middle line, json: no record, one error object" "$(cat "$WORK/out")"; fi
 check "missing file" 2 "" "cannot open the trace $WORK/none.jsonl: No such file or directory" -- trace "$WORK/none.jsonl"
 check "no file" 2 "" "usage: kagent trace FILE" -- trace
+: > "$WORK/empty.jsonl"
+check "empty file" 2 "" "empty.jsonl holds no records" -- trace "$WORK/empty.jsonl"
+check "empty file, json" 2 "" "holds no records" -- trace --json "$WORK/empty.jsonl"
+if [ "$(wc -l < "$WORK/out")" -eq 1 ] && grep -q '"error":"empty"' "$WORK/out"; then ok "empty file, json: one error object"; else not_ok "empty file, json: one error object" "$(cat "$WORK/out")"; fi
 [ "$failed" -eq 0 ]
