@@ -46,7 +46,7 @@ tool_evaluate__run(struct kagent_tool_call *call)
 		return;
 	}
 	call->state = variant;
-	kagent_session_evaluate(call->session, variant, KAGENT_SESSION_EVALUATE,
+	kagent_session_evaluate(call->session, variant, KAGENT_VARIANTS_EVALUATE,
 				tool_evaluate__done, call);
 }
 

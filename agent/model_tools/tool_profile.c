@@ -35,7 +35,7 @@ tool_profile__run(struct kagent_tool_call *call)
 							name));
 		return;
 	}
-	kagent_session_evaluate(call->session, variant, KAGENT_SESSION_PROFILE, tool_profile__done,
+	kagent_session_evaluate(call->session, variant, KAGENT_VARIANTS_PROFILE, tool_profile__done,
 				call);
 }
 

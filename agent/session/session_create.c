@@ -14,6 +14,7 @@
 #include "kagent/base/sha256.h"
 #include "kagent/records/trace.h"
 #include "kagent/records/variant_repository.h"
+#include "kagent/records/variants.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -161,29 +162,6 @@ struct session_resume {
 };
 
 static void
-session_create__remember_verdict(struct kagent_session *session, const json_t *record)
-{
-	const json_t *verdict = json_object_get(record, "verdict"), *trial;
-	const char *purpose = json_string_value(json_object_get(record, "purpose"));
-	struct kagent_variant *variant = kagent_session_find_variant(
-	    session, json_string_value(json_object_get(record, "variant")));
-	size_t index;
-
-	json_array_foreach(json_object_get(verdict, "trials"), index, trial)
-	{
-		if (json_is_integer(json_object_get(trial, "seed")))
-			json_array_append(session->seen_seeds, json_object_get(trial, "seed"));
-	}
-	if (variant == NULL || purpose == NULL || strcmp(purpose, "evaluate") != 0 ||
-	    !json_is_object(verdict))
-		return;
-	json_decref(variant->verdict);
-	variant->verdict = json_incref((json_t *)verdict);
-	variant->speedup = kagent_session_speedup(session, verdict);
-	variant->turn = (int)json_integer_value(json_object_get(record, "turn"));
-}
-
-static void
 session_create__add_totals(struct kagent_session *session, const json_t *totals)
 {
 	session->totals.input_tokens = json_integer_value(json_object_get(totals, "input_tokens"));
@@ -246,30 +224,12 @@ session_create__replay(const json_t *record, void *data)
 				       json_is_true(json_object_get(record, "is_error"))));
 		session->totals.gpu_seconds +=
 		    json_number_value(json_object_get(record, "gpu_seconds"));
-	} else if (strcmp(type, "verdict") == 0) {
-		session_create__remember_verdict(session, record);
-	} else if (strcmp(type, "commit") == 0) {
-		struct kagent_variant *variant = kagent_session_find_variant(
-		    session, json_string_value(json_object_get(record, "variant")));
-
-		if (variant != NULL && json_is_string(json_object_get(record, "commit"))) {
-			free(variant->commit_id);
-			variant->commit_id =
-			    kagent_strdup(json_string_value(json_object_get(record, "commit")));
-		}
-	} else if (strcmp(type, "best") == 0) {
-		struct kagent_variant *variant = kagent_session_find_variant(
-		    session, json_string_value(json_object_get(record, "variant")));
-
-		if (variant != NULL) {
-			session->best = variant;
-			session->best_speedup =
-			    json_number_value(json_object_get(record, "speedup"));
-		}
 	} else if (strcmp(type, "turn_end") == 0) {
 		/* The totals of a turn_end already count every reply and tool before it. */
 		session_create__add_totals(session, json_object_get(record, "totals"));
 		resume->saw_turn_end = 1;
+	} else {
+		kagent_variants_replay(session->variants, record);
 	}
 	return 0;
 }
@@ -323,20 +283,7 @@ session_create__resume(struct kagent_session *session, char **error)
 	int status, truncated = 0;
 
 	/* Variants first, from their files: a verdict or commit record refers to them by id. */
-	for (;;) {
-		char *path = kagent_asprintf("%s/v%zu.py", session->variants_directory,
-					     session->variant_count + 1);
-		char *source = NULL, *cause = NULL;
-		size_t size;
-
-		if (kagent_fileio_read(path, KAGENT_SESSION_VARIANT_CAP, &source, &size, &cause) <
-		    0) {
-			free(path);
-			free(cause);
-			break;
-		}
-		kagent_session_append_variant(session, source, path, "", 0);
-	}
+	kagent_variants_load(session->variants);
 	status = kagent_trace_read(session->trace_path, session_create__replay, &resume, &truncated,
 				   error);
 	if (status != 0) {
@@ -352,14 +299,37 @@ session_create__resume(struct kagent_session *session, char **error)
 
 /* ---- create ---- */
 
+static void
+session_create__record(void *data, const char *type, json_t *fields)
+{
+	kagent_session_record(data, type, fields);
+}
+
+static void
+session_create__evaluate(void *data, struct kagent_variant *variant,
+			 enum kagent_variants_purpose purpose,
+			 kagent_variants_verdict_callback callback, void *callback_data)
+{
+	kagent_session_evaluate(data, variant, purpose, callback, callback_data);
+}
+
+/* The run's variants (and their folder) and the trace's path. */
 static int
-session_create__directories(struct kagent_session *session, char **error)
+session_create__records(struct kagent_session *session, char **error)
 {
 	const char *directory = kagent_variant_repository_directory(session->repository);
+	struct kagent_variants_options options = {
+	    .repository = session->repository,
+	    .run_id = session->run_id,
+	    .worktree = session->worktree,
+	    .baseline = session->config->target.baseline,
+	    .evaluate = session_create__evaluate,
+	    .record = session_create__record,
+	    .data = session,
+	};
 	int status;
 
-	session->variants_directory = kagent_asprintf("%s/variants/%s", directory, session->run_id);
-	status = kagent_fileio_make_directories(session->variants_directory, 0755, error);
+	status = kagent_variants_create(&options, &session->variants, error);
 	if (status < 0)
 		return status;
 	session->trace_path = kagent_asprintf("%s/traces/%s.jsonl", directory, session->run_id);
@@ -393,7 +363,6 @@ kagent_session_create(const struct kagent_session_options *options,
 	session->worker_executable =
 	    options->worker_executable != NULL ? kagent_strdup(options->worker_executable) : NULL;
 	session->messages = json_array();
-	session->seen_seeds = json_array();
 	uv_timer_init(session->loop, &session->step_timer);
 	session->step_timer.data = session;
 	uv_timer_init(session->loop, &session->worker.poll_timer);
@@ -435,7 +404,7 @@ kagent_session_create(const struct kagent_session_options *options,
 	if (status < 0)
 		goto out;
 	session->problem_copy_path = kagent_asprintf("%s/problem.py", session->worktree);
-	if ((status = session_create__directories(session, error)) < 0)
+	if ((status = session_create__records(session, error)) < 0)
 		goto out;
 	status = kagent_trace_open(session->trace_path, options->resume, &session->trace, error);
 	if (status < 0)

@@ -11,10 +11,7 @@
 struct kagent_llm_call;
 struct kagent_trace;
 struct kagent_variant_repository;
-
-/* A variant's source, as the model sends it and as --resume reads it back: a candidate file
- * larger than this is not a kernel. */
-#define KAGENT_SESSION_VARIANT_CAP ((size_t)1 << 20)
+struct kagent_variants;
 
 enum kagent_session_step {
 	KAGENT_SESSION_STEP_NEXT_TURN,
@@ -69,7 +66,6 @@ struct kagent_session {
 
 	struct kagent_variant_repository *repository;
 	char *worktree;
-	char *variants_directory;
 	struct kagent_trace *trace;
 	char *trace_path;
 	int trace_failed;
@@ -79,13 +75,9 @@ struct kagent_session {
 	json_t *tools;
 	json_t *messages;
 
-	struct kagent_variant **variants;
-	size_t variant_count;
-	struct kagent_variant *best;
-	double best_speedup;
+	struct kagent_variants *variants;
 	struct kagent_variant *target_variant; /* reached the target; confirmed at turn end */
 	struct kagent_variant *final_variant;
-	json_t *seen_seeds;
 
 	long long turn;
 	struct kagent_session_totals totals;
@@ -117,8 +109,6 @@ void kagent_session_record(struct kagent_session *session, const char *type, jso
 void kagent_session_schedule(struct kagent_session *session, enum kagent_session_step step);
 void kagent_session_add_message(struct kagent_session *session, json_t *message);
 double kagent_session_wall_seconds(const struct kagent_session *session);
-struct kagent_variant *kagent_session_append_variant(struct kagent_session *session, char *source,
-						     char *path, const char *note, int turn);
 /* A close callback for the session's handles: frees the session after the last one. */
 void kagent_session_handle_closed(uv_handle_t *handle);
 /* Starts the warm worker (session->worker_executable), its output going to log_path. Failure

@@ -17,21 +17,9 @@
 
 #include "kagent/records/config.h"
 #include "kagent/llm/http_client.h"
+#include "kagent/records/variants.h"
 
 struct kagent_session;
-
-/* A candidate the model wrote, numbered v1, v2, ... in the order it arrived. */
-struct kagent_variant {
-	char *id;	 /* "v3" */
-	int number;	 /* 3 */
-	int turn;	 /* the turn that wrote it */
-	char *source;	 /* the Python file */
-	char *path;	 /* a copy on disk: <problem>/variants/<run>/v3.py */
-	char *note;	 /* the model's note, "" when none */
-	json_t *verdict; /* its evaluation, or NULL before (or without) one */
-	char *commit_id; /* NULL until committed */
-	double speedup;	 /* against the configured baseline; 0 unless correct */
-};
 
 struct kagent_session_options {
 	uv_loop_t *loop;
@@ -85,29 +73,14 @@ struct kagent_variant *kagent_session_add_variant(struct kagent_session *session
 						  const char *source, const char *note,
 						  char **error);
 
-enum kagent_session_evaluation {
-	KAGENT_SESSION_EVALUATE, /* a new variant: verdict kept, committed to the run branch */
-	KAGENT_SESSION_PROFILE,	 /* kagent profile of a variant */
-	KAGENT_SESSION_CONFIRM,	 /* unseen seeds, before moving the best ref */
-	KAGENT_SESSION_FINAL,	 /* unseen seeds in a fresh worker process, before announcing */
-};
-/* status 0 and a verdict, or a negative errno and an error object; both borrowed. */
-typedef void (*kagent_session_evaluation_callback)(int status, const json_t *verdict, void *data);
 /* Runs an evaluation of the variant, accounts its GPU time and traces its verdict. */
 void kagent_session_evaluate(struct kagent_session *session, struct kagent_variant *variant,
-			     enum kagent_session_evaluation purpose,
-			     kagent_session_evaluation_callback callback, void *data);
-/*
- * Confirms variant on unseen seeds and moves the best ref to it when it is
- * correct and faster than the current best. The callback's verdict is the
- * confirmation's; moved says whether best moved; message explains either way.
- */
-typedef void (*kagent_session_promote_callback)(int moved, const char *message, void *data);
+			     enum kagent_variants_purpose purpose,
+			     kagent_variants_verdict_callback callback, void *data);
+/* Confirms variant on unseen seeds and moves the best ref to it (kagent_variants_promote). */
 void kagent_session_promote(struct kagent_session *session, struct kagent_variant *variant,
-			    const char *message, kagent_session_promote_callback callback,
+			    const char *message, kagent_variants_promote_callback callback,
 			    void *data);
-/* The speedup a verdict shows against the configured baseline; 0 unless correct. */
-double kagent_session_speedup(const struct kagent_session *session, const json_t *verdict);
 /* The model asked to end the run with this summary. */
 void kagent_session_request_finish(struct kagent_session *session, const char *summary);
 /* A one-line budget reminder for tool results ("turn 3 of 40, $0.12 of $5.00, 2m of 60m"). */
