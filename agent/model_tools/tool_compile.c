@@ -78,8 +78,7 @@ tool_compile__run(struct kagent_tool_call *call)
 	compile->source = kagent_strdup(kagent_tool_string_argument(call, "cuda_source"));
 	compile->arch = arch != NULL ? kagent_strdup(arch) : NULL;
 	compile->work.data = compile;
-	uv_queue_work(kagent_session_loop(call->session), &compile->work, tool_compile__work,
-		      tool_compile__after);
+	uv_queue_work(call->host->loop, &compile->work, tool_compile__work, tool_compile__after);
 }
 
 const struct kagent_tool kagent_tool_compile = {

@@ -60,7 +60,7 @@ kagent_tool_find(const char *name)
 }
 
 json_t *
-kagent_tool_definitions(const char *prompts_directory, char **error)
+kagent_tool_definitions(const char *prompts_directory, char **cause)
 {
 	const struct kagent_tool *const *entry;
 	json_t *definitions = json_array(), *parameters;
@@ -72,12 +72,12 @@ kagent_tool_definitions(const char *prompts_directory, char **error)
 	for (entry = kagent_tool_table; *entry != NULL; entry++) {
 		path = kagent_asprintf("%s/tools/%s.md", prompts_directory, (*entry)->name);
 		status =
-		    kagent_fileio_read(path, TOOL_DESCRIPTION_CAP, &description, &length, error);
+		    kagent_fileio_read(path, TOOL_DESCRIPTION_CAP, &description, &length, cause);
 		if (status < 0)
 			goto fail;
 		parameters = json_loads((*entry)->parameters, 0, &json_error);
 		if (parameters == NULL) {
-			*error = kagent_asprintf("tool %s: bad parameter schema: %s",
+			*cause = kagent_asprintf("tool %s: bad parameter schema: %s",
 						 (*entry)->name, json_error.text);
 			goto fail;
 		}

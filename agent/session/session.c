@@ -119,9 +119,11 @@ session__best_json(const struct kagent_session *session)
 			 kagent_variants_best_speedup(session->variants));
 }
 
-char *
-kagent_session_budget_line(const struct kagent_session *session)
+/* The host's budget_line: a budget reminder for tool results. */
+static char *
+session__budget_line(void *data)
 {
+	const struct kagent_session *session = data;
 	const struct kagent_budget_config *budget = &session->config->budget;
 	const struct kagent_variant *best_variant = kagent_variants_best(session->variants);
 	char wall[32], wall_limit[32], turns[64], cost[64], time_text[96], best[96];
@@ -187,7 +189,7 @@ session__budget_spent(const struct kagent_session *session, char **detail)
 	return NULL;
 }
 
-/* ---- variants ---- */
+/* ---- the session's services ---- */
 
 const char *
 kagent_session_run_id(const struct kagent_session *session)
@@ -201,48 +203,10 @@ kagent_session_trace_path(const struct kagent_session *session)
 	return session->trace_path;
 }
 
-uv_loop_t *
-kagent_session_loop(const struct kagent_session *session)
-{
-	return session->loop;
-}
-
 const struct kagent_config *
 kagent_session_config(const struct kagent_session *session)
 {
 	return session->config;
-}
-
-const char *
-kagent_session_problem_source(const struct kagent_session *session)
-{
-	return session->problem_source;
-}
-
-const char *
-kagent_session_problem_name(const struct kagent_session *session)
-{
-	return session->problem_name;
-}
-
-struct kagent_variant *
-kagent_session_find_variant(struct kagent_session *session, const char *name)
-{
-	return kagent_variants_find(session->variants, name);
-}
-
-struct kagent_variant *
-kagent_session_previous_variant(struct kagent_session *session,
-				const struct kagent_variant *variant)
-{
-	return kagent_variants_previous(session->variants, variant);
-}
-
-struct kagent_variant *
-kagent_session_add_variant(struct kagent_session *session, const char *source, const char *note,
-			   char **error)
-{
-	return kagent_variants_add(session->variants, source, note, (int)session->turn, error);
 }
 
 /* ---- evaluations ---- */
@@ -320,10 +284,11 @@ session__evaluation_run(void *data)
 }
 
 void
-kagent_session_evaluate(struct kagent_session *session, struct kagent_variant *variant,
+kagent_session_evaluate(void *session_data, struct kagent_variant *variant,
 			enum kagent_variants_purpose purpose,
 			kagent_variants_verdict_callback callback, void *data)
 {
+	struct kagent_session *session = session_data;
 	struct session_evaluation *evaluation = kagent_calloc(1, sizeof *evaluation);
 
 	evaluation->session = session;
@@ -337,16 +302,12 @@ kagent_session_evaluate(struct kagent_session *session, struct kagent_variant *v
 	session__evaluation_run(evaluation);
 }
 
-void
-kagent_session_promote(struct kagent_session *session, struct kagent_variant *variant,
-		       const char *message, kagent_variants_promote_callback callback, void *data)
+/* The host's request_finish: the model asked to end the run with this summary. */
+static void
+session__request_finish(void *data, const char *summary)
 {
-	kagent_variants_promote(session->variants, variant, message, callback, data);
-}
+	struct kagent_session *session = data;
 
-void
-kagent_session_request_finish(struct kagent_session *session, const char *summary)
-{
 	session->finish_requested = 1;
 	free(session->finish_summary);
 	session->finish_summary = kagent_strdup(summary != NULL ? summary : "");
@@ -466,7 +427,7 @@ session__run_next_tool(struct kagent_session *session)
 	session->tool_arguments =
 	    json_loads(arguments_text != NULL ? arguments_text : "", JSON_DECODE_ANY, &json_error);
 	memset(call, 0, sizeof *call);
-	call->session = session;
+	call->host = &session->tool_host;
 	call->id = json_string_value(json_object_get(call_json, "id"));
 	call->tool = kagent_tool_find(json_string_value(json_object_get(call_json, "name")));
 	call->arguments = session->tool_arguments;
@@ -609,8 +570,8 @@ session__turn_end(struct kagent_session *session)
 					"limits", session__limits_json(session), "best",
 					session__best_json(session)));
 	if (session->target_variant != NULL && !session->interrupted) {
-		kagent_session_promote(session, session->target_variant, "reached the target",
-				       session__target_confirmed, session);
+		kagent_variants_promote(session->variants, session->target_variant,
+					"reached the target", session__target_confirmed, session);
 		return;
 	}
 	kagent_session_schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
@@ -760,9 +721,29 @@ session__step(uv_timer_t *timer)
 	}
 }
 
+/* The host's turn: the turn in progress. */
+static int
+session__turn(void *data)
+{
+	const struct kagent_session *session = data;
+
+	return (int)session->turn;
+}
+
 void
 kagent_session_start(struct kagent_session *session)
 {
+	session->tool_host = (struct kagent_tool_host){
+	    .loop = session->loop,
+	    .problem_name = session->problem_name,
+	    .problem_source = session->problem_source,
+	    .variants = session->variants,
+	    .turn = session__turn,
+	    .evaluate = kagent_session_evaluate,
+	    .budget_line = session__budget_line,
+	    .request_finish = session__request_finish,
+	    .data = session,
+	};
 	session->started = session__now();
 	if (session->config->evaluation.worker_socket == NULL &&
 	    session->worker_executable != NULL) {

@@ -305,14 +305,6 @@ session_create__record(void *data, const char *type, json_t *fields)
 	kagent_session_record(data, type, fields);
 }
 
-static void
-session_create__evaluate(void *data, struct kagent_variant *variant,
-			 enum kagent_variants_purpose purpose,
-			 kagent_variants_verdict_callback callback, void *callback_data)
-{
-	kagent_session_evaluate(data, variant, purpose, callback, callback_data);
-}
-
 /* The run's variants (and their folder) and the trace's path. */
 static int
 session_create__records(struct kagent_session *session, char **error)
@@ -323,7 +315,7 @@ session_create__records(struct kagent_session *session, char **error)
 	    .run_id = session->run_id,
 	    .worktree = session->worktree,
 	    .baseline = session->config->target.baseline,
-	    .evaluate = session_create__evaluate,
+	    .evaluate = kagent_session_evaluate,
 	    .record = session_create__record,
 	    .data = session,
 	};

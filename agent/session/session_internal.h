@@ -92,6 +92,7 @@ struct kagent_session {
 	size_t next_tool;
 	json_t *pending_call;
 	json_t *tool_arguments;
+	struct kagent_tool_host tool_host; /* what the tools see of the session */
 	struct kagent_tool_call tool_call;
 	double tool_started;
 	double tool_gpu_before;
@@ -120,6 +121,13 @@ int kagent_warm_worker_wait(struct kagent_session *session, void (*on_ready)(voi
 /* The worker's socket when it is ready, else NULL. */
 const char *kagent_warm_worker_socket(const struct kagent_session *session);
 void kagent_warm_worker_stop(struct kagent_session *session);
+/*
+ * Runs an evaluation of the variant (session_data: the session), accounts its GPU time and
+ * traces its verdict; a kagent_variants_evaluate_function, for the variants and the tools.
+ */
+void kagent_session_evaluate(void *session_data, struct kagent_variant *variant,
+			     enum kagent_variants_purpose purpose,
+			     kagent_variants_verdict_callback callback, void *data);
 /* The fields of the run_start record. */
 json_t *kagent_session_run_start_fields(const struct kagent_session *session);
 

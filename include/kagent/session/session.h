@@ -6,8 +6,9 @@
  * Every step is a trace record (docs/traces.md), and the observer sees the
  * same records as they are written (the terminal view renders them).
  *
- * The tools (tools/tool_*.c) act through the services below: variants,
- * evaluations, the best ref and finishing.
+ * The tools (agent/model_tools) act on the run through the host the session
+ * gives them (struct kagent_tool_host): the run's variants
+ * (agent/records/variants.c), evaluations, the budget and finishing.
  */
 #ifndef KAGENT_SESSION_H
 #define KAGENT_SESSION_H
@@ -17,7 +18,6 @@
 
 #include "kagent/records/config.h"
 #include "kagent/llm/http_client.h"
-#include "kagent/records/variants.h"
 
 struct kagent_session;
 
@@ -56,34 +56,6 @@ void kagent_session_free(struct kagent_session *session);
 
 const char *kagent_session_run_id(const struct kagent_session *session);
 const char *kagent_session_trace_path(const struct kagent_session *session);
-
-/* Services for the tools. */
-uv_loop_t *kagent_session_loop(const struct kagent_session *session);
 const struct kagent_config *kagent_session_config(const struct kagent_session *session);
-const char *kagent_session_problem_source(const struct kagent_session *session);
-const char *kagent_session_problem_name(const struct kagent_session *session);
-/* "v3", "3" or "latest"; NULL when there is no such variant. */
-struct kagent_variant *kagent_session_find_variant(struct kagent_session *session,
-						   const char *name);
-/* The variant evaluated just before this one, or NULL. */
-struct kagent_variant *kagent_session_previous_variant(struct kagent_session *session,
-						       const struct kagent_variant *variant);
-/* Records a new variant (numbered, written to disk). Returns NULL with *error on a bad source. */
-struct kagent_variant *kagent_session_add_variant(struct kagent_session *session,
-						  const char *source, const char *note,
-						  char **error);
-
-/* Runs an evaluation of the variant, accounts its GPU time and traces its verdict. */
-void kagent_session_evaluate(struct kagent_session *session, struct kagent_variant *variant,
-			     enum kagent_variants_purpose purpose,
-			     kagent_variants_verdict_callback callback, void *data);
-/* Confirms variant on unseen seeds and moves the best ref to it (kagent_variants_promote). */
-void kagent_session_promote(struct kagent_session *session, struct kagent_variant *variant,
-			    const char *message, kagent_variants_promote_callback callback,
-			    void *data);
-/* The model asked to end the run with this summary. */
-void kagent_session_request_finish(struct kagent_session *session, const char *summary);
-/* A one-line budget reminder for tool results ("turn 3 of 40, $0.12 of $5.00, 2m of 60m"). */
-char *kagent_session_budget_line(const struct kagent_session *session);
 
 #endif
