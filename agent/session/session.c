@@ -17,6 +17,7 @@
 #include "kagent/base/fileio.h"
 #include "kagent/llm/llm_client.h"
 #include "kagent/base/log.h"
+#include "kagent/base/sha256.h"
 #include "kagent/model_tools/tool.h"
 #include "kagent/records/trace.h"
 #include "kagent/records/variants.h"
@@ -267,7 +268,7 @@ session__evaluation_run(void *data)
 	    .gpu_index = evaluation_config->gpu_index,
 	    .worker_socket = evaluation_config->worker_socket != NULL
 				 ? evaluation_config->worker_socket
-				 : kagent_warm_worker_socket(session),
+				 : kagent_warm_worker_socket(&session->worker),
 	    .measure_compile = evaluation_config->measure_compile,
 	    .call_timeout_seconds = evaluation_config->call_timeout_seconds,
 	    .profile_reference = evaluation->purpose == KAGENT_VARIANTS_PROFILE,
@@ -297,7 +298,7 @@ kagent_session_evaluate(void *session_data, struct kagent_variant *variant,
 	evaluation->callback = callback;
 	evaluation->data = data;
 	if (purpose != KAGENT_VARIANTS_FINAL &&
-	    kagent_warm_worker_wait(session, session__evaluation_run, evaluation))
+	    kagent_warm_worker_wait(&session->worker, session__evaluation_run, evaluation))
 		return;
 	session__evaluation_run(evaluation);
 }
@@ -666,7 +667,7 @@ session__conclude(struct kagent_session *session, const char *reason, char *deta
 {
 	struct kagent_variant *variant;
 
-	kagent_warm_worker_stop(session);
+	kagent_warm_worker_stop(&session->worker);
 	free(session->stop_reason);
 	session->stop_reason = kagent_strdup(reason);
 	kagent_session_record(
@@ -721,6 +722,22 @@ session__step(uv_timer_t *timer)
 	}
 }
 
+/* The fields of the run_start record. */
+static json_t *
+session__run_start_fields(const struct kagent_session *session)
+{
+	char hex[KAGENT_SHA256_HEX_SIZE];
+
+	kagent_sha256_hex(session->problem_source, strlen(session->problem_source), hex);
+	return json_pack(
+	    "{s:s, s:b, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:O}", "run_id", session->run_id,
+	    "resumed", session->resumed, "problem", session->problem_path, "problem_name",
+	    session->problem_name, "problem_sha256", hex, "repository",
+	    kagent_variant_repository_directory(session->repository), "worktree", session->worktree,
+	    "kagent_version", KAGENT_VERSION, "config", kagent_config_to_json(session->config),
+	    "system", session->system_prompt, "tools", session->tools);
+}
+
 /* The host's turn: the turn in progress. */
 static int
 session__turn(void *data)
@@ -751,10 +768,12 @@ kagent_session_start(struct kagent_session *session)
 		    "%.*s.worker.log", (int)(strlen(session->trace_path) - strlen(".jsonl")),
 		    session->trace_path);
 
-		kagent_warm_worker_start(session, log_path);
+		kagent_warm_worker_start(&session->worker, session->worker_executable,
+					 session->run_id, session->config->evaluation.gpu_index,
+					 log_path);
 		free(log_path);
 	}
-	kagent_session_record(session, "run_start", kagent_session_run_start_fields(session));
+	kagent_session_record(session, "run_start", session__run_start_fields(session));
 	if (!session->resumed)
 		session__tell_model(session, session->problem_prompt);
 	kagent_session_schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
@@ -770,10 +789,11 @@ kagent_session_interrupt(struct kagent_session *session)
 		kagent_llm_call_cancel(session->llm_call);
 }
 
-void
-kagent_session_handle_closed(uv_handle_t *handle)
+/* Frees the session once the last of its handles has closed. */
+static void
+session__release(void *data)
 {
-	struct kagent_session *session = handle->data;
+	struct kagent_session *session = data;
 
 	if (--session->handles_open > 0)
 		return;
@@ -804,9 +824,13 @@ kagent_session_handle_closed(uv_handle_t *handle)
 	free(session->stop_reason);
 	free(session->stop_detail);
 	free(session->evaluator_failure);
-	free(session->worker.socket_path);
-	free(session->worker.log_path);
 	free(session);
+}
+
+static void
+session__handle_closed(uv_handle_t *handle)
+{
+	session__release(handle->data);
 }
 
 void
@@ -814,8 +838,6 @@ kagent_session_free(struct kagent_session *session)
 {
 	if (session == NULL)
 		return;
-	/* A worker still running is told to stop; its handle closes when it has exited. */
-	kagent_warm_worker_stop(session);
-	uv_close((uv_handle_t *)&session->step_timer, kagent_session_handle_closed);
-	uv_close((uv_handle_t *)&session->worker.poll_timer, kagent_session_handle_closed);
+	uv_close((uv_handle_t *)&session->step_timer, session__handle_closed);
+	kagent_warm_worker_close(&session->worker, session__release, session);
 }

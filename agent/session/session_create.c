@@ -138,21 +138,6 @@ session_create__prompts(struct kagent_session *session, char **error)
 	return session->tools != NULL ? 0 : -ENOENT;
 }
 
-json_t *
-kagent_session_run_start_fields(const struct kagent_session *session)
-{
-	char hex[KAGENT_SHA256_HEX_SIZE];
-
-	kagent_sha256_hex(session->problem_source, strlen(session->problem_source), hex);
-	return json_pack(
-	    "{s:s, s:b, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:O}", "run_id", session->run_id,
-	    "resumed", session->resumed, "problem", session->problem_path, "problem_name",
-	    session->problem_name, "problem_sha256", hex, "repository",
-	    kagent_variant_repository_directory(session->repository), "worktree", session->worktree,
-	    "kagent_version", KAGENT_VERSION, "config", kagent_config_to_json(session->config),
-	    "system", session->system_prompt, "tools", session->tools);
-}
-
 /* ---- resume ---- */
 
 struct session_resume {
@@ -357,8 +342,7 @@ kagent_session_create(const struct kagent_session_options *options,
 	session->messages = json_array();
 	uv_timer_init(session->loop, &session->step_timer);
 	session->step_timer.data = session;
-	uv_timer_init(session->loop, &session->worker.poll_timer);
-	session->worker.poll_timer.data = session;
+	kagent_warm_worker_init(&session->worker, session->loop);
 	session->handles_open = 2;
 
 	status = kagent_fileio_read(options->problem_path, SESSION_PROBLEM_CAP,

@@ -7,6 +7,7 @@
 
 #include "kagent/session/session.h"
 #include "kagent/model_tools/tool.h"
+#include "warm_worker.h"
 
 struct kagent_llm_call;
 struct kagent_trace;
@@ -18,25 +19,6 @@ enum kagent_session_step {
 	KAGENT_SESSION_STEP_TOOL,
 	KAGENT_SESSION_STEP_TURN_END,
 	KAGENT_SESSION_STEP_TARGET_REACHED,
-};
-
-enum kagent_warm_worker_state {
-	KAGENT_WARM_WORKER_GONE, /* none: evaluations start their own */
-	KAGENT_WARM_WORKER_STARTING,
-	KAGENT_WARM_WORKER_READY,
-	KAGENT_WARM_WORKER_STOPPING,
-};
-
-/* The warm worker of the session (agent/session/warm_worker.c). */
-struct kagent_warm_worker {
-	enum kagent_warm_worker_state state;
-	uv_process_t process;
-	uv_timer_t poll_timer;
-	char *socket_path;
-	char *log_path;
-	long polls;
-	void *pending; /* an evaluation waiting for the socket */
-	void (*on_ready)(void *data);
 };
 
 struct kagent_session_totals {
@@ -85,7 +67,7 @@ struct kagent_session {
 
 	uv_timer_t step_timer;
 	struct kagent_warm_worker worker;
-	int handles_open; /* the session is freed when the last one has closed */
+	int handles_open; /* the step timer and the worker: freed when both have closed */
 	enum kagent_session_step next_step;
 	struct kagent_llm_call *llm_call;
 	json_t *reply_message;
@@ -110,17 +92,6 @@ void kagent_session_record(struct kagent_session *session, const char *type, jso
 void kagent_session_schedule(struct kagent_session *session, enum kagent_session_step step);
 void kagent_session_add_message(struct kagent_session *session, json_t *message);
 double kagent_session_wall_seconds(const struct kagent_session *session);
-/* A close callback for the session's handles: frees the session after the last one. */
-void kagent_session_handle_closed(uv_handle_t *handle);
-/* Starts the warm worker (session->worker_executable), its output going to log_path. Failure
- * only costs speed. */
-void kagent_warm_worker_start(struct kagent_session *session, const char *log_path);
-/* 1 when the worker is still starting: on_ready(data) runs once it is ready or gone. */
-int kagent_warm_worker_wait(struct kagent_session *session, void (*on_ready)(void *data),
-			    void *data);
-/* The worker's socket when it is ready, else NULL. */
-const char *kagent_warm_worker_socket(const struct kagent_session *session);
-void kagent_warm_worker_stop(struct kagent_session *session);
 /*
  * Runs an evaluation of the variant (session_data: the session), accounts its GPU time and
  * traces its verdict; a kagent_variants_evaluate_function, for the variants and the tools.
@@ -128,7 +99,5 @@ void kagent_warm_worker_stop(struct kagent_session *session);
 void kagent_session_evaluate(void *session_data, struct kagent_variant *variant,
 			     enum kagent_variants_purpose purpose,
 			     kagent_variants_verdict_callback callback, void *data);
-/* The fields of the run_start record. */
-json_t *kagent_session_run_start_fields(const struct kagent_session *session);
 
 #endif
