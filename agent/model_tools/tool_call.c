@@ -1,106 +1,23 @@
 /*
- * The table of tools the model may call, their definitions as offered to the
- * model (descriptions from prompts/tools/NAME.md), and the checks every call
- * passes before its handler runs: a known tool, arguments that parsed, and the
- * required arguments present with the right JSON types. A call that fails a
- * check ends at once with an error the model can correct.
+ * One call of a tool: the checks every call passes before its handler runs (a
+ * known tool, arguments that parsed, the required arguments present with the
+ * right JSON types), its end with the text for the model, cut to a size the
+ * context can take, and the helpers handlers share. A call that fails a check
+ * ends at once with an error the model can correct.
  */
 #include "kagent/model_tools/tool.h"
 
 #include "kagent/base/alloc.h"
-#include "kagent/base/fileio.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-extern const struct kagent_tool kagent_tool_read_problem;
-extern const struct kagent_tool kagent_tool_compile;
-extern const struct kagent_tool kagent_tool_evaluate;
-extern const struct kagent_tool kagent_tool_profile;
-extern const struct kagent_tool kagent_tool_diff;
-extern const struct kagent_tool kagent_tool_commit;
-extern const struct kagent_tool kagent_tool_read_variant;
-extern const struct kagent_tool kagent_tool_finish;
-
-/* One tool per line, in the order the model sees them. */
-/* clang-format off */
-const struct kagent_tool *const kagent_tool_table[] = {
-	&kagent_tool_read_problem,
-#ifdef KAGENT_HAVE_NVRTC
-	&kagent_tool_compile,
-#endif
-	&kagent_tool_evaluate,
-	&kagent_tool_profile,
-	&kagent_tool_diff,
-	&kagent_tool_commit,
-	&kagent_tool_read_variant,
-	&kagent_tool_finish,
-	NULL,
-};
-/* clang-format on */
 
 /* What one tool result may put into the model's context (a compile with a thousand errors must
  * not crowd out the conversation); the rest is cut with a note. */
 #define TOOL_RESULT_CAP (32 * 1024)
 
-/* A tool description file is prose for the model; anything larger is a mistake. */
-#define TOOL_DESCRIPTION_CAP (64 * 1024)
-
-const struct kagent_tool *
-kagent_tool_find(const char *name)
-{
-	const struct kagent_tool *const *entry;
-
-	for (entry = kagent_tool_table; *entry != NULL; entry++) {
-		if (strcmp((*entry)->name, name) == 0)
-			return *entry;
-	}
-	return NULL;
-}
-
-json_t *
-kagent_tool_definitions(const char *prompts_directory, char **cause)
-{
-	const struct kagent_tool *const *entry;
-	json_t *definitions = json_array(), *parameters;
-	char *path = NULL, *description = NULL;
-	size_t length;
-	json_error_t json_error;
-	int status;
-
-	for (entry = kagent_tool_table; *entry != NULL; entry++) {
-		path = kagent_asprintf("%s/tools/%s.md", prompts_directory, (*entry)->name);
-		status =
-		    kagent_fileio_read(path, TOOL_DESCRIPTION_CAP, &description, &length, cause);
-		if (status < 0)
-			goto fail;
-		parameters = json_loads((*entry)->parameters, 0, &json_error);
-		if (parameters == NULL) {
-			*cause = kagent_asprintf("tool %s: bad parameter schema: %s",
-						 (*entry)->name, json_error.text);
-			goto fail;
-		}
-		/* Trailing newlines are noise in a JSON description. */
-		while (length > 0 && description[length - 1] == '\n')
-			description[--length] = '\0';
-		json_array_append_new(
-		    definitions, json_pack("{s:s, s:s, s:o}", "name", (*entry)->name, "description",
-					   description, "parameters", parameters));
-		free(path);
-		free(description);
-		path = description = NULL;
-	}
-	return definitions;
-fail:
-	free(path);
-	free(description);
-	json_decref(definitions);
-	return NULL;
-}
-
 static const char *
-tool_table__json_type_name(const json_t *value)
+tool_call__json_type_name(const json_t *value)
 {
 	switch (json_typeof(value)) {
 	case JSON_OBJECT:
@@ -123,7 +40,7 @@ tool_table__json_type_name(const json_t *value)
 
 /* Checks arguments against the schema's required list and each property's type. */
 static char *
-tool_table__check_arguments(const struct kagent_tool *tool, const json_t *arguments)
+tool_call__check_arguments(const struct kagent_tool *tool, const json_t *arguments)
 {
 	json_t *schema = json_loads(tool->parameters, 0, NULL);
 	json_t *properties = json_object_get(schema, "properties"), *required, *item, *value;
@@ -147,7 +64,7 @@ tool_table__check_arguments(const struct kagent_tool *tool, const json_t *argume
 			goto out;
 		}
 		expected = json_string_value(json_object_get(required, "type"));
-		actual = tool_table__json_type_name(value);
+		actual = tool_call__json_type_name(value);
 		if (expected != NULL && strcmp(expected, actual) != 0 &&
 		    !(strcmp(expected, "number") == 0 && strcmp(actual, "integer") == 0)) {
 			problem = kagent_asprintf("%s: argument \"%s\" must be a %s, not a %s",
@@ -177,7 +94,7 @@ kagent_tool_call_start(struct kagent_tool_call *call)
 		    kagent_asprintf("%s: the arguments must be one JSON object", call->tool->name));
 		return;
 	}
-	problem = tool_table__check_arguments(call->tool, call->arguments);
+	problem = tool_call__check_arguments(call->tool, call->arguments);
 	if (problem != NULL) {
 		kagent_tool_call_finish(call, 1, problem);
 		return;
@@ -187,7 +104,7 @@ kagent_tool_call_start(struct kagent_tool_call *call)
 
 /* Cuts content at the cap, on a UTF-8 character boundary, and says how much was left out. */
 static char *
-tool_table__cap(char *content)
+tool_call__cap(char *content)
 {
 	size_t length = strlen(content), cut = TOOL_RESULT_CAP;
 	char *capped;
@@ -205,7 +122,7 @@ tool_table__cap(char *content)
 void
 kagent_tool_call_finish(struct kagent_tool_call *call, int is_error, char *content)
 {
-	content = tool_table__cap(content);
+	content = tool_call__cap(content);
 	call->is_error = is_error;
 	call->content = content;
 	call->done(call, call->data);

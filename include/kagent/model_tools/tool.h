@@ -3,7 +3,8 @@
  * file per tool (agent/model_tools/tool_NAME.c): name, a JSON schema of the parameters,
  * and a handler that starts the work and completes the call once, possibly
  * later from the loop, with one text result for the model and one JSON object
- * for the trace. The descriptions the model reads are prompts/tools/NAME.md.
+ * for the trace (agent/model_tools/tool_call.c checks and ends each call). The
+ * descriptions the model reads are prompts/tools/NAME.md.
  *
  * A tool knows the run it serves only through the host its call carries
  * (struct kagent_tool_host), which the run's owner (the session) fills.
