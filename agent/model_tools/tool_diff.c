@@ -88,7 +88,7 @@ tool_diff__run(struct kagent_tool_call *call)
 			      *against = NULL;
 	const char *old_text, *old_name;
 	struct kagent_buffer text = {0};
-	char *diff = NULL, *error = NULL, *old_label = NULL, *new_label = NULL;
+	char *diff = NULL, *cause = NULL, *old_label = NULL, *new_label = NULL;
 
 	if (variant == NULL) {
 		kagent_tool_call_finish(call, 1, kagent_asprintf("no variant %s", name));
@@ -115,9 +115,9 @@ tool_diff__run(struct kagent_tool_call *call)
 	old_label = kagent_asprintf("%s.py", old_name);
 	new_label = kagent_asprintf("%s.py", variant->id);
 	if (kagent_variant_diff_texts(old_text, old_label, variant->source, new_label,
-				      TOOL_DIFF_CONTEXT_LINES, &diff, &error) < 0) {
+				      TOOL_DIFF_CONTEXT_LINES, &diff, &cause) < 0) {
 		kagent_buffer_free(&text);
-		kagent_tool_call_finish(call, 1, error);
+		kagent_tool_call_finish(call, 1, cause);
 		goto out;
 	}
 	if (diff[0] == '\0')

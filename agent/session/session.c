@@ -1,9 +1,10 @@
 /*
  * One optimization run as a state machine on the libuv loop (see
  * include/kagent/session/session.h). A turn is: the model's reply (llm_client.c), then
- * each tool call in order (tools/), then the stop rules; each step is scheduled
- * from the loop, never called recursively, so a run of any length keeps a
- * flat stack and the caller's callbacks never run inside kagent's own.
+ * each tool call in order (agent/model_tools, given the session's tool host), then the
+ * stop rules; each step is scheduled from the loop, never called recursively, so a run of
+ * any length keeps a flat stack and the caller's callbacks never run inside kagent's own.
+ * The run's variants, their commits and the best ref are agent/records/variants.c's.
  *
  * Every step is written to the trace first (trace.c) and then shown to the
  * observer, so the trace is the single account of the run and --resume can
@@ -58,15 +59,15 @@ session__now(void)
 	return (double)uv_hrtime() / 1e9;
 }
 
-double
-kagent_session_wall_seconds(const struct kagent_session *session)
+static double
+session__wall_seconds(const struct kagent_session *session)
 {
 	return session->totals.wall_seconds_before + (session__now() - session->started);
 }
 
 /* Schedules the next step from the loop; at most one is pending. */
-void
-kagent_session_schedule(struct kagent_session *session, enum kagent_session_step step)
+static void
+session__schedule(struct kagent_session *session, enum kagent_session_step step)
 {
 	session->next_step = step;
 	uv_timer_start(&session->step_timer, session__step, 0, 0);
@@ -94,7 +95,7 @@ session__totals_json(const struct kagent_session *session)
 	return json_pack("{s:I, s:I, s:I, s:f, s:f, s:f}", "turns", (json_int_t)session->turn,
 			 "input_tokens", (json_int_t)session->totals.input_tokens, "output_tokens",
 			 (json_int_t)session->totals.output_tokens, "cost", session->totals.cost,
-			 "wall_seconds", kagent_session_wall_seconds(session), "gpu_seconds",
+			 "wall_seconds", session__wall_seconds(session), "gpu_seconds",
 			 session->totals.gpu_seconds);
 }
 
@@ -130,7 +131,7 @@ session__budget_line(void *data)
 	char wall[32], wall_limit[32], turns[64], cost[64], time_text[96], best[96];
 	char *line;
 
-	kagent_units_format_duration(wall, sizeof wall, kagent_session_wall_seconds(session));
+	kagent_units_format_duration(wall, sizeof wall, session__wall_seconds(session));
 	kagent_units_format_duration(wall_limit, sizeof wall_limit, budget->max_wall_seconds);
 
 	if (budget->max_turns > 0)
@@ -177,8 +178,8 @@ session__budget_spent(const struct kagent_session *session, char **detail)
 		return "budget_cost";
 	}
 	if (budget->max_wall_seconds > 0 &&
-	    kagent_session_wall_seconds(session) >= budget->max_wall_seconds) {
-		*detail = kagent_asprintf("%.0f s of %.0f s", kagent_session_wall_seconds(session),
+	    session__wall_seconds(session) >= budget->max_wall_seconds) {
+		*detail = kagent_asprintf("%.0f s of %.0f s", session__wall_seconds(session),
 					  budget->max_wall_seconds);
 		return "budget_wall";
 	}
@@ -190,7 +191,7 @@ session__budget_spent(const struct kagent_session *session, char **detail)
 	return NULL;
 }
 
-/* ---- the session's services ---- */
+/* ---- for the session's owner ---- */
 
 const char *
 kagent_session_run_id(const struct kagent_session *session)
@@ -212,7 +213,7 @@ kagent_session_config(const struct kagent_session *session)
 
 /* ---- evaluations ---- */
 
-struct session_evaluation {
+struct session__evaluation {
 	struct kagent_session *session;
 	struct kagent_variant *variant;
 	enum kagent_variants_purpose purpose;
@@ -224,7 +225,7 @@ struct session_evaluation {
 static void
 session__evaluated(int status, const json_t *object, void *data)
 {
-	struct session_evaluation *evaluation = data;
+	struct session__evaluation *evaluation = data;
 	struct kagent_session *session = evaluation->session;
 	struct kagent_variant *variant = evaluation->variant;
 	double seconds = session__now() - evaluation->started;
@@ -258,7 +259,7 @@ session__evaluated(int status, const json_t *object, void *data)
 static void
 session__evaluation_run(void *data)
 {
-	struct session_evaluation *evaluation = data;
+	struct session__evaluation *evaluation = data;
 	struct kagent_session *session = evaluation->session;
 	const struct kagent_evaluation_config *evaluation_config = &session->config->evaluation;
 	struct kagent_evaluation_options options = {
@@ -290,7 +291,7 @@ kagent_session_evaluate(void *session_data, struct kagent_variant *variant,
 			kagent_variants_verdict_callback callback, void *data)
 {
 	struct kagent_session *session = session_data;
-	struct session_evaluation *evaluation = kagent_calloc(1, sizeof *evaluation);
+	struct session__evaluation *evaluation = kagent_calloc(1, sizeof *evaluation);
 
 	evaluation->session = session;
 	evaluation->variant = variant;
@@ -303,6 +304,17 @@ kagent_session_evaluate(void *session_data, struct kagent_variant *variant,
 	session__evaluation_run(evaluation);
 }
 
+/* ---- the tools' host ---- */
+
+/* The host's turn: the turn in progress. */
+static int
+session__turn(void *data)
+{
+	const struct kagent_session *session = data;
+
+	return (int)session->turn;
+}
+
 /* The host's request_finish: the model asked to end the run with this summary. */
 static void
 session__request_finish(void *data, const char *summary)
@@ -312,6 +324,23 @@ session__request_finish(void *data, const char *summary)
 	session->finish_requested = 1;
 	free(session->finish_summary);
 	session->finish_summary = kagent_strdup(summary != NULL ? summary : "");
+}
+
+/* What the tools see of the session (struct kagent_tool_host). */
+static void
+session__host_init(struct kagent_session *session)
+{
+	session->tool_host = (struct kagent_tool_host){
+	    .loop = session->loop,
+	    .problem_name = session->problem_name,
+	    .problem_source = session->problem_source,
+	    .variants = session->variants,
+	    .turn = session__turn,
+	    .evaluate = kagent_session_evaluate,
+	    .budget_line = session__budget_line,
+	    .request_finish = session__request_finish,
+	    .data = session,
+	};
 }
 
 /* ---- turns ---- */
@@ -402,7 +431,7 @@ session__tool_done(struct kagent_tool_call *call, void *data)
 	json_decref(session->pending_call);
 	session->pending_call = NULL;
 	session->next_tool++;
-	kagent_session_schedule(session, KAGENT_SESSION_STEP_TOOL);
+	session__schedule(session, KAGENT_SESSION_STEP_TOOL);
 }
 
 static void
@@ -415,7 +444,7 @@ session__run_next_tool(struct kagent_session *session)
 	json_error_t json_error;
 
 	if (call_json == NULL) {
-		kagent_session_schedule(session, KAGENT_SESSION_STEP_TURN_END);
+		session__schedule(session, KAGENT_SESSION_STEP_TURN_END);
 		return;
 	}
 	session->pending_call = json_incref((json_t *)call_json);
@@ -504,11 +533,11 @@ session__llm_done(struct kagent_llm_call_outcome *outcome, void *data)
 					    "finish with a summary when you are done.");
 		else
 			session->finish_requested = 1;
-		kagent_session_schedule(session, KAGENT_SESSION_STEP_TURN_END);
+		session__schedule(session, KAGENT_SESSION_STEP_TURN_END);
 		return;
 	}
 	session->replies_without_tools = 0;
-	kagent_session_schedule(session, KAGENT_SESSION_STEP_TOOL);
+	session__schedule(session, KAGENT_SESSION_STEP_TOOL);
 }
 
 static void
@@ -526,16 +555,16 @@ session__ask_model(struct kagent_session *session)
 	    .on_retry = session__llm_retry,
 	    .data = session,
 	};
-	char *error = NULL;
+	char *cause = NULL;
 
 	session->turn++;
 	session->llm_call = kagent_llm_call_start(session->http, &request, &observer,
-						  session__llm_done, session, &error);
+						  session__llm_done, session, &cause);
 	if (session->llm_call == NULL) {
 		kagent_session_record(session, "llm_error",
 				      json_pack("{s:s, s:i, s:s}", "failure", "request",
-						"http_status", 0, "message", error));
-		session__conclude(session, "llm_error", error);
+						"http_status", 0, "message", cause));
+		session__conclude(session, "llm_error", cause);
 	}
 }
 
@@ -548,7 +577,7 @@ session__target_confirmed(int moved, const char *message, void *data)
 	session->target_variant = NULL;
 	if (moved &&
 	    kagent_variants_best_speedup(session->variants) >= session->config->target.speedup) {
-		kagent_session_schedule(session, KAGENT_SESSION_STEP_TARGET_REACHED);
+		session__schedule(session, KAGENT_SESSION_STEP_TARGET_REACHED);
 		return;
 	}
 	{
@@ -560,7 +589,7 @@ session__target_confirmed(int moved, const char *message, void *data)
 		session__tell_model(session, text);
 		free(text);
 	}
-	kagent_session_schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
+	session__schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
 }
 
 static void
@@ -575,7 +604,7 @@ session__turn_end(struct kagent_session *session)
 					"reached the target", session__target_confirmed, session);
 		return;
 	}
-	kagent_session_schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
+	session__schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
 }
 
 static void
@@ -649,13 +678,13 @@ session__final_checked(int status, const json_t *verdict, void *data)
 	struct kagent_session *session = data;
 	struct kagent_variant *variant = session->final_variant;
 	double speedup = status == 0 ? kagent_variants_speedup(session->variants, verdict) : 0.0;
-	char *error = NULL, *path = NULL;
+	char *cause = NULL, *path = NULL;
 	int confirmed = speedup > 0;
 
 	if (confirmed && kagent_variants_best(session->variants) != variant &&
-	    kagent_variants_move_best(session->variants, variant, speedup, &error) < 0) {
-		kagent_log(KAGENT_LOG_ERROR, "%s", error);
-		free(error);
+	    kagent_variants_move_best(session->variants, variant, speedup, &cause) < 0) {
+		kagent_log(KAGENT_LOG_ERROR, "%s", cause);
+		free(cause);
 	}
 	if (confirmed)
 		path = kagent_asprintf("%s/best.py", session->worktree);
@@ -738,29 +767,10 @@ session__run_start_fields(const struct kagent_session *session)
 	    "system", session->system_prompt, "tools", session->tools);
 }
 
-/* The host's turn: the turn in progress. */
-static int
-session__turn(void *data)
-{
-	const struct kagent_session *session = data;
-
-	return (int)session->turn;
-}
-
 void
 kagent_session_start(struct kagent_session *session)
 {
-	session->tool_host = (struct kagent_tool_host){
-	    .loop = session->loop,
-	    .problem_name = session->problem_name,
-	    .problem_source = session->problem_source,
-	    .variants = session->variants,
-	    .turn = session__turn,
-	    .evaluate = kagent_session_evaluate,
-	    .budget_line = session__budget_line,
-	    .request_finish = session__request_finish,
-	    .data = session,
-	};
+	session__host_init(session);
 	session->started = session__now();
 	if (session->config->evaluation.worker_socket == NULL &&
 	    session->worker_executable != NULL) {
@@ -776,7 +786,7 @@ kagent_session_start(struct kagent_session *session)
 	kagent_session_record(session, "run_start", session__run_start_fields(session));
 	if (!session->resumed)
 		session__tell_model(session, session->problem_prompt);
-	kagent_session_schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
+	session__schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
 }
 
 void

@@ -99,7 +99,7 @@ session_create__baseline_text(enum kagent_target_baseline baseline)
 }
 
 static int
-session_create__prompts(struct kagent_session *session, char **error)
+session_create__prompts(struct kagent_session *session, char **cause)
 {
 	const struct kagent_config *config = session->config;
 	char target[64], turns[32];
@@ -126,23 +126,23 @@ session_create__prompts(struct kagent_session *session, char **error)
 		size_t count = sizeof variables / sizeof variables[0];
 
 		status = kagent_prompt_render(session->prompts_directory, "system.md", variables,
-					      count, &session->system_prompt, error);
+					      count, &session->system_prompt, cause);
 		if (status < 0)
 			return status;
 		status = kagent_prompt_render(session->prompts_directory, "problem.md", variables,
-					      count, &session->problem_prompt, error);
+					      count, &session->problem_prompt, cause);
 		if (status < 0)
 			return status;
 	}
-	session->tools = kagent_tool_definitions(session->prompts_directory, error);
+	session->tools = kagent_tool_definitions(session->prompts_directory, cause);
 	return session->tools != NULL ? 0 : -ENOENT;
 }
 
 /* ---- resume ---- */
 
-struct session_resume {
+struct session_create__resume {
 	struct kagent_session *session;
-	char *error;
+	char *cause;
 	int saw_turn_end;
 };
 
@@ -161,7 +161,7 @@ session_create__add_totals(struct kagent_session *session, const json_t *totals)
 static int
 session_create__replay(const json_t *record, void *data)
 {
-	struct session_resume *resume = data;
+	struct session_create__resume *resume = data;
 	struct kagent_session *session = resume->session;
 	const char *type = json_string_value(json_object_get(record, "type"));
 	const json_t *usage;
@@ -177,7 +177,7 @@ session_create__replay(const json_t *record, void *data)
 
 		kagent_sha256_hex(session->problem_source, strlen(session->problem_source), hex);
 		if (recorded != NULL && strcmp(recorded, hex) != 0) {
-			resume->error = kagent_asprintf("run %s optimized a different version of "
+			resume->cause = kagent_asprintf("run %s optimized a different version of "
 							"this problem; start a new run",
 							session->run_id);
 			return -EINVAL;
@@ -262,19 +262,19 @@ session_create__answer_dangling_calls(struct kagent_session *session)
 }
 
 static int
-session_create__resume(struct kagent_session *session, char **error)
+session_create__resume(struct kagent_session *session, char **cause)
 {
-	struct session_resume resume = {.session = session};
+	struct session_create__resume resume = {.session = session};
 	int status, truncated = 0;
 
 	/* Variants first, from their files: a verdict or commit record refers to them by id. */
 	kagent_variants_load(session->variants);
 	status = kagent_trace_read(session->trace_path, session_create__replay, &resume, &truncated,
-				   error);
+				   cause);
 	if (status != 0) {
-		if (resume.error != NULL) {
-			free(*error);
-			*error = resume.error;
+		if (resume.cause != NULL) {
+			free(*cause);
+			*cause = resume.cause;
 		}
 		return status < 0 ? status : -EINVAL;
 	}
@@ -292,7 +292,7 @@ session_create__record(void *data, const char *type, json_t *fields)
 
 /* The run's variants (and their folder) and the trace's path. */
 static int
-session_create__records(struct kagent_session *session, char **error)
+session_create__records(struct kagent_session *session, char **cause)
 {
 	const char *directory = kagent_variant_repository_directory(session->repository);
 	struct kagent_variants_options options = {
@@ -306,12 +306,12 @@ session_create__records(struct kagent_session *session, char **error)
 	};
 	int status;
 
-	status = kagent_variants_create(&options, &session->variants, error);
+	status = kagent_variants_create(&options, &session->variants, cause);
 	if (status < 0)
 		return status;
 	session->trace_path = kagent_asprintf("%s/traces/%s.jsonl", directory, session->run_id);
 	if (session->resumed && access(session->trace_path, R_OK) != 0) {
-		*error = kagent_asprintf("run %s has no trace at %s: nothing to resume",
+		*cause = kagent_asprintf("run %s has no trace at %s: nothing to resume",
 					 session->run_id, session->trace_path);
 		return -ENOENT;
 	}
@@ -320,7 +320,7 @@ session_create__records(struct kagent_session *session, char **error)
 
 int
 kagent_session_create(const struct kagent_session_options *options,
-		      struct kagent_session **session_out, char **error)
+		      struct kagent_session **session_out, char **cause)
 {
 	struct kagent_session *session = kagent_calloc(1, sizeof *session);
 	const struct kagent_config *config = options->config;
@@ -346,11 +346,11 @@ kagent_session_create(const struct kagent_session_options *options,
 	session->handles_open = 2;
 
 	status = kagent_fileio_read(options->problem_path, SESSION_PROBLEM_CAP,
-				    &session->problem_source, &size, error);
+				    &session->problem_source, &size, cause);
 	if (status < 0)
 		goto out;
 	if (strstr(session->problem_source, "class Model") == NULL) {
-		*error = kagent_asprintf("%s defines no class Model: a problem is a PyTorch module "
+		*cause = kagent_asprintf("%s defines no class Model: a problem is a PyTorch module "
 					 "Model with get_inputs() and get_init_inputs()",
 					 options->problem_path);
 		status = -EINVAL;
@@ -358,7 +358,7 @@ kagent_session_create(const struct kagent_session_options *options,
 	}
 	session->problem_name = session_create__problem_name(options->problem_path);
 	if (options->resume && options->run_id == NULL) {
-		*error = kagent_strdup("--resume needs the id of the run to continue");
+		*cause = kagent_strdup("--resume needs the id of the run to continue");
 		status = -EINVAL;
 		goto out;
 	}
@@ -366,28 +366,28 @@ kagent_session_create(const struct kagent_session_options *options,
 	    options->run_id != NULL ? kagent_strdup(options->run_id) : session_create__run_id();
 	if (config->prompts_directory != NULL)
 		session->prompts_directory = kagent_strdup(config->prompts_directory);
-	else if ((status = kagent_paths_prompts_dir(&session->prompts_directory, error)) < 0)
+	else if ((status = kagent_paths_prompts_dir(&session->prompts_directory, cause)) < 0)
 		goto out;
-	if ((status = session_create__prompts(session, error)) < 0)
+	if ((status = session_create__prompts(session, cause)) < 0)
 		goto out;
 	status =
 	    kagent_variant_repository_open(config->output_directory, session->problem_name,
-					   session->problem_source, &session->repository, error);
+					   session->problem_source, &session->repository, cause);
 	if (status < 0)
 		goto out;
 	status = kagent_variant_repository_start_run(session->repository, session->run_id,
-						     options->resume, &session->worktree, error);
+						     options->resume, &session->worktree, cause);
 	if (status < 0)
 		goto out;
 	session->problem_copy_path = kagent_asprintf("%s/problem.py", session->worktree);
-	if ((status = session_create__records(session, error)) < 0)
+	if ((status = session_create__records(session, cause)) < 0)
 		goto out;
-	status = kagent_trace_open(session->trace_path, options->resume, &session->trace, error);
+	status = kagent_trace_open(session->trace_path, options->resume, &session->trace, cause);
 	if (status < 0)
 		goto out;
 	if (config->provider.api_key != NULL)
 		kagent_trace_add_secret(session->trace, config->provider.api_key);
-	if (options->resume && (status = session_create__resume(session, error)) < 0)
+	if (options->resume && (status = session_create__resume(session, cause)) < 0)
 		goto out;
 	*session_out = session;
 	session = NULL;

@@ -89,9 +89,7 @@ struct kagent_session {
 };
 
 void kagent_session_record(struct kagent_session *session, const char *type, json_t *fields);
-void kagent_session_schedule(struct kagent_session *session, enum kagent_session_step step);
 void kagent_session_add_message(struct kagent_session *session, json_t *message);
-double kagent_session_wall_seconds(const struct kagent_session *session);
 /*
  * Runs an evaluation of the variant (session_data: the session), accounts its GPU time and
  * traces its verdict; a kagent_variants_evaluate_function, for the variants and the tools.

@@ -43,10 +43,10 @@ struct kagent_session_options {
 /*
  * Creates the session: repository, worktree, trace, prompts, and (with resume)
  * the conversation rebuilt from the trace. Returns 0 or a negative errno with
- * *error set (bad problem file, bad run id, unreadable trace, prompts missing).
+ * *cause set (bad problem file, bad run id, unreadable trace, prompts missing).
  */
 int kagent_session_create(const struct kagent_session_options *options,
-			  struct kagent_session **session_out, char **error);
+			  struct kagent_session **session_out, char **cause);
 /* Starts the loop of turns; done runs later, from the loop. */
 void kagent_session_start(struct kagent_session *session);
 /* Stops at the next safe point (stop reason "interrupted"): cancels the model call in flight. */
