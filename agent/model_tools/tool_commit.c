@@ -19,14 +19,15 @@ tool_commit__run(struct kagent_tool_call *call)
 {
 	const char *name = kagent_tool_string_argument(call, "variant");
 	const char *message = kagent_tool_string_argument(call, "message");
-	struct kagent_variant *variant = kagent_session_find_variant(call->session, name);
+	struct kagent_variants *variants = call->host->variants;
+	struct kagent_variant *variant = kagent_variants_find(variants, name);
 
 	if (variant == NULL) {
 		kagent_tool_call_finish(call, 1, kagent_asprintf("no variant %s", name));
 		return;
 	}
-	kagent_session_promote(call->session, variant, message != NULL ? message : "",
-			       tool_commit__done, call);
+	kagent_variants_promote(variants, variant, message != NULL ? message : "",
+				tool_commit__done, call);
 }
 
 const struct kagent_tool kagent_tool_commit = {

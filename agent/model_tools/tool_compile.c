@@ -11,19 +11,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct tool_compile {
+struct tool_compile__job {
 	uv_work_t work;
 	struct kagent_tool_call *call;
 	char *source;
 	char *arch;
 	struct kagent_compile_result *result;
-	char *error;
+	char *cause;
 };
 
 static void
 tool_compile__work(uv_work_t *work)
 {
-	struct tool_compile *compile = work->data;
+	struct tool_compile__job *compile = work->data;
 	struct kagent_compile_request request = {
 	    .source = compile->source,
 	    .file_name = "kernel.cu",
@@ -31,15 +31,15 @@ tool_compile__work(uv_work_t *work)
 	    .use_cache = true,
 	};
 
-	if (kagent_compile_source(&request, &compile->result, &compile->error) < 0 &&
-	    compile->error == NULL)
-		compile->error = kagent_strdup("the compiler failed");
+	if (kagent_compile_source(&request, &compile->result, &compile->cause) < 0 &&
+	    compile->cause == NULL)
+		compile->cause = kagent_strdup("the compiler failed");
 }
 
 static void
 tool_compile__after(uv_work_t *work, int status)
 {
-	struct tool_compile *compile = work->data;
+	struct tool_compile__job *compile = work->data;
 	struct kagent_tool_call *call = compile->call;
 	char *text = NULL;
 	size_t size = 0;
@@ -52,12 +52,12 @@ tool_compile__after(uv_work_t *work, int status)
 		failed = !compile->result->success;
 	} else {
 		text = kagent_asprintf("compile: %s",
-				       compile->error != NULL ? compile->error : "cancelled");
+				       compile->cause != NULL ? compile->cause : "cancelled");
 	}
 	kagent_compile_result_free(compile->result);
 	free(compile->source);
 	free(compile->arch);
-	free(compile->error);
+	free(compile->cause);
 	free(compile);
 	kagent_tool_call_finish(call, failed, text);
 }
@@ -65,21 +65,20 @@ tool_compile__after(uv_work_t *work, int status)
 static void
 tool_compile__run(struct kagent_tool_call *call)
 {
-	struct tool_compile *compile = kagent_calloc(1, sizeof *compile);
+	struct tool_compile__job *compile = kagent_calloc(1, sizeof *compile);
 	const char *arch = kagent_tool_string_argument(call, "arch");
-	char *error = NULL;
+	char *cause = NULL;
 
-	if (arch != NULL && kagent_compile_validate_arch(arch, &error) < 0) {
+	if (arch != NULL && kagent_compile_validate_arch(arch, &cause) < 0) {
 		free(compile);
-		kagent_tool_call_finish(call, 1, error);
+		kagent_tool_call_finish(call, 1, cause);
 		return;
 	}
 	compile->call = call;
 	compile->source = kagent_strdup(kagent_tool_string_argument(call, "cuda_source"));
 	compile->arch = arch != NULL ? kagent_strdup(arch) : NULL;
 	compile->work.data = compile;
-	uv_queue_work(kagent_session_loop(call->session), &compile->work, tool_compile__work,
-		      tool_compile__after);
+	uv_queue_work(call->host->loop, &compile->work, tool_compile__work, tool_compile__after);
 }
 
 const struct kagent_tool kagent_tool_compile = {

@@ -81,32 +81,31 @@ tool_diff__numbers(struct kagent_buffer *text, const json_t *verdict)
 static void
 tool_diff__run(struct kagent_tool_call *call)
 {
-	struct kagent_session *session = call->session;
+	const struct kagent_tool_host *host = call->host;
 	const char *name = kagent_tool_string_argument(call, "variant");
 	const char *against_name = kagent_tool_string_argument(call, "against");
-	struct kagent_variant *variant = kagent_session_find_variant(session, name),
+	struct kagent_variant *variant = kagent_variants_find(host->variants, name),
 			      *against = NULL;
 	const char *old_text, *old_name;
 	struct kagent_buffer text = {0};
-	char *diff = NULL, *error = NULL, *old_label = NULL, *new_label = NULL;
+	char *diff = NULL, *cause = NULL, *old_label = NULL, *new_label = NULL;
 
 	if (variant == NULL) {
 		kagent_tool_call_finish(call, 1, kagent_asprintf("no variant %s", name));
 		return;
 	}
 	if (against_name != NULL && strcmp(against_name, "reference") == 0) {
-		old_text = kagent_session_problem_source(session);
+		old_text = host->problem_source;
 		old_name = "reference";
 	} else {
-		against = against_name != NULL ? kagent_session_find_variant(session, against_name)
-					       : kagent_session_previous_variant(session, variant);
+		against = against_name != NULL ? kagent_variants_find(host->variants, against_name)
+					       : kagent_variants_previous(host->variants, variant);
 		if (against_name != NULL && against == NULL) {
 			kagent_tool_call_finish(call, 1,
 						kagent_asprintf("no variant %s", against_name));
 			return;
 		}
-		old_text =
-		    against != NULL ? against->source : kagent_session_problem_source(session);
+		old_text = against != NULL ? against->source : host->problem_source;
 		old_name = against != NULL ? against->id : "reference";
 	}
 	if (variant->verdict != NULL)
@@ -116,9 +115,9 @@ tool_diff__run(struct kagent_tool_call *call)
 	old_label = kagent_asprintf("%s.py", old_name);
 	new_label = kagent_asprintf("%s.py", variant->id);
 	if (kagent_variant_diff_texts(old_text, old_label, variant->source, new_label,
-				      TOOL_DIFF_CONTEXT_LINES, &diff, &error) < 0) {
+				      TOOL_DIFF_CONTEXT_LINES, &diff, &cause) < 0) {
 		kagent_buffer_free(&text);
-		kagent_tool_call_finish(call, 1, error);
+		kagent_tool_call_finish(call, 1, cause);
 		goto out;
 	}
 	if (diff[0] == '\0')

@@ -13,7 +13,7 @@ tool_evaluate__done(int status, const json_t *verdict, void *data)
 {
 	struct kagent_tool_call *call = data;
 	struct kagent_variant *variant = call->state;
-	char *text, *budget = kagent_session_budget_line(call->session);
+	char *text, *budget = call->host->budget_line(call->host->data);
 
 	call->state = NULL;
 	if (status < 0) {
@@ -34,20 +34,19 @@ tool_evaluate__done(int status, const json_t *verdict, void *data)
 static void
 tool_evaluate__run(struct kagent_tool_call *call)
 {
+	const struct kagent_tool_host *host = call->host;
 	const char *note = kagent_tool_string_argument(call, "note");
 	struct kagent_variant *variant;
-	char *error = NULL;
+	char *cause = NULL;
 
-	variant =
-	    kagent_session_add_variant(call->session, kagent_tool_string_argument(call, "source"),
-				       note != NULL ? note : "", &error);
+	variant = kagent_variants_add(host->variants, kagent_tool_string_argument(call, "source"),
+				      note != NULL ? note : "", host->turn(host->data), &cause);
 	if (variant == NULL) {
-		kagent_tool_call_finish(call, 1, error);
+		kagent_tool_call_finish(call, 1, cause);
 		return;
 	}
 	call->state = variant;
-	kagent_session_evaluate(call->session, variant, KAGENT_SESSION_EVALUATE,
-				tool_evaluate__done, call);
+	host->evaluate(host->data, variant, KAGENT_VARIANTS_EVALUATE, tool_evaluate__done, call);
 }
 
 const struct kagent_tool kagent_tool_evaluate = {

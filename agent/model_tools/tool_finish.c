@@ -5,7 +5,7 @@
 static void
 tool_finish__run(struct kagent_tool_call *call)
 {
-	kagent_session_request_finish(call->session, kagent_tool_string_argument(call, "summary"));
+	call->host->request_finish(call->host->data, kagent_tool_string_argument(call, "summary"));
 	kagent_tool_call_finish(call, 0,
 				kagent_strdup("finishing: kagent now re-checks the best variant "
 					      "on inputs it has never seen"));

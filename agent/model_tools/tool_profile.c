@@ -26,7 +26,7 @@ static void
 tool_profile__run(struct kagent_tool_call *call)
 {
 	const char *name = kagent_tool_string_argument(call, "variant");
-	struct kagent_variant *variant = kagent_session_find_variant(call->session, name);
+	struct kagent_variant *variant = kagent_variants_find(call->host->variants, name);
 
 	if (variant == NULL) {
 		kagent_tool_call_finish(call, 1,
@@ -35,8 +35,8 @@ tool_profile__run(struct kagent_tool_call *call)
 							name));
 		return;
 	}
-	kagent_session_evaluate(call->session, variant, KAGENT_SESSION_PROFILE, tool_profile__done,
-				call);
+	call->host->evaluate(call->host->data, variant, KAGENT_VARIANTS_PROFILE, tool_profile__done,
+			     call);
 }
 
 const struct kagent_tool kagent_tool_profile = {

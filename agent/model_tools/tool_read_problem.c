@@ -5,12 +5,10 @@
 static void
 tool_read_problem__run(struct kagent_tool_call *call)
 {
-	struct kagent_session *session = call->session;
-
 	kagent_tool_call_finish(call, 0,
 				kagent_asprintf("problem %s:\n```python\n%s\n```",
-						kagent_session_problem_name(session),
-						kagent_session_problem_source(session)));
+						call->host->problem_name,
+						call->host->problem_source));
 }
 
 const struct kagent_tool kagent_tool_read_problem = {

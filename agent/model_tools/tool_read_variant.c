@@ -9,7 +9,7 @@ static void
 tool_read_variant__run(struct kagent_tool_call *call)
 {
 	const char *name = kagent_tool_string_argument(call, "variant");
-	struct kagent_variant *variant = kagent_session_find_variant(call->session, name);
+	struct kagent_variant *variant = kagent_variants_find(call->host->variants, name);
 	char *verdict;
 
 	if (variant == NULL) {

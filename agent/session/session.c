@@ -1,9 +1,10 @@
 /*
  * One optimization run as a state machine on the libuv loop (see
  * include/kagent/session/session.h). A turn is: the model's reply (llm_client.c), then
- * each tool call in order (tools/), then the stop rules; each step is scheduled
- * from the loop, never called recursively, so a run of any length keeps a
- * flat stack and the caller's callbacks never run inside kagent's own.
+ * each tool call in order (agent/model_tools, given the session's tool host), then the
+ * stop rules; each step is scheduled from the loop, never called recursively, so a run of
+ * any length keeps a flat stack and the caller's callbacks never run inside kagent's own.
+ * The run's variants, their commits and the best ref are agent/records/variants.c's.
  *
  * Every step is written to the trace first (trace.c) and then shown to the
  * observer, so the trace is the single account of the run and --resume can
@@ -17,16 +18,16 @@
 #include "kagent/base/fileio.h"
 #include "kagent/llm/llm_client.h"
 #include "kagent/base/log.h"
+#include "kagent/base/sha256.h"
 #include "kagent/model_tools/tool.h"
 #include "kagent/records/trace.h"
+#include "kagent/records/variants.h"
 #include "kagent/base/units.h"
 #include "kagent/records/variant_repository.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
 /* A model reply without a tool call is nudged once; the second in a row ends the run. */
 #define SESSION_REPLIES_WITHOUT_TOOLS_CAP 2
@@ -58,15 +59,15 @@ session__now(void)
 	return (double)uv_hrtime() / 1e9;
 }
 
-double
-kagent_session_wall_seconds(const struct kagent_session *session)
+static double
+session__wall_seconds(const struct kagent_session *session)
 {
 	return session->totals.wall_seconds_before + (session__now() - session->started);
 }
 
 /* Schedules the next step from the loop; at most one is pending. */
-void
-kagent_session_schedule(struct kagent_session *session, enum kagent_session_step step)
+static void
+session__schedule(struct kagent_session *session, enum kagent_session_step step)
 {
 	session->next_step = step;
 	uv_timer_start(&session->step_timer, session__step, 0, 0);
@@ -94,7 +95,7 @@ session__totals_json(const struct kagent_session *session)
 	return json_pack("{s:I, s:I, s:I, s:f, s:f, s:f}", "turns", (json_int_t)session->turn,
 			 "input_tokens", (json_int_t)session->totals.input_tokens, "output_tokens",
 			 (json_int_t)session->totals.output_tokens, "cost", session->totals.cost,
-			 "wall_seconds", kagent_session_wall_seconds(session), "gpu_seconds",
+			 "wall_seconds", session__wall_seconds(session), "gpu_seconds",
 			 session->totals.gpu_seconds);
 }
 
@@ -112,20 +113,25 @@ session__limits_json(const struct kagent_session *session)
 static json_t *
 session__best_json(const struct kagent_session *session)
 {
-	if (session->best == NULL)
+	const struct kagent_variant *best = kagent_variants_best(session->variants);
+
+	if (best == NULL)
 		return json_null();
-	return json_pack("{s:s, s:f}", "variant", session->best->id, "speedup",
-			 session->best_speedup);
+	return json_pack("{s:s, s:f}", "variant", best->id, "speedup",
+			 kagent_variants_best_speedup(session->variants));
 }
 
-char *
-kagent_session_budget_line(const struct kagent_session *session)
+/* The host's budget_line: a budget reminder for tool results. */
+static char *
+session__budget_line(void *data)
 {
+	const struct kagent_session *session = data;
 	const struct kagent_budget_config *budget = &session->config->budget;
+	const struct kagent_variant *best_variant = kagent_variants_best(session->variants);
 	char wall[32], wall_limit[32], turns[64], cost[64], time_text[96], best[96];
 	char *line;
 
-	kagent_units_format_duration(wall, sizeof wall, kagent_session_wall_seconds(session));
+	kagent_units_format_duration(wall, sizeof wall, session__wall_seconds(session));
 	kagent_units_format_duration(wall_limit, sizeof wall_limit, budget->max_wall_seconds);
 
 	if (budget->max_turns > 0)
@@ -142,9 +148,9 @@ kagent_session_budget_line(const struct kagent_session *session)
 		snprintf(time_text, sizeof time_text, ", %s of %s", wall, wall_limit);
 	else
 		snprintf(time_text, sizeof time_text, ", %s", wall);
-	if (session->best != NULL)
-		snprintf(best, sizeof best, "; best so far %s at %.2fx", session->best->id,
-			 session->best_speedup);
+	if (best_variant != NULL)
+		snprintf(best, sizeof best, "; best so far %s at %.2fx", best_variant->id,
+			 kagent_variants_best_speedup(session->variants));
 	else
 		snprintf(best, sizeof best, "; no confirmed best yet");
 	line = kagent_asprintf("(budget: %s%s%s, GPU %.0f s%s)\n", turns, cost, time_text,
@@ -172,8 +178,8 @@ session__budget_spent(const struct kagent_session *session, char **detail)
 		return "budget_cost";
 	}
 	if (budget->max_wall_seconds > 0 &&
-	    kagent_session_wall_seconds(session) >= budget->max_wall_seconds) {
-		*detail = kagent_asprintf("%.0f s of %.0f s", kagent_session_wall_seconds(session),
+	    session__wall_seconds(session) >= budget->max_wall_seconds) {
+		*detail = kagent_asprintf("%.0f s of %.0f s", session__wall_seconds(session),
 					  budget->max_wall_seconds);
 		return "budget_wall";
 	}
@@ -185,7 +191,7 @@ session__budget_spent(const struct kagent_session *session, char **detail)
 	return NULL;
 }
 
-/* ---- variants ---- */
+/* ---- for the session's owner ---- */
 
 const char *
 kagent_session_run_id(const struct kagent_session *session)
@@ -199,324 +205,44 @@ kagent_session_trace_path(const struct kagent_session *session)
 	return session->trace_path;
 }
 
-uv_loop_t *
-kagent_session_loop(const struct kagent_session *session)
-{
-	return session->loop;
-}
-
 const struct kagent_config *
 kagent_session_config(const struct kagent_session *session)
 {
 	return session->config;
 }
 
-const char *
-kagent_session_problem_source(const struct kagent_session *session)
-{
-	return session->problem_source;
-}
-
-const char *
-kagent_session_problem_name(const struct kagent_session *session)
-{
-	return session->problem_name;
-}
-
-struct kagent_variant *
-kagent_session_find_variant(struct kagent_session *session, const char *name)
-{
-	char *end;
-	long number;
-
-	if (name == NULL || session->variant_count == 0)
-		return NULL;
-	if (strcmp(name, "latest") == 0)
-		return session->variants[session->variant_count - 1];
-	if (name[0] == 'v' || name[0] == 'V')
-		name++;
-	number = strtol(name, &end, 10);
-	if (end == name || *end != '\0' || number < 1 || (size_t)number > session->variant_count)
-		return NULL;
-	return session->variants[number - 1];
-}
-
-struct kagent_variant *
-kagent_session_previous_variant(struct kagent_session *session,
-				const struct kagent_variant *variant)
-{
-	return variant->number > 1 ? session->variants[variant->number - 2] : NULL;
-}
-
-/* Appends a variant whose source is already on disk at path (new or resumed). */
-struct kagent_variant *
-kagent_session_append_variant(struct kagent_session *session, char *source, char *path,
-			      const char *note, int turn)
-{
-	struct kagent_variant *variant = kagent_calloc(1, sizeof *variant);
-
-	session->variants = kagent_realloc(session->variants, (session->variant_count + 1) *
-								  sizeof *session->variants);
-	session->variants[session->variant_count++] = variant;
-	variant->number = (int)session->variant_count;
-	variant->id = kagent_asprintf("v%d", variant->number);
-	variant->turn = turn;
-	variant->source = source;
-	variant->path = path;
-	variant->note = kagent_strdup(note != NULL ? note : "");
-	return variant;
-}
-
-struct kagent_variant *
-kagent_session_add_variant(struct kagent_session *session, const char *source, const char *note,
-			   char **error)
-{
-	char *path;
-	size_t length = source != NULL ? strlen(source) : 0;
-
-	if (length == 0) {
-		*error = kagent_strdup("the source is empty: pass the whole Python file");
-		return NULL;
-	}
-	if (length > KAGENT_SESSION_VARIANT_CAP) {
-		*error = kagent_asprintf("the source is %zu bytes; the limit is %zu", length,
-					 KAGENT_SESSION_VARIANT_CAP);
-		return NULL;
-	}
-	if (strstr(source, "ModelNew") == NULL) {
-		*error = kagent_strdup("the source defines no class ModelNew: write the whole "
-				       "Python file, with ModelNew and its kernels");
-		return NULL;
-	}
-	path =
-	    kagent_asprintf("%s/v%zu.py", session->variants_directory, session->variant_count + 1);
-	if (kagent_fileio_write_atomic(path, source, length, error) < 0) {
-		free(path);
-		return NULL;
-	}
-	return kagent_session_append_variant(session, kagent_strdup(source), path, note,
-					     (int)session->turn);
-}
-
-static void
-session__variant_free(struct kagent_variant *variant)
-{
-	free(variant->id);
-	free(variant->source);
-	free(variant->path);
-	free(variant->note);
-	json_decref(variant->verdict);
-	free(variant->commit_id);
-	free(variant);
-}
-
 /* ---- evaluations ---- */
 
-static double
-session__timing_number(const json_t *verdict, const char *key)
-{
-	const json_t *value = json_object_get(json_object_get(verdict, "timing"), key);
-
-	return json_is_number(value) ? json_number_value(value) : 0.0;
-}
-
-double
-kagent_session_speedup(const struct kagent_session *session, const json_t *verdict)
-{
-	const char *status = json_string_value(json_object_get(verdict, "status"));
-	double eager = session__timing_number(verdict, "speedup_vs_eager");
-	double compile = session__timing_number(verdict, "speedup_vs_compile");
-
-	if (status == NULL || strcmp(status, "correct") != 0)
-		return 0.0;
-	switch (session->config->target.baseline) {
-	case KAGENT_TARGET_EAGER:
-		return eager;
-	case KAGENT_TARGET_COMPILE:
-		return compile > 0 ? compile : eager;
-	case KAGENT_TARGET_BEST:
-	default:
-		/* Against the faster baseline the speedup is the smaller of the two. */
-		return compile > 0 && compile < eager ? compile : eager;
-	}
-}
-
-/* Remembers every seed a verdict used, so confirmations can pick unseen ones. */
-static void
-session__remember_seeds(struct kagent_session *session, const json_t *verdict)
-{
-	const json_t *trial;
-	size_t index;
-
-	json_array_foreach(json_object_get(verdict, "trials"), index, trial)
-	{
-		json_t *seed = json_object_get(trial, "seed");
-
-		if (json_is_integer(seed))
-			json_array_append(session->seen_seeds, seed);
-	}
-}
-
-/* A seed base whose next few seeds no evaluation of this run has used. */
-static uint64_t
-session__unseen_seed(const struct kagent_session *session)
-{
-	for (;;) {
-		uint64_t seed = 0;
-		const json_t *item;
-		size_t index;
-		int clash = 0;
-
-		if (getrandom(&seed, sizeof seed, 0) != sizeof seed)
-			seed = (uint64_t)time(NULL) * 2654435761u;
-		/* Positive and far from overflow, as the runner's generators want it. */
-		seed = (seed >> 2) % ((uint64_t)1 << 52) + 1;
-		json_array_foreach(session->seen_seeds, index, item)
-		{
-			uint64_t seen = (uint64_t)json_integer_value(item);
-
-			if (seen >= seed && seen < seed + 64)
-				clash = 1;
-		}
-		if (!clash)
-			return seed;
-	}
-}
-
-struct session_evaluation {
+struct session__evaluation {
 	struct kagent_session *session;
 	struct kagent_variant *variant;
-	enum kagent_session_evaluation purpose;
-	kagent_session_evaluation_callback callback;
+	enum kagent_variants_purpose purpose;
+	kagent_variants_verdict_callback callback;
 	void *data;
 	double started;
 };
 
-static const char *
-session__purpose_name(enum kagent_session_evaluation purpose)
-{
-	switch (purpose) {
-	case KAGENT_SESSION_PROFILE:
-		return "profile";
-	case KAGENT_SESSION_CONFIRM:
-		return "confirm";
-	case KAGENT_SESSION_FINAL:
-		return "final";
-	case KAGENT_SESSION_EVALUATE:
-	default:
-		return "evaluate";
-	}
-}
-
-static char *
-session__trailer_number(double value)
-{
-	return kagent_asprintf("%.4g", value);
-}
-
-/* Commits an evaluated variant with its verdict in the trailers. */
-static void
-session__commit_variant(struct kagent_session *session, struct kagent_variant *variant,
-			const json_t *verdict)
-{
-	const json_t *environment = json_object_get(verdict, "environment");
-	const json_t *first_trial = json_array_get(json_object_get(verdict, "trials"), 0);
-	const char *status = json_string_value(json_object_get(verdict, "status"));
-	const char *gpu = json_string_value(json_object_get(environment, "gpu"));
-	char *subject, *eager, *compile, *milliseconds, *turn, *seed, *commit_id = NULL;
-	char *error = NULL, *branch;
-
-	eager = session__trailer_number(session__timing_number(verdict, "speedup_vs_eager"));
-	compile = session__trailer_number(session__timing_number(verdict, "speedup_vs_compile"));
-	milliseconds = session__trailer_number(json_number_value(json_object_get(
-	    json_object_get(json_object_get(verdict, "timing"), "candidate"), "median_ms")));
-	turn = kagent_asprintf("%d", variant->turn);
-	seed = kagent_asprintf("%lld",
-			       (long long)json_integer_value(json_object_get(first_trial, "seed")));
-	subject = kagent_asprintf("%s: %s, %.2fx", variant->id, status ? status : "unknown",
-				  variant->speedup);
-	{
-		const struct kagent_trailer trailers[] = {
-		    {"Kagent-Run", session->run_id},
-		    {"Kagent-Variant", variant->id},
-		    {"Kagent-Turn", turn},
-		    {"Kagent-Status", status ? status : "unknown"},
-		    {"Kagent-Speedup-Eager", eager},
-		    {"Kagent-Speedup-Compile", compile},
-		    {"Kagent-Candidate-Ms", milliseconds},
-		    {"Kagent-Seed", seed},
-		    {"Kagent-GPU", gpu != NULL ? gpu : "none"},
-		};
-
-		if (kagent_variant_repository_commit(
-			session->repository, session->run_id, "candidate.py", variant->source,
-			subject, variant->note[0] != '\0' ? variant->note : NULL, trailers,
-			sizeof trailers / sizeof trailers[0], &commit_id, &error) < 0) {
-			kagent_log(KAGENT_LOG_ERROR, "commit of %s failed: %s", variant->id, error);
-			free(error);
-		} else {
-			branch = kagent_asprintf("runs/%s", session->run_id);
-			free(variant->commit_id);
-			variant->commit_id = commit_id;
-			kagent_session_record(session, "commit",
-					      json_pack("{s:s, s:s, s:s}", "variant", variant->id,
-							"commit", commit_id, "branch", branch));
-			free(branch);
-		}
-	}
-	free(subject);
-	free(eager);
-	free(compile);
-	free(milliseconds);
-	free(turn);
-	free(seed);
-}
-
 static void
 session__evaluated(int status, const json_t *object, void *data)
 {
-	struct session_evaluation *evaluation = data;
+	struct session__evaluation *evaluation = data;
 	struct kagent_session *session = evaluation->session;
 	struct kagent_variant *variant = evaluation->variant;
 	double seconds = session__now() - evaluation->started;
 
 	session->totals.gpu_seconds += seconds;
+	kagent_variants_take_verdict(session->variants, variant, evaluation->purpose, status,
+				     object);
 	if (status == 0) {
-		double speedup = kagent_session_speedup(session, object);
-
-		session__remember_seeds(session, object);
-		kagent_session_record(
-		    session, "verdict",
-		    json_pack(
-			"{s:s, s:s, s:O, s:O, s:f, s:f, s:f, s:f, s:O}", "variant", variant->id,
-			"purpose", session__purpose_name(evaluation->purpose), "status",
-			json_object_get(object, "status"), "reason",
-			json_object_get(object, "reason"), "speedup", speedup, "speedup_vs_eager",
-			session__timing_number(object, "speedup_vs_eager"), "speedup_vs_compile",
-			session__timing_number(object, "speedup_vs_compile"), "candidate_ms",
-			json_number_value(json_object_get(
-			    json_object_get(json_object_get(object, "timing"), "candidate"),
-			    "median_ms")),
-			"verdict", object));
-		if (evaluation->purpose == KAGENT_SESSION_EVALUATE) {
-			json_decref(variant->verdict);
-			variant->verdict = json_incref((json_t *)object);
-			variant->speedup = speedup;
-			session__commit_variant(session, variant, object);
-			if (session->config->target.speedup > 0 &&
-			    speedup >= session->config->target.speedup &&
-			    (session->target_variant == NULL ||
-			     speedup > session->target_variant->speedup))
-				session->target_variant = variant;
-		}
+		if (evaluation->purpose == KAGENT_VARIANTS_EVALUATE &&
+		    session->config->target.speedup > 0 &&
+		    variant->speedup >= session->config->target.speedup &&
+		    (session->target_variant == NULL ||
+		     variant->speedup > session->target_variant->speedup))
+			session->target_variant = variant;
 	} else {
 		const char *kind = json_string_value(json_object_get(object, "error"));
 
-		kagent_session_record(
-		    session, "verdict",
-		    json_pack("{s:s, s:s, s:s, s:O}", "variant", variant->id, "purpose",
-			      session__purpose_name(evaluation->purpose), "status", "error",
-			      "reason", json_object_get(object, "message")));
 		/* Without a GPU or a worker no later evaluation can work either. */
 		if (kind != NULL && (strcmp(kind, "no_gpu") == 0 || strcmp(kind, "worker") == 0) &&
 		    session->evaluator_failure == NULL)
@@ -533,7 +259,7 @@ session__evaluated(int status, const json_t *object, void *data)
 static void
 session__evaluation_run(void *data)
 {
-	struct session_evaluation *evaluation = data;
+	struct session__evaluation *evaluation = data;
 	struct kagent_session *session = evaluation->session;
 	const struct kagent_evaluation_config *evaluation_config = &session->config->evaluation;
 	struct kagent_evaluation_options options = {
@@ -543,162 +269,78 @@ session__evaluation_run(void *data)
 	    .gpu_index = evaluation_config->gpu_index,
 	    .worker_socket = evaluation_config->worker_socket != NULL
 				 ? evaluation_config->worker_socket
-				 : kagent_warm_worker_socket(session),
+				 : kagent_warm_worker_socket(&session->worker),
 	    .measure_compile = evaluation_config->measure_compile,
 	    .call_timeout_seconds = evaluation_config->call_timeout_seconds,
-	    .profile_reference = evaluation->purpose == KAGENT_SESSION_PROFILE,
+	    .profile_reference = evaluation->purpose == KAGENT_VARIANTS_PROFILE,
 	};
 
-	if (evaluation->purpose == KAGENT_SESSION_CONFIRM ||
-	    evaluation->purpose == KAGENT_SESSION_FINAL)
-		options.seed = session__unseen_seed(session);
+	if (evaluation->purpose == KAGENT_VARIANTS_CONFIRM ||
+	    evaluation->purpose == KAGENT_VARIANTS_FINAL)
+		options.seed = kagent_variants_unseen_seed(session->variants);
 	/* The final check runs in a fresh worker process: nothing the candidate left behind in a
 	 * warm one can help it. */
-	options.cold = evaluation->purpose == KAGENT_SESSION_FINAL;
+	options.cold = evaluation->purpose == KAGENT_VARIANTS_FINAL;
 	evaluation->started = session__now();
 	kagent_evaluation_start(session->loop, &options, session__evaluated, evaluation);
 }
 
 void
-kagent_session_evaluate(struct kagent_session *session, struct kagent_variant *variant,
-			enum kagent_session_evaluation purpose,
-			kagent_session_evaluation_callback callback, void *data)
+kagent_session_evaluate(void *session_data, struct kagent_variant *variant,
+			enum kagent_variants_purpose purpose,
+			kagent_variants_verdict_callback callback, void *data)
 {
-	struct session_evaluation *evaluation = kagent_calloc(1, sizeof *evaluation);
+	struct kagent_session *session = session_data;
+	struct session__evaluation *evaluation = kagent_calloc(1, sizeof *evaluation);
 
 	evaluation->session = session;
 	evaluation->variant = variant;
 	evaluation->purpose = purpose;
 	evaluation->callback = callback;
 	evaluation->data = data;
-	if (purpose != KAGENT_SESSION_FINAL &&
-	    kagent_warm_worker_wait(session, session__evaluation_run, evaluation))
+	if (purpose != KAGENT_VARIANTS_FINAL &&
+	    kagent_warm_worker_wait(&session->worker, session__evaluation_run, evaluation))
 		return;
 	session__evaluation_run(evaluation);
 }
 
-/* ---- the best ref ---- */
+/* ---- the tools' host ---- */
 
-/* Writes the best variant's source beside the worktree's files as best.py. */
-static char *
-session__write_best_file(struct kagent_session *session, const struct kagent_variant *variant)
-{
-	char *path = kagent_asprintf("%s/best.py", session->worktree), *error = NULL;
-
-	if (kagent_fileio_write_atomic(path, variant->source, strlen(variant->source), &error) <
-	    0) {
-		kagent_log(KAGENT_LOG_ERROR, "%s", error);
-		free(error);
-	}
-	return path;
-}
-
-struct session_promotion {
-	struct kagent_session *session;
-	struct kagent_variant *variant;
-	kagent_session_promote_callback callback;
-	void *data;
-};
-
-/* Moves best to variant after a confirmation; returns 0 or a negative errno with *error. */
+/* The host's turn: the turn in progress. */
 static int
-session__move_best(struct kagent_session *session, struct kagent_variant *variant, double speedup,
-		   char **error)
+session__turn(void *data)
 {
-	int status = kagent_variant_repository_move_best(session->repository, session->run_id,
-							 variant->commit_id, error);
-	json_t *previous = session->best != NULL ? json_real(session->best_speedup) : json_null();
+	const struct kagent_session *session = data;
 
-	if (status < 0) {
-		json_decref(previous);
-		return status;
-	}
-	session->best = variant;
-	session->best_speedup = speedup;
-	free(session__write_best_file(session, variant));
-	kagent_session_record(
-	    session, "best",
-	    json_pack("{s:s, s:s, s:f, s:s, s:o}", "variant", variant->id, "commit",
-		      variant->commit_id, "speedup", speedup, "baseline",
-		      kagent_target_baseline_name(session->config->target.baseline), "previous",
-		      previous));
-	return 0;
+	return (int)session->turn;
 }
 
+/* The host's request_finish: the model asked to end the run with this summary. */
 static void
-session__confirmed(int status, const json_t *verdict, void *data)
+session__request_finish(void *data, const char *summary)
 {
-	struct session_promotion *promotion = data;
-	struct kagent_session *session = promotion->session;
-	struct kagent_variant *variant = promotion->variant;
-	double speedup = status == 0 ? kagent_session_speedup(session, verdict) : 0.0;
-	char *message, *error = NULL;
-	int moved = 0;
+	struct kagent_session *session = data;
 
-	if (status < 0)
-		message = kagent_asprintf("%s could not be confirmed: %s", variant->id,
-					  json_string_value(json_object_get(verdict, "message")));
-	else if (speedup <= 0)
-		message = kagent_asprintf("%s failed on unseen seeds: %s: %s; best not moved",
-					  variant->id,
-					  json_string_value(json_object_get(verdict, "status")),
-					  json_string_value(json_object_get(verdict, "reason")));
-	else if (session->best != NULL && speedup <= session->best_speedup)
-		message =
-		    kagent_asprintf("%s confirmed at %.2fx, not faster than the best %s at "
-				    "%.2fx; best not moved",
-				    variant->id, speedup, session->best->id, session->best_speedup);
-	else if (session__move_best(session, variant, speedup, &error) < 0)
-		message = kagent_asprintf("%s confirmed at %.2fx, but the best ref could not "
-					  "move: %s",
-					  variant->id, speedup, error);
-	else {
-		moved = 1;
-		message = kagent_asprintf("%s confirmed on unseen seeds at %.2fx: best/%s now "
-					  "points at it",
-					  variant->id, speedup, session->run_id);
-	}
-	free(error);
-	promotion->callback(moved, message, promotion->data);
-	free(message);
-	free(promotion);
-}
-
-void
-kagent_session_promote(struct kagent_session *session, struct kagent_variant *variant,
-		       const char *message, kagent_session_promote_callback callback, void *data)
-{
-	struct session_promotion *promotion;
-	char *text;
-
-	if (variant->verdict == NULL || variant->speedup <= 0 || variant->commit_id == NULL) {
-		text = kagent_asprintf("%s cannot become the best: only a correct, evaluated "
-				       "variant can (its status: %s)",
-				       variant->id,
-				       variant->verdict != NULL ? json_string_value(json_object_get(
-								      variant->verdict, "status"))
-								: "not evaluated");
-		callback(0, text, data);
-		free(text);
-		return;
-	}
-	promotion = kagent_calloc(1, sizeof *promotion);
-	promotion->session = session;
-	promotion->variant = variant;
-	promotion->callback = callback;
-	promotion->data = data;
-	if (message != NULL && message[0] != '\0')
-		kagent_log(KAGENT_LOG_INFO, "promote %s: %s", variant->id, message);
-	kagent_session_evaluate(session, variant, KAGENT_SESSION_CONFIRM, session__confirmed,
-				promotion);
-}
-
-void
-kagent_session_request_finish(struct kagent_session *session, const char *summary)
-{
 	session->finish_requested = 1;
 	free(session->finish_summary);
 	session->finish_summary = kagent_strdup(summary != NULL ? summary : "");
+}
+
+/* What the tools see of the session (struct kagent_tool_host). */
+static void
+session__host_init(struct kagent_session *session)
+{
+	session->tool_host = (struct kagent_tool_host){
+	    .loop = session->loop,
+	    .problem_name = session->problem_name,
+	    .problem_source = session->problem_source,
+	    .variants = session->variants,
+	    .turn = session__turn,
+	    .evaluate = kagent_session_evaluate,
+	    .budget_line = session__budget_line,
+	    .request_finish = session__request_finish,
+	    .data = session,
+	};
 }
 
 /* ---- turns ---- */
@@ -789,7 +431,7 @@ session__tool_done(struct kagent_tool_call *call, void *data)
 	json_decref(session->pending_call);
 	session->pending_call = NULL;
 	session->next_tool++;
-	kagent_session_schedule(session, KAGENT_SESSION_STEP_TOOL);
+	session__schedule(session, KAGENT_SESSION_STEP_TOOL);
 }
 
 static void
@@ -802,7 +444,7 @@ session__run_next_tool(struct kagent_session *session)
 	json_error_t json_error;
 
 	if (call_json == NULL) {
-		kagent_session_schedule(session, KAGENT_SESSION_STEP_TURN_END);
+		session__schedule(session, KAGENT_SESSION_STEP_TURN_END);
 		return;
 	}
 	session->pending_call = json_incref((json_t *)call_json);
@@ -815,7 +457,7 @@ session__run_next_tool(struct kagent_session *session)
 	session->tool_arguments =
 	    json_loads(arguments_text != NULL ? arguments_text : "", JSON_DECODE_ANY, &json_error);
 	memset(call, 0, sizeof *call);
-	call->session = session;
+	call->host = &session->tool_host;
 	call->id = json_string_value(json_object_get(call_json, "id"));
 	call->tool = kagent_tool_find(json_string_value(json_object_get(call_json, "name")));
 	call->arguments = session->tool_arguments;
@@ -891,11 +533,11 @@ session__llm_done(struct kagent_llm_call_outcome *outcome, void *data)
 					    "finish with a summary when you are done.");
 		else
 			session->finish_requested = 1;
-		kagent_session_schedule(session, KAGENT_SESSION_STEP_TURN_END);
+		session__schedule(session, KAGENT_SESSION_STEP_TURN_END);
 		return;
 	}
 	session->replies_without_tools = 0;
-	kagent_session_schedule(session, KAGENT_SESSION_STEP_TOOL);
+	session__schedule(session, KAGENT_SESSION_STEP_TOOL);
 }
 
 static void
@@ -913,16 +555,16 @@ session__ask_model(struct kagent_session *session)
 	    .on_retry = session__llm_retry,
 	    .data = session,
 	};
-	char *error = NULL;
+	char *cause = NULL;
 
 	session->turn++;
 	session->llm_call = kagent_llm_call_start(session->http, &request, &observer,
-						  session__llm_done, session, &error);
+						  session__llm_done, session, &cause);
 	if (session->llm_call == NULL) {
 		kagent_session_record(session, "llm_error",
 				      json_pack("{s:s, s:i, s:s}", "failure", "request",
-						"http_status", 0, "message", error));
-		session__conclude(session, "llm_error", error);
+						"http_status", 0, "message", cause));
+		session__conclude(session, "llm_error", cause);
 	}
 }
 
@@ -933,8 +575,9 @@ session__target_confirmed(int moved, const char *message, void *data)
 	struct kagent_variant *variant = session->target_variant;
 
 	session->target_variant = NULL;
-	if (moved && session->best_speedup >= session->config->target.speedup) {
-		kagent_session_schedule(session, KAGENT_SESSION_STEP_TARGET_REACHED);
+	if (moved &&
+	    kagent_variants_best_speedup(session->variants) >= session->config->target.speedup) {
+		session__schedule(session, KAGENT_SESSION_STEP_TARGET_REACHED);
 		return;
 	}
 	{
@@ -946,7 +589,7 @@ session__target_confirmed(int moved, const char *message, void *data)
 		session__tell_model(session, text);
 		free(text);
 	}
-	kagent_session_schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
+	session__schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
 }
 
 static void
@@ -957,11 +600,11 @@ session__turn_end(struct kagent_session *session)
 					"limits", session__limits_json(session), "best",
 					session__best_json(session)));
 	if (session->target_variant != NULL && !session->interrupted) {
-		kagent_session_promote(session, session->target_variant, "reached the target",
-				       session__target_confirmed, session);
+		kagent_variants_promote(session->variants, session->target_variant,
+					"reached the target", session__target_confirmed, session);
 		return;
 	}
-	kagent_session_schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
+	session__schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
 }
 
 static void
@@ -1014,11 +657,11 @@ session__announce(struct kagent_session *session, struct kagent_variant *variant
 	json_object_set_new(final, "target_reached",
 			    json_boolean(strcmp(session->stop_reason, "target_reached") == 0));
 	if (confirmation != NULL)
-		json_object_set_new(final, "confirmation",
-				    json_pack("{s:O, s:O, s:f}", "status",
-					      json_object_get(confirmation, "status"), "reason",
-					      json_object_get(confirmation, "reason"), "speedup",
-					      kagent_session_speedup(session, confirmation)));
+		json_object_set_new(
+		    final, "confirmation",
+		    json_pack("{s:O, s:O, s:f}", "status", json_object_get(confirmation, "status"),
+			      "reason", json_object_get(confirmation, "reason"), "speedup",
+			      kagent_variants_speedup(session->variants, confirmation)));
 	else
 		json_object_set_new(final, "confirmation", json_null());
 	kagent_session_record(session, "final", json_incref(final));
@@ -1034,37 +677,18 @@ session__final_checked(int status, const json_t *verdict, void *data)
 {
 	struct kagent_session *session = data;
 	struct kagent_variant *variant = session->final_variant;
-	double speedup = status == 0 ? kagent_session_speedup(session, verdict) : 0.0;
-	char *error = NULL, *path = NULL;
+	double speedup = status == 0 ? kagent_variants_speedup(session->variants, verdict) : 0.0;
+	char *cause = NULL, *path = NULL;
 	int confirmed = speedup > 0;
 
-	if (confirmed && session->best != variant &&
-	    session__move_best(session, variant, speedup, &error) < 0) {
-		kagent_log(KAGENT_LOG_ERROR, "%s", error);
-		free(error);
+	if (confirmed && kagent_variants_best(session->variants) != variant &&
+	    kagent_variants_move_best(session->variants, variant, speedup, &cause) < 0) {
+		kagent_log(KAGENT_LOG_ERROR, "%s", cause);
+		free(cause);
 	}
 	if (confirmed)
 		path = kagent_asprintf("%s/best.py", session->worktree);
 	session__announce(session, variant, status == 0 ? verdict : NULL, confirmed, path);
-}
-
-/* The variant to announce: the best ref's, else the fastest correct evaluation. */
-static struct kagent_variant *
-session__final_candidate(struct kagent_session *session)
-{
-	struct kagent_variant *fastest = NULL;
-	size_t index;
-
-	if (session->best != NULL)
-		return session->best;
-	for (index = 0; index < session->variant_count; index++) {
-		struct kagent_variant *variant = session->variants[index];
-
-		if (variant->speedup > 0 && variant->commit_id != NULL &&
-		    (fastest == NULL || variant->speedup > fastest->speedup))
-			fastest = variant;
-	}
-	return fastest;
 }
 
 static void
@@ -1072,7 +696,7 @@ session__conclude(struct kagent_session *session, const char *reason, char *deta
 {
 	struct kagent_variant *variant;
 
-	kagent_warm_worker_stop(session);
+	kagent_warm_worker_stop(&session->worker);
 	free(session->stop_reason);
 	session->stop_reason = kagent_strdup(reason);
 	kagent_session_record(
@@ -1080,18 +704,19 @@ session__conclude(struct kagent_session *session, const char *reason, char *deta
 	    json_pack("{s:s, s:s}", "reason", reason, "detail", detail != NULL ? detail : ""));
 	free(session->stop_detail);
 	session->stop_detail = detail;
-	variant = session__final_candidate(session);
+	variant = kagent_variants_final_candidate(session->variants);
 	/* Interrupted or without an evaluator, the best so far stands as it was confirmed. */
 	if (variant == NULL || session->interrupted || session->evaluator_failure != NULL) {
-		session__announce(session, variant, NULL,
-				  variant != NULL && variant == session->best,
-				  variant != NULL && variant == session->best
-				      ? kagent_asprintf("%s/best.py", session->worktree)
-				      : NULL);
+		int confirmed =
+		    variant != NULL && variant == kagent_variants_best(session->variants);
+
+		session__announce(session, variant, NULL, confirmed,
+				  confirmed ? kagent_asprintf("%s/best.py", session->worktree)
+					    : NULL);
 		return;
 	}
 	session->final_variant = variant;
-	kagent_session_evaluate(session, variant, KAGENT_SESSION_FINAL, session__final_checked,
+	kagent_session_evaluate(session, variant, KAGENT_VARIANTS_FINAL, session__final_checked,
 				session);
 }
 
@@ -1115,9 +740,10 @@ session__step(uv_timer_t *timer)
 		session__turn_end(session);
 		break;
 	case KAGENT_SESSION_STEP_TARGET_REACHED: {
-		char *detail =
-		    kagent_asprintf("%s confirmed at %.2fx, target %.2fx", session->best->id,
-				    session->best_speedup, session->config->target.speedup);
+		char *detail = kagent_asprintf("%s confirmed at %.2fx, target %.2fx",
+					       kagent_variants_best(session->variants)->id,
+					       kagent_variants_best_speedup(session->variants),
+					       session->config->target.speedup);
 
 		session__conclude(session, "target_reached", detail);
 		break;
@@ -1125,9 +751,26 @@ session__step(uv_timer_t *timer)
 	}
 }
 
+/* The fields of the run_start record. */
+static json_t *
+session__run_start_fields(const struct kagent_session *session)
+{
+	char hex[KAGENT_SHA256_HEX_SIZE];
+
+	kagent_sha256_hex(session->problem_source, strlen(session->problem_source), hex);
+	return json_pack(
+	    "{s:s, s:b, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:O}", "run_id", session->run_id,
+	    "resumed", session->resumed, "problem", session->problem_path, "problem_name",
+	    session->problem_name, "problem_sha256", hex, "repository",
+	    kagent_variant_repository_directory(session->repository), "worktree", session->worktree,
+	    "kagent_version", KAGENT_VERSION, "config", kagent_config_to_json(session->config),
+	    "system", session->system_prompt, "tools", session->tools);
+}
+
 void
 kagent_session_start(struct kagent_session *session)
 {
+	session__host_init(session);
 	session->started = session__now();
 	if (session->config->evaluation.worker_socket == NULL &&
 	    session->worker_executable != NULL) {
@@ -1135,13 +778,15 @@ kagent_session_start(struct kagent_session *session)
 		    "%.*s.worker.log", (int)(strlen(session->trace_path) - strlen(".jsonl")),
 		    session->trace_path);
 
-		kagent_warm_worker_start(session, log_path);
+		kagent_warm_worker_start(&session->worker, session->worker_executable,
+					 session->run_id, session->config->evaluation.gpu_index,
+					 log_path);
 		free(log_path);
 	}
-	kagent_session_record(session, "run_start", kagent_session_run_start_fields(session));
+	kagent_session_record(session, "run_start", session__run_start_fields(session));
 	if (!session->resumed)
 		session__tell_model(session, session->problem_prompt);
-	kagent_session_schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
+	session__schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
 }
 
 void
@@ -1154,24 +799,21 @@ kagent_session_interrupt(struct kagent_session *session)
 		kagent_llm_call_cancel(session->llm_call);
 }
 
-void
-kagent_session_handle_closed(uv_handle_t *handle)
+/* Frees the session once the last of its handles has closed. */
+static void
+session__release(void *data)
 {
-	struct kagent_session *session = handle->data;
-	size_t index;
+	struct kagent_session *session = data;
 
 	if (--session->handles_open > 0)
 		return;
 
-	for (index = 0; index < session->variant_count; index++)
-		session__variant_free(session->variants[index]);
-	free(session->variants);
+	kagent_variants_free(session->variants);
 	json_decref(session->messages);
 	json_decref(session->tools);
 	json_decref(session->reply_message);
 	json_decref(session->pending_call);
 	json_decref(session->tool_arguments);
-	json_decref(session->seen_seeds);
 	if (session->trace != NULL)
 		kagent_trace_close(session->trace);
 	if (session->repository != NULL)
@@ -1184,7 +826,6 @@ kagent_session_handle_closed(uv_handle_t *handle)
 	free(session->gpu_name);
 	free(session->worker_executable);
 	free(session->worktree);
-	free(session->variants_directory);
 	free(session->trace_path);
 	free(session->prompts_directory);
 	free(session->system_prompt);
@@ -1193,9 +834,13 @@ kagent_session_handle_closed(uv_handle_t *handle)
 	free(session->stop_reason);
 	free(session->stop_detail);
 	free(session->evaluator_failure);
-	free(session->worker.socket_path);
-	free(session->worker.log_path);
 	free(session);
+}
+
+static void
+session__handle_closed(uv_handle_t *handle)
+{
+	session__release(handle->data);
 }
 
 void
@@ -1203,8 +848,6 @@ kagent_session_free(struct kagent_session *session)
 {
 	if (session == NULL)
 		return;
-	/* A worker still running is told to stop; its handle closes when it has exited. */
-	kagent_warm_worker_stop(session);
-	uv_close((uv_handle_t *)&session->step_timer, kagent_session_handle_closed);
-	uv_close((uv_handle_t *)&session->worker.poll_timer, kagent_session_handle_closed);
+	uv_close((uv_handle_t *)&session->step_timer, session__handle_closed);
+	kagent_warm_worker_close(&session->worker, session__release, session);
 }

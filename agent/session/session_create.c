@@ -14,6 +14,7 @@
 #include "kagent/base/sha256.h"
 #include "kagent/records/trace.h"
 #include "kagent/records/variant_repository.h"
+#include "kagent/records/variants.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -98,7 +99,7 @@ session_create__baseline_text(enum kagent_target_baseline baseline)
 }
 
 static int
-session_create__prompts(struct kagent_session *session, char **error)
+session_create__prompts(struct kagent_session *session, char **cause)
 {
 	const struct kagent_config *config = session->config;
 	char target[64], turns[32];
@@ -125,63 +126,25 @@ session_create__prompts(struct kagent_session *session, char **error)
 		size_t count = sizeof variables / sizeof variables[0];
 
 		status = kagent_prompt_render(session->prompts_directory, "system.md", variables,
-					      count, &session->system_prompt, error);
+					      count, &session->system_prompt, cause);
 		if (status < 0)
 			return status;
 		status = kagent_prompt_render(session->prompts_directory, "problem.md", variables,
-					      count, &session->problem_prompt, error);
+					      count, &session->problem_prompt, cause);
 		if (status < 0)
 			return status;
 	}
-	session->tools = kagent_tool_definitions(session->prompts_directory, error);
+	session->tools = kagent_tool_definitions(session->prompts_directory, cause);
 	return session->tools != NULL ? 0 : -ENOENT;
-}
-
-json_t *
-kagent_session_run_start_fields(const struct kagent_session *session)
-{
-	char hex[KAGENT_SHA256_HEX_SIZE];
-
-	kagent_sha256_hex(session->problem_source, strlen(session->problem_source), hex);
-	return json_pack(
-	    "{s:s, s:b, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:O}", "run_id", session->run_id,
-	    "resumed", session->resumed, "problem", session->problem_path, "problem_name",
-	    session->problem_name, "problem_sha256", hex, "repository",
-	    kagent_variant_repository_directory(session->repository), "worktree", session->worktree,
-	    "kagent_version", KAGENT_VERSION, "config", kagent_config_to_json(session->config),
-	    "system", session->system_prompt, "tools", session->tools);
 }
 
 /* ---- resume ---- */
 
-struct session_resume {
+struct session_create__resume {
 	struct kagent_session *session;
-	char *error;
+	char *cause;
 	int saw_turn_end;
 };
-
-static void
-session_create__remember_verdict(struct kagent_session *session, const json_t *record)
-{
-	const json_t *verdict = json_object_get(record, "verdict"), *trial;
-	const char *purpose = json_string_value(json_object_get(record, "purpose"));
-	struct kagent_variant *variant = kagent_session_find_variant(
-	    session, json_string_value(json_object_get(record, "variant")));
-	size_t index;
-
-	json_array_foreach(json_object_get(verdict, "trials"), index, trial)
-	{
-		if (json_is_integer(json_object_get(trial, "seed")))
-			json_array_append(session->seen_seeds, json_object_get(trial, "seed"));
-	}
-	if (variant == NULL || purpose == NULL || strcmp(purpose, "evaluate") != 0 ||
-	    !json_is_object(verdict))
-		return;
-	json_decref(variant->verdict);
-	variant->verdict = json_incref((json_t *)verdict);
-	variant->speedup = kagent_session_speedup(session, verdict);
-	variant->turn = (int)json_integer_value(json_object_get(record, "turn"));
-}
 
 static void
 session_create__add_totals(struct kagent_session *session, const json_t *totals)
@@ -198,7 +161,7 @@ session_create__add_totals(struct kagent_session *session, const json_t *totals)
 static int
 session_create__replay(const json_t *record, void *data)
 {
-	struct session_resume *resume = data;
+	struct session_create__resume *resume = data;
 	struct kagent_session *session = resume->session;
 	const char *type = json_string_value(json_object_get(record, "type"));
 	const json_t *usage;
@@ -214,7 +177,7 @@ session_create__replay(const json_t *record, void *data)
 
 		kagent_sha256_hex(session->problem_source, strlen(session->problem_source), hex);
 		if (recorded != NULL && strcmp(recorded, hex) != 0) {
-			resume->error = kagent_asprintf("run %s optimized a different version of "
+			resume->cause = kagent_asprintf("run %s optimized a different version of "
 							"this problem; start a new run",
 							session->run_id);
 			return -EINVAL;
@@ -246,30 +209,12 @@ session_create__replay(const json_t *record, void *data)
 				       json_is_true(json_object_get(record, "is_error"))));
 		session->totals.gpu_seconds +=
 		    json_number_value(json_object_get(record, "gpu_seconds"));
-	} else if (strcmp(type, "verdict") == 0) {
-		session_create__remember_verdict(session, record);
-	} else if (strcmp(type, "commit") == 0) {
-		struct kagent_variant *variant = kagent_session_find_variant(
-		    session, json_string_value(json_object_get(record, "variant")));
-
-		if (variant != NULL && json_is_string(json_object_get(record, "commit"))) {
-			free(variant->commit_id);
-			variant->commit_id =
-			    kagent_strdup(json_string_value(json_object_get(record, "commit")));
-		}
-	} else if (strcmp(type, "best") == 0) {
-		struct kagent_variant *variant = kagent_session_find_variant(
-		    session, json_string_value(json_object_get(record, "variant")));
-
-		if (variant != NULL) {
-			session->best = variant;
-			session->best_speedup =
-			    json_number_value(json_object_get(record, "speedup"));
-		}
 	} else if (strcmp(type, "turn_end") == 0) {
 		/* The totals of a turn_end already count every reply and tool before it. */
 		session_create__add_totals(session, json_object_get(record, "totals"));
 		resume->saw_turn_end = 1;
+	} else {
+		kagent_variants_replay(session->variants, record);
 	}
 	return 0;
 }
@@ -317,32 +262,19 @@ session_create__answer_dangling_calls(struct kagent_session *session)
 }
 
 static int
-session_create__resume(struct kagent_session *session, char **error)
+session_create__resume(struct kagent_session *session, char **cause)
 {
-	struct session_resume resume = {.session = session};
+	struct session_create__resume resume = {.session = session};
 	int status, truncated = 0;
 
 	/* Variants first, from their files: a verdict or commit record refers to them by id. */
-	for (;;) {
-		char *path = kagent_asprintf("%s/v%zu.py", session->variants_directory,
-					     session->variant_count + 1);
-		char *source = NULL, *cause = NULL;
-		size_t size;
-
-		if (kagent_fileio_read(path, KAGENT_SESSION_VARIANT_CAP, &source, &size, &cause) <
-		    0) {
-			free(path);
-			free(cause);
-			break;
-		}
-		kagent_session_append_variant(session, source, path, "", 0);
-	}
+	kagent_variants_load(session->variants);
 	status = kagent_trace_read(session->trace_path, session_create__replay, &resume, &truncated,
-				   error);
+				   cause);
 	if (status != 0) {
-		if (resume.error != NULL) {
-			free(*error);
-			*error = resume.error;
+		if (resume.cause != NULL) {
+			free(*cause);
+			*cause = resume.cause;
 		}
 		return status < 0 ? status : -EINVAL;
 	}
@@ -352,19 +284,34 @@ session_create__resume(struct kagent_session *session, char **error)
 
 /* ---- create ---- */
 
+static void
+session_create__record(void *data, const char *type, json_t *fields)
+{
+	kagent_session_record(data, type, fields);
+}
+
+/* The run's variants (and their folder) and the trace's path. */
 static int
-session_create__directories(struct kagent_session *session, char **error)
+session_create__records(struct kagent_session *session, char **cause)
 {
 	const char *directory = kagent_variant_repository_directory(session->repository);
+	struct kagent_variants_options options = {
+	    .repository = session->repository,
+	    .run_id = session->run_id,
+	    .worktree = session->worktree,
+	    .baseline = session->config->target.baseline,
+	    .evaluate = kagent_session_evaluate,
+	    .record = session_create__record,
+	    .data = session,
+	};
 	int status;
 
-	session->variants_directory = kagent_asprintf("%s/variants/%s", directory, session->run_id);
-	status = kagent_fileio_make_directories(session->variants_directory, 0755, error);
+	status = kagent_variants_create(&options, &session->variants, cause);
 	if (status < 0)
 		return status;
 	session->trace_path = kagent_asprintf("%s/traces/%s.jsonl", directory, session->run_id);
 	if (session->resumed && access(session->trace_path, R_OK) != 0) {
-		*error = kagent_asprintf("run %s has no trace at %s: nothing to resume",
+		*cause = kagent_asprintf("run %s has no trace at %s: nothing to resume",
 					 session->run_id, session->trace_path);
 		return -ENOENT;
 	}
@@ -373,7 +320,7 @@ session_create__directories(struct kagent_session *session, char **error)
 
 int
 kagent_session_create(const struct kagent_session_options *options,
-		      struct kagent_session **session_out, char **error)
+		      struct kagent_session **session_out, char **cause)
 {
 	struct kagent_session *session = kagent_calloc(1, sizeof *session);
 	const struct kagent_config *config = options->config;
@@ -393,19 +340,17 @@ kagent_session_create(const struct kagent_session_options *options,
 	session->worker_executable =
 	    options->worker_executable != NULL ? kagent_strdup(options->worker_executable) : NULL;
 	session->messages = json_array();
-	session->seen_seeds = json_array();
 	uv_timer_init(session->loop, &session->step_timer);
 	session->step_timer.data = session;
-	uv_timer_init(session->loop, &session->worker.poll_timer);
-	session->worker.poll_timer.data = session;
+	kagent_warm_worker_init(&session->worker, session->loop);
 	session->handles_open = 2;
 
 	status = kagent_fileio_read(options->problem_path, SESSION_PROBLEM_CAP,
-				    &session->problem_source, &size, error);
+				    &session->problem_source, &size, cause);
 	if (status < 0)
 		goto out;
 	if (strstr(session->problem_source, "class Model") == NULL) {
-		*error = kagent_asprintf("%s defines no class Model: a problem is a PyTorch module "
+		*cause = kagent_asprintf("%s defines no class Model: a problem is a PyTorch module "
 					 "Model with get_inputs() and get_init_inputs()",
 					 options->problem_path);
 		status = -EINVAL;
@@ -413,7 +358,7 @@ kagent_session_create(const struct kagent_session_options *options,
 	}
 	session->problem_name = session_create__problem_name(options->problem_path);
 	if (options->resume && options->run_id == NULL) {
-		*error = kagent_strdup("--resume needs the id of the run to continue");
+		*cause = kagent_strdup("--resume needs the id of the run to continue");
 		status = -EINVAL;
 		goto out;
 	}
@@ -421,28 +366,28 @@ kagent_session_create(const struct kagent_session_options *options,
 	    options->run_id != NULL ? kagent_strdup(options->run_id) : session_create__run_id();
 	if (config->prompts_directory != NULL)
 		session->prompts_directory = kagent_strdup(config->prompts_directory);
-	else if ((status = kagent_paths_prompts_dir(&session->prompts_directory, error)) < 0)
+	else if ((status = kagent_paths_prompts_dir(&session->prompts_directory, cause)) < 0)
 		goto out;
-	if ((status = session_create__prompts(session, error)) < 0)
+	if ((status = session_create__prompts(session, cause)) < 0)
 		goto out;
 	status =
 	    kagent_variant_repository_open(config->output_directory, session->problem_name,
-					   session->problem_source, &session->repository, error);
+					   session->problem_source, &session->repository, cause);
 	if (status < 0)
 		goto out;
 	status = kagent_variant_repository_start_run(session->repository, session->run_id,
-						     options->resume, &session->worktree, error);
+						     options->resume, &session->worktree, cause);
 	if (status < 0)
 		goto out;
 	session->problem_copy_path = kagent_asprintf("%s/problem.py", session->worktree);
-	if ((status = session_create__directories(session, error)) < 0)
+	if ((status = session_create__records(session, cause)) < 0)
 		goto out;
-	status = kagent_trace_open(session->trace_path, options->resume, &session->trace, error);
+	status = kagent_trace_open(session->trace_path, options->resume, &session->trace, cause);
 	if (status < 0)
 		goto out;
 	if (config->provider.api_key != NULL)
 		kagent_trace_add_secret(session->trace, config->provider.api_key);
-	if (options->resume && (status = session_create__resume(session, error)) < 0)
+	if (options->resume && (status = session_create__resume(session, cause)) < 0)
 		goto out;
 	*session_out = session;
 	session = NULL;

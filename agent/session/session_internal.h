@@ -7,39 +7,18 @@
 
 #include "kagent/session/session.h"
 #include "kagent/model_tools/tool.h"
+#include "warm_worker.h"
 
 struct kagent_llm_call;
 struct kagent_trace;
 struct kagent_variant_repository;
-
-/* A variant's source, as the model sends it and as --resume reads it back: a candidate file
- * larger than this is not a kernel. */
-#define KAGENT_SESSION_VARIANT_CAP ((size_t)1 << 20)
+struct kagent_variants;
 
 enum kagent_session_step {
 	KAGENT_SESSION_STEP_NEXT_TURN,
 	KAGENT_SESSION_STEP_TOOL,
 	KAGENT_SESSION_STEP_TURN_END,
 	KAGENT_SESSION_STEP_TARGET_REACHED,
-};
-
-enum kagent_warm_worker_state {
-	KAGENT_WARM_WORKER_GONE, /* none: evaluations start their own */
-	KAGENT_WARM_WORKER_STARTING,
-	KAGENT_WARM_WORKER_READY,
-	KAGENT_WARM_WORKER_STOPPING,
-};
-
-/* The warm worker of the session (agent/session/warm_worker.c). */
-struct kagent_warm_worker {
-	enum kagent_warm_worker_state state;
-	uv_process_t process;
-	uv_timer_t poll_timer;
-	char *socket_path;
-	char *log_path;
-	long polls;
-	void *pending; /* an evaluation waiting for the socket */
-	void (*on_ready)(void *data);
 };
 
 struct kagent_session_totals {
@@ -69,7 +48,6 @@ struct kagent_session {
 
 	struct kagent_variant_repository *repository;
 	char *worktree;
-	char *variants_directory;
 	struct kagent_trace *trace;
 	char *trace_path;
 	int trace_failed;
@@ -79,13 +57,9 @@ struct kagent_session {
 	json_t *tools;
 	json_t *messages;
 
-	struct kagent_variant **variants;
-	size_t variant_count;
-	struct kagent_variant *best;
-	double best_speedup;
+	struct kagent_variants *variants;
 	struct kagent_variant *target_variant; /* reached the target; confirmed at turn end */
 	struct kagent_variant *final_variant;
-	json_t *seen_seeds;
 
 	long long turn;
 	struct kagent_session_totals totals;
@@ -93,13 +67,14 @@ struct kagent_session {
 
 	uv_timer_t step_timer;
 	struct kagent_warm_worker worker;
-	int handles_open; /* the session is freed when the last one has closed */
+	int handles_open; /* the step timer and the worker: freed when both have closed */
 	enum kagent_session_step next_step;
 	struct kagent_llm_call *llm_call;
 	json_t *reply_message;
 	size_t next_tool;
 	json_t *pending_call;
 	json_t *tool_arguments;
+	struct kagent_tool_host tool_host; /* what the tools see of the session */
 	struct kagent_tool_call tool_call;
 	double tool_started;
 	double tool_gpu_before;
@@ -114,23 +89,13 @@ struct kagent_session {
 };
 
 void kagent_session_record(struct kagent_session *session, const char *type, json_t *fields);
-void kagent_session_schedule(struct kagent_session *session, enum kagent_session_step step);
 void kagent_session_add_message(struct kagent_session *session, json_t *message);
-double kagent_session_wall_seconds(const struct kagent_session *session);
-struct kagent_variant *kagent_session_append_variant(struct kagent_session *session, char *source,
-						     char *path, const char *note, int turn);
-/* A close callback for the session's handles: frees the session after the last one. */
-void kagent_session_handle_closed(uv_handle_t *handle);
-/* Starts the warm worker (session->worker_executable), its output going to log_path. Failure
- * only costs speed. */
-void kagent_warm_worker_start(struct kagent_session *session, const char *log_path);
-/* 1 when the worker is still starting: on_ready(data) runs once it is ready or gone. */
-int kagent_warm_worker_wait(struct kagent_session *session, void (*on_ready)(void *data),
-			    void *data);
-/* The worker's socket when it is ready, else NULL. */
-const char *kagent_warm_worker_socket(const struct kagent_session *session);
-void kagent_warm_worker_stop(struct kagent_session *session);
-/* The fields of the run_start record. */
-json_t *kagent_session_run_start_fields(const struct kagent_session *session);
+/*
+ * Runs an evaluation of the variant (session_data: the session), accounts its GPU time and
+ * traces its verdict; a kagent_variants_evaluate_function, for the variants and the tools.
+ */
+void kagent_session_evaluate(void *session_data, struct kagent_variant *variant,
+			     enum kagent_variants_purpose purpose,
+			     kagent_variants_verdict_callback callback, void *data);
 
 #endif

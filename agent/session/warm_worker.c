@@ -8,7 +8,7 @@
  * `kagent eval` does. Its output goes to a log beside the trace, not into the
  * terminal view.
  */
-#include "session_internal.h"
+#include "warm_worker.h"
 
 #include "kagent/base/alloc.h"
 #include "kagent/base/fileio.h"
@@ -26,11 +26,22 @@
 #define WARM_WORKER_START_SECONDS 300
 #define WARM_WORKER_POLL_MS 100
 
+/* The close callback of the worker's handles: the owner hears when the last has closed. */
 static void
-warm_worker__release_pending(struct kagent_session *session)
+warm_worker__handle_closed(uv_handle_t *handle)
 {
-	struct kagent_warm_worker *worker = &session->worker;
+	struct kagent_warm_worker *worker = handle->data;
 
+	if (--worker->handles_open > 0)
+		return;
+	free(worker->socket_path);
+	free(worker->log_path);
+	worker->closed(worker->closed_data);
+}
+
+static void
+warm_worker__release_pending(struct kagent_warm_worker *worker)
+{
 	uv_timer_stop(&worker->poll_timer);
 	if (worker->pending != NULL) {
 		void *pending = worker->pending;
@@ -43,76 +54,83 @@ warm_worker__release_pending(struct kagent_session *session)
 static void
 warm_worker__exited(uv_process_t *process, int64_t exit_status, int term_signal)
 {
-	struct kagent_session *session = process->data;
-	struct kagent_warm_worker *worker = &session->worker;
+	struct kagent_warm_worker *worker = process->data;
 
 	if (worker->state != KAGENT_WARM_WORKER_STOPPING)
 		kagent_log(KAGENT_LOG_ERROR,
 			   "the session's worker exited (status %lld, signal %d); see %s",
 			   (long long)exit_status, term_signal, worker->log_path);
 	worker->state = KAGENT_WARM_WORKER_GONE;
-	uv_close((uv_handle_t *)process, kagent_session_handle_closed);
-	warm_worker__release_pending(session);
+	uv_close((uv_handle_t *)process, warm_worker__handle_closed);
+	warm_worker__release_pending(worker);
 }
 
 static void
 warm_worker__poll(uv_timer_t *timer)
 {
-	struct kagent_session *session = timer->data;
-	struct kagent_warm_worker *worker = &session->worker;
+	struct kagent_warm_worker *worker = timer->data;
 
 	if (access(worker->socket_path, F_OK) == 0) {
 		worker->state = KAGENT_WARM_WORKER_READY;
-		warm_worker__release_pending(session);
+		warm_worker__release_pending(worker);
 		return;
 	}
 	if (++worker->polls * WARM_WORKER_POLL_MS >= WARM_WORKER_START_SECONDS * 1000) {
 		kagent_log(KAGENT_LOG_ERROR, "the session's worker did not start; see %s",
 			   worker->log_path);
-		kagent_warm_worker_stop(session);
-		warm_worker__release_pending(session);
+		kagent_warm_worker_stop(worker);
+		warm_worker__release_pending(worker);
 	}
 }
 
 /* A socket path short enough for sun_path: beside the default worker socket. */
 static char *
-warm_worker__socket_path(const struct kagent_session *session, char **error)
+warm_worker__socket_path(const char *run_id, char **cause)
 {
 	char *default_socket = NULL, *slash, *path = NULL;
 
-	if (kagent_paths_worker_socket(&default_socket, error) < 0)
+	if (kagent_paths_worker_socket(&default_socket, cause) < 0)
 		return NULL;
 	slash = strrchr(default_socket, '/');
 	if (slash != NULL)
 		*slash = '\0';
-	if (kagent_fileio_make_directories(default_socket, 0700, error) == 0)
+	if (kagent_fileio_make_directories(default_socket, 0700, cause) == 0)
 		path = kagent_asprintf("%s/session-%s.sock", slash != NULL ? default_socket : ".",
-				       session->run_id);
+				       run_id);
 	free(default_socket);
 	return path;
 }
 
 void
-kagent_warm_worker_start(struct kagent_session *session, const char *log_path)
+kagent_warm_worker_init(struct kagent_warm_worker *worker, uv_loop_t *loop)
 {
-	struct kagent_warm_worker *worker = &session->worker;
-	char gpu[16], *executable = NULL, *error = NULL;
+	worker->state = KAGENT_WARM_WORKER_GONE;
+	worker->loop = loop;
+	uv_timer_init(loop, &worker->poll_timer);
+	worker->poll_timer.data = worker;
+	worker->handles_open = 1;
+}
+
+void
+kagent_warm_worker_start(struct kagent_warm_worker *worker, const char *executable,
+			 const char *run_id, int gpu_index, const char *log_path)
+{
+	char gpu[16], *cause = NULL;
 	uv_process_options_t options = {0};
 	uv_stdio_container_t stdio[3];
 	int log_fd, status;
 
 	worker->log_path = kagent_strdup(log_path);
-	worker->socket_path = warm_worker__socket_path(session, &error);
+	worker->socket_path = warm_worker__socket_path(run_id, &cause);
 	if (worker->socket_path == NULL)
 		goto fail;
 	unlink(worker->socket_path);
 	log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (log_fd < 0) {
-		error = kagent_asprintf("%s: %s", log_path, strerror(errno));
+		cause = kagent_asprintf("%s: %s", log_path, strerror(errno));
 		goto fail;
 	}
-	executable = kagent_strdup(session->worker_executable);
-	snprintf(gpu, sizeof gpu, "%d", session->config->evaluation.gpu_index);
+	snprintf(gpu, sizeof gpu, "%d", gpu_index);
 	{
 		char *arguments[] = {"kagent", "worker", "--socket", worker->socket_path,
 				     "--gpu",  gpu,	 NULL};
@@ -127,34 +145,31 @@ kagent_warm_worker_start(struct kagent_session *session, const char *log_path)
 		options.stdio = stdio;
 		options.stdio_count = 3;
 		options.exit_cb = warm_worker__exited;
-		worker->process.data = session;
-		status = uv_spawn(session->loop, &worker->process, &options);
+		worker->process.data = worker;
+		status = uv_spawn(worker->loop, &worker->process, &options);
 	}
 	close(log_fd);
-	free(executable);
 	if (status < 0) {
-		error = kagent_asprintf("cannot start a worker: %s", uv_strerror(status));
+		cause = kagent_asprintf("cannot start a worker: %s", uv_strerror(status));
 		/* A failed uv_spawn still initialised the handle, which must be closed. */
-		session->handles_open++;
-		uv_close((uv_handle_t *)&worker->process, kagent_session_handle_closed);
+		worker->handles_open++;
+		uv_close((uv_handle_t *)&worker->process, warm_worker__handle_closed);
 		goto fail;
 	}
-	session->handles_open++;
+	worker->handles_open++;
 	worker->state = KAGENT_WARM_WORKER_STARTING;
 	uv_timer_start(&worker->poll_timer, warm_worker__poll, WARM_WORKER_POLL_MS,
 		       WARM_WORKER_POLL_MS);
 	return;
 fail:
-	kagent_log(KAGENT_LOG_ERROR, "evaluations will start their own workers: %s", error);
-	free(error);
+	kagent_log(KAGENT_LOG_ERROR, "evaluations will start their own workers: %s", cause);
+	free(cause);
 	worker->state = KAGENT_WARM_WORKER_GONE;
 }
 
 int
-kagent_warm_worker_wait(struct kagent_session *session, void (*on_ready)(void *data), void *data)
+kagent_warm_worker_wait(struct kagent_warm_worker *worker, void (*on_ready)(void *data), void *data)
 {
-	struct kagent_warm_worker *worker = &session->worker;
-
 	if (worker->state != KAGENT_WARM_WORKER_STARTING)
 		return 0;
 	/* Evaluations of a session run one at a time. */
@@ -164,21 +179,28 @@ kagent_warm_worker_wait(struct kagent_session *session, void (*on_ready)(void *d
 }
 
 const char *
-kagent_warm_worker_socket(const struct kagent_session *session)
+kagent_warm_worker_socket(const struct kagent_warm_worker *worker)
 {
-	return session->worker.state == KAGENT_WARM_WORKER_READY ? session->worker.socket_path
-								 : NULL;
+	return worker->state == KAGENT_WARM_WORKER_READY ? worker->socket_path : NULL;
 }
 
 void
-kagent_warm_worker_stop(struct kagent_session *session)
+kagent_warm_worker_stop(struct kagent_warm_worker *worker)
 {
-	struct kagent_warm_worker *worker = &session->worker;
-
 	if (worker->state != KAGENT_WARM_WORKER_STARTING &&
 	    worker->state != KAGENT_WARM_WORKER_READY)
 		return;
 	worker->state = KAGENT_WARM_WORKER_STOPPING;
 	uv_timer_stop(&worker->poll_timer);
 	uv_process_kill(&worker->process, SIGTERM);
+}
+
+void
+kagent_warm_worker_close(struct kagent_warm_worker *worker, void (*closed)(void *data), void *data)
+{
+	worker->closed = closed;
+	worker->closed_data = data;
+	/* A worker still running is told to stop; its handle closes when it has exited. */
+	kagent_warm_worker_stop(worker);
+	uv_close((uv_handle_t *)&worker->poll_timer, warm_worker__handle_closed);
 }

@@ -1,17 +1,44 @@
 /*
  * The tools the model calls, as a table of structs (agent/model_tools/tool_table.c), one
- * file per tool (tools/tool_NAME.c): name, a JSON schema of the parameters,
+ * file per tool (agent/model_tools/tool_NAME.c): name, a JSON schema of the parameters,
  * and a handler that starts the work and completes the call once, possibly
  * later from the loop, with one text result for the model and one JSON object
- * for the trace. The descriptions the model reads are prompts/tools/NAME.md.
+ * for the trace (agent/model_tools/tool_call.c checks and ends each call). The
+ * descriptions the model reads are prompts/tools/NAME.md.
+ *
+ * A tool knows the run it serves only through the host its call carries
+ * (struct kagent_tool_host), which the run's owner (the session) fills.
  */
 #ifndef KAGENT_TOOL_H
 #define KAGENT_TOOL_H
 
 #include <jansson.h>
 #include <stdio.h>
+#include <uv.h>
 
-#include "kagent/session/session.h"
+#include "kagent/records/variants.h"
+
+/*
+ * What the tools may use of the run: its loop, its problem, its variants, and
+ * the functions below, each called with data. Everything is borrowed and
+ * outlives the calls.
+ */
+struct kagent_tool_host {
+	uv_loop_t *loop;
+	const char *problem_name;
+	const char *problem_source;
+	struct kagent_variants *variants;
+	/* The turn in progress, for the variants a tool adds. */
+	int (*turn)(void *data);
+	/* Evaluates a variant; the GPU time is accounted and the verdict traced. */
+	kagent_variants_evaluate_function evaluate;
+	/* A one-line budget reminder for tool results ("turn 3 of 40, $0.12 of $5.00, 2m of 60m").
+	 */
+	char *(*budget_line)(void *data);
+	/* The model asked to end the run with this summary. */
+	void (*request_finish)(void *data, const char *summary);
+	void *data;
+};
 
 struct kagent_tool_call;
 
@@ -25,7 +52,7 @@ struct kagent_tool {
 };
 
 struct kagent_tool_call {
-	struct kagent_session *session;
+	const struct kagent_tool_host *host;
 	const struct kagent_tool *tool;
 	const char *id;
 	const json_t *arguments; /* a JSON object, checked against required properties */
@@ -44,9 +71,9 @@ const struct kagent_tool *kagent_tool_find(const char *name);
 /*
  * The tool definitions the model is offered: [{"name", "description",
  * "parameters"}], descriptions read from <prompts>/tools/NAME.md. The caller
- * releases it; NULL with *error when a description is missing.
+ * releases it; NULL with *cause when a description is missing.
  */
-json_t *kagent_tool_definitions(const char *prompts_directory, char **error);
+json_t *kagent_tool_definitions(const char *prompts_directory, char **cause);
 /*
  * Runs one call the model made: unknown tools, unparsable arguments and
  * missing or mistyped required arguments finish at once with an error the

@@ -6,8 +6,9 @@
  * Every step is a trace record (docs/traces.md), and the observer sees the
  * same records as they are written (the terminal view renders them).
  *
- * The tools (tools/tool_*.c) act through the services below: variants,
- * evaluations, the best ref and finishing.
+ * The tools (agent/model_tools) act on the run through the host the session
+ * gives them (struct kagent_tool_host): the run's variants
+ * (agent/records/variants.c), evaluations, the budget and finishing.
  */
 #ifndef KAGENT_SESSION_H
 #define KAGENT_SESSION_H
@@ -19,19 +20,6 @@
 #include "kagent/llm/http_client.h"
 
 struct kagent_session;
-
-/* A candidate the model wrote, numbered v1, v2, ... in the order it arrived. */
-struct kagent_variant {
-	char *id;	 /* "v3" */
-	int number;	 /* 3 */
-	int turn;	 /* the turn that wrote it */
-	char *source;	 /* the Python file */
-	char *path;	 /* a copy on disk: <problem>/variants/<run>/v3.py */
-	char *note;	 /* the model's note, "" when none */
-	json_t *verdict; /* its evaluation, or NULL before (or without) one */
-	char *commit_id; /* NULL until committed */
-	double speedup;	 /* against the configured baseline; 0 unless correct */
-};
 
 struct kagent_session_options {
 	uv_loop_t *loop;
@@ -55,10 +43,10 @@ struct kagent_session_options {
 /*
  * Creates the session: repository, worktree, trace, prompts, and (with resume)
  * the conversation rebuilt from the trace. Returns 0 or a negative errno with
- * *error set (bad problem file, bad run id, unreadable trace, prompts missing).
+ * *cause set (bad problem file, bad run id, unreadable trace, prompts missing).
  */
 int kagent_session_create(const struct kagent_session_options *options,
-			  struct kagent_session **session_out, char **error);
+			  struct kagent_session **session_out, char **cause);
 /* Starts the loop of turns; done runs later, from the loop. */
 void kagent_session_start(struct kagent_session *session);
 /* Stops at the next safe point (stop reason "interrupted"): cancels the model call in flight. */
@@ -68,49 +56,6 @@ void kagent_session_free(struct kagent_session *session);
 
 const char *kagent_session_run_id(const struct kagent_session *session);
 const char *kagent_session_trace_path(const struct kagent_session *session);
-
-/* Services for the tools. */
-uv_loop_t *kagent_session_loop(const struct kagent_session *session);
 const struct kagent_config *kagent_session_config(const struct kagent_session *session);
-const char *kagent_session_problem_source(const struct kagent_session *session);
-const char *kagent_session_problem_name(const struct kagent_session *session);
-/* "v3", "3" or "latest"; NULL when there is no such variant. */
-struct kagent_variant *kagent_session_find_variant(struct kagent_session *session,
-						   const char *name);
-/* The variant evaluated just before this one, or NULL. */
-struct kagent_variant *kagent_session_previous_variant(struct kagent_session *session,
-						       const struct kagent_variant *variant);
-/* Records a new variant (numbered, written to disk). Returns NULL with *error on a bad source. */
-struct kagent_variant *kagent_session_add_variant(struct kagent_session *session,
-						  const char *source, const char *note,
-						  char **error);
-
-enum kagent_session_evaluation {
-	KAGENT_SESSION_EVALUATE, /* a new variant: verdict kept, committed to the run branch */
-	KAGENT_SESSION_PROFILE,	 /* kagent profile of a variant */
-	KAGENT_SESSION_CONFIRM,	 /* unseen seeds, before moving the best ref */
-	KAGENT_SESSION_FINAL,	 /* unseen seeds in a fresh worker process, before announcing */
-};
-/* status 0 and a verdict, or a negative errno and an error object; both borrowed. */
-typedef void (*kagent_session_evaluation_callback)(int status, const json_t *verdict, void *data);
-/* Runs an evaluation of the variant, accounts its GPU time and traces its verdict. */
-void kagent_session_evaluate(struct kagent_session *session, struct kagent_variant *variant,
-			     enum kagent_session_evaluation purpose,
-			     kagent_session_evaluation_callback callback, void *data);
-/*
- * Confirms variant on unseen seeds and moves the best ref to it when it is
- * correct and faster than the current best. The callback's verdict is the
- * confirmation's; moved says whether best moved; message explains either way.
- */
-typedef void (*kagent_session_promote_callback)(int moved, const char *message, void *data);
-void kagent_session_promote(struct kagent_session *session, struct kagent_variant *variant,
-			    const char *message, kagent_session_promote_callback callback,
-			    void *data);
-/* The speedup a verdict shows against the configured baseline; 0 unless correct. */
-double kagent_session_speedup(const struct kagent_session *session, const json_t *verdict);
-/* The model asked to end the run with this summary. */
-void kagent_session_request_finish(struct kagent_session *session, const char *summary);
-/* A one-line budget reminder for tool results ("turn 3 of 40, $0.12 of $5.00, 2m of 60m"). */
-char *kagent_session_budget_line(const struct kagent_session *session);
 
 #endif

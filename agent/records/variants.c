@@ -1,0 +1,561 @@
+/*
+ * The variants of one run (see include/kagent/records/variants.h): in memory
+ * in the order they arrived, each also a file in the run's variants folder
+ * (what evaluations read and --resume reads back), each evaluated one a commit
+ * on runs/<run>, and the best one behind best/<run> and best.py.
+ */
+#include "kagent/records/variants.h"
+
+#include "kagent/base/alloc.h"
+#include "kagent/base/fileio.h"
+#include "kagent/base/log.h"
+#include "kagent/records/variant_repository.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+/* A variant's source, as the model sends it and as --resume reads it back: a candidate file
+ * larger than this is not a kernel. */
+#define VARIANTS_SOURCE_CAP ((size_t)1 << 20)
+
+struct kagent_variants {
+	struct kagent_variant_repository *repository;
+	char *run_id;
+	char *worktree;
+	char *directory;
+	enum kagent_target_baseline baseline;
+	kagent_variants_evaluate_function evaluate;
+	kagent_variants_record_function record;
+	void *data;
+
+	struct kagent_variant **items;
+	size_t count;
+	struct kagent_variant *best;
+	double best_speedup;
+	json_t *seen_seeds;
+};
+
+int
+kagent_variants_create(const struct kagent_variants_options *options,
+		       struct kagent_variants **variants_out, char **cause)
+{
+	struct kagent_variants *variants = kagent_calloc(1, sizeof *variants);
+	int status;
+
+	variants->repository = options->repository;
+	variants->run_id = kagent_strdup(options->run_id);
+	variants->worktree = kagent_strdup(options->worktree);
+	variants->directory = kagent_asprintf(
+	    "%s/variants/%s", kagent_variant_repository_directory(options->repository),
+	    options->run_id);
+	variants->baseline = options->baseline;
+	variants->evaluate = options->evaluate;
+	variants->record = options->record;
+	variants->data = options->data;
+	variants->seen_seeds = json_array();
+	status = kagent_fileio_make_directories(variants->directory, 0755, cause);
+	if (status < 0) {
+		kagent_variants_free(variants);
+		variants = NULL;
+	}
+	*variants_out = variants;
+	return status;
+}
+
+static void
+variants__free_variant(struct kagent_variant *variant)
+{
+	free(variant->id);
+	free(variant->source);
+	free(variant->path);
+	free(variant->note);
+	json_decref(variant->verdict);
+	free(variant->commit_id);
+	free(variant);
+}
+
+void
+kagent_variants_free(struct kagent_variants *variants)
+{
+	size_t index;
+
+	if (variants == NULL)
+		return;
+	for (index = 0; index < variants->count; index++)
+		variants__free_variant(variants->items[index]);
+	free(variants->items);
+	json_decref(variants->seen_seeds);
+	free(variants->run_id);
+	free(variants->worktree);
+	free(variants->directory);
+	free(variants);
+}
+
+/* Appends a variant whose source is already on disk at path (new or resumed). */
+static struct kagent_variant *
+variants__append(struct kagent_variants *variants, char *source, char *path, const char *note,
+		 int turn)
+{
+	struct kagent_variant *variant = kagent_calloc(1, sizeof *variant);
+
+	variants->items =
+	    kagent_realloc(variants->items, (variants->count + 1) * sizeof *variants->items);
+	variants->items[variants->count++] = variant;
+	variant->number = (int)variants->count;
+	variant->id = kagent_asprintf("v%d", variant->number);
+	variant->turn = turn;
+	variant->source = source;
+	variant->path = path;
+	variant->note = kagent_strdup(note != NULL ? note : "");
+	return variant;
+}
+
+/* The path of the next variant's file. */
+static char *
+variants__next_path(const struct kagent_variants *variants)
+{
+	return kagent_asprintf("%s/v%zu.py", variants->directory, variants->count + 1);
+}
+
+struct kagent_variant *
+kagent_variants_add(struct kagent_variants *variants, const char *source, const char *note,
+		    int turn, char **cause)
+{
+	char *path;
+	size_t length = source != NULL ? strlen(source) : 0;
+
+	if (length == 0) {
+		*cause = kagent_strdup("the source is empty: pass the whole Python file");
+		return NULL;
+	}
+	if (length > VARIANTS_SOURCE_CAP) {
+		*cause = kagent_asprintf("the source is %zu bytes; the limit is %zu", length,
+					 VARIANTS_SOURCE_CAP);
+		return NULL;
+	}
+	if (strstr(source, "ModelNew") == NULL) {
+		*cause = kagent_strdup("the source defines no class ModelNew: write the whole "
+				       "Python file, with ModelNew and its kernels");
+		return NULL;
+	}
+	path = variants__next_path(variants);
+	if (kagent_fileio_write_atomic(path, source, length, cause) < 0) {
+		free(path);
+		return NULL;
+	}
+	return variants__append(variants, kagent_strdup(source), path, note, turn);
+}
+
+void
+kagent_variants_load(struct kagent_variants *variants)
+{
+	for (;;) {
+		char *path = variants__next_path(variants), *source = NULL, *cause = NULL;
+		size_t size;
+
+		if (kagent_fileio_read(path, VARIANTS_SOURCE_CAP, &source, &size, &cause) < 0) {
+			free(path);
+			free(cause);
+			return;
+		}
+		variants__append(variants, source, path, "", 0);
+	}
+}
+
+struct kagent_variant *
+kagent_variants_find(const struct kagent_variants *variants, const char *name)
+{
+	char *end;
+	long number;
+
+	if (name == NULL || variants->count == 0)
+		return NULL;
+	if (strcmp(name, "latest") == 0)
+		return variants->items[variants->count - 1];
+	if (name[0] == 'v' || name[0] == 'V')
+		name++;
+	number = strtol(name, &end, 10);
+	if (end == name || *end != '\0' || number < 1 || (size_t)number > variants->count)
+		return NULL;
+	return variants->items[number - 1];
+}
+
+struct kagent_variant *
+kagent_variants_previous(const struct kagent_variants *variants,
+			 const struct kagent_variant *variant)
+{
+	return variant->number > 1 ? variants->items[variant->number - 2] : NULL;
+}
+
+struct kagent_variant *
+kagent_variants_best(const struct kagent_variants *variants)
+{
+	return variants->best;
+}
+
+double
+kagent_variants_best_speedup(const struct kagent_variants *variants)
+{
+	return variants->best_speedup;
+}
+
+struct kagent_variant *
+kagent_variants_final_candidate(const struct kagent_variants *variants)
+{
+	struct kagent_variant *fastest = NULL;
+	size_t index;
+
+	if (variants->best != NULL)
+		return variants->best;
+	for (index = 0; index < variants->count; index++) {
+		struct kagent_variant *variant = variants->items[index];
+
+		if (variant->speedup > 0 && variant->commit_id != NULL &&
+		    (fastest == NULL || variant->speedup > fastest->speedup))
+			fastest = variant;
+	}
+	return fastest;
+}
+
+/* ---- verdicts and seeds ---- */
+
+static double
+variants__timing_number(const json_t *verdict, const char *key)
+{
+	const json_t *value = json_object_get(json_object_get(verdict, "timing"), key);
+
+	return json_is_number(value) ? json_number_value(value) : 0.0;
+}
+
+double
+kagent_variants_speedup(const struct kagent_variants *variants, const json_t *verdict)
+{
+	const char *status = json_string_value(json_object_get(verdict, "status"));
+	double eager = variants__timing_number(verdict, "speedup_vs_eager");
+	double compile = variants__timing_number(verdict, "speedup_vs_compile");
+
+	if (status == NULL || strcmp(status, "correct") != 0)
+		return 0.0;
+	switch (variants->baseline) {
+	case KAGENT_TARGET_EAGER:
+		return eager;
+	case KAGENT_TARGET_COMPILE:
+		return compile > 0 ? compile : eager;
+	case KAGENT_TARGET_BEST:
+	default:
+		/* Against the faster baseline the speedup is the smaller of the two. */
+		return compile > 0 && compile < eager ? compile : eager;
+	}
+}
+
+/* Remembers every seed a verdict used, so confirmations can pick unseen ones. */
+static void
+variants__remember_seeds(struct kagent_variants *variants, const json_t *verdict)
+{
+	const json_t *trial;
+	size_t index;
+
+	json_array_foreach(json_object_get(verdict, "trials"), index, trial)
+	{
+		json_t *seed = json_object_get(trial, "seed");
+
+		if (json_is_integer(seed))
+			json_array_append(variants->seen_seeds, seed);
+	}
+}
+
+uint64_t
+kagent_variants_unseen_seed(const struct kagent_variants *variants)
+{
+	for (;;) {
+		uint64_t seed = 0;
+		const json_t *item;
+		size_t index;
+		int clash = 0;
+
+		if (getrandom(&seed, sizeof seed, 0) != sizeof seed)
+			seed = (uint64_t)time(NULL) * 2654435761u;
+		/* Positive and far from overflow, as the runner's generators want it. */
+		seed = (seed >> 2) % ((uint64_t)1 << 52) + 1;
+		json_array_foreach(variants->seen_seeds, index, item)
+		{
+			uint64_t seen = (uint64_t)json_integer_value(item);
+
+			if (seen >= seed && seen < seed + 64)
+				clash = 1;
+		}
+		if (!clash)
+			return seed;
+	}
+}
+
+static const char *
+variants__purpose_name(enum kagent_variants_purpose purpose)
+{
+	switch (purpose) {
+	case KAGENT_VARIANTS_PROFILE:
+		return "profile";
+	case KAGENT_VARIANTS_CONFIRM:
+		return "confirm";
+	case KAGENT_VARIANTS_FINAL:
+		return "final";
+	case KAGENT_VARIANTS_EVALUATE:
+	default:
+		return "evaluate";
+	}
+}
+
+static char *
+variants__trailer_number(double value)
+{
+	return kagent_asprintf("%.4g", value);
+}
+
+/* Commits an evaluated variant with its verdict in the trailers. */
+static void
+variants__commit(struct kagent_variants *variants, struct kagent_variant *variant,
+		 const json_t *verdict)
+{
+	const json_t *environment = json_object_get(verdict, "environment");
+	const json_t *first_trial = json_array_get(json_object_get(verdict, "trials"), 0);
+	const char *status = json_string_value(json_object_get(verdict, "status"));
+	const char *gpu = json_string_value(json_object_get(environment, "gpu"));
+	char *subject, *eager, *compile, *milliseconds, *turn, *seed, *commit_id = NULL;
+	char *cause = NULL, *branch;
+
+	eager = variants__trailer_number(variants__timing_number(verdict, "speedup_vs_eager"));
+	compile = variants__trailer_number(variants__timing_number(verdict, "speedup_vs_compile"));
+	milliseconds = variants__trailer_number(json_number_value(json_object_get(
+	    json_object_get(json_object_get(verdict, "timing"), "candidate"), "median_ms")));
+	turn = kagent_asprintf("%d", variant->turn);
+	seed = kagent_asprintf("%lld",
+			       (long long)json_integer_value(json_object_get(first_trial, "seed")));
+	subject = kagent_asprintf("%s: %s, %.2fx", variant->id, status ? status : "unknown",
+				  variant->speedup);
+	{
+		const struct kagent_trailer trailers[] = {
+		    {"Kagent-Run", variants->run_id},
+		    {"Kagent-Variant", variant->id},
+		    {"Kagent-Turn", turn},
+		    {"Kagent-Status", status ? status : "unknown"},
+		    {"Kagent-Speedup-Eager", eager},
+		    {"Kagent-Speedup-Compile", compile},
+		    {"Kagent-Candidate-Ms", milliseconds},
+		    {"Kagent-Seed", seed},
+		    {"Kagent-GPU", gpu != NULL ? gpu : "none"},
+		};
+
+		if (kagent_variant_repository_commit(
+			variants->repository, variants->run_id, "candidate.py", variant->source,
+			subject, variant->note[0] != '\0' ? variant->note : NULL, trailers,
+			sizeof trailers / sizeof trailers[0], &commit_id, &cause) < 0) {
+			kagent_log(KAGENT_LOG_ERROR, "commit of %s failed: %s", variant->id, cause);
+			free(cause);
+		} else {
+			branch = kagent_asprintf("runs/%s", variants->run_id);
+			free(variant->commit_id);
+			variant->commit_id = commit_id;
+			variants->record(variants->data, "commit",
+					 json_pack("{s:s, s:s, s:s}", "variant", variant->id,
+						   "commit", commit_id, "branch", branch));
+			free(branch);
+		}
+	}
+	free(subject);
+	free(eager);
+	free(compile);
+	free(milliseconds);
+	free(turn);
+	free(seed);
+}
+
+void
+kagent_variants_take_verdict(struct kagent_variants *variants, struct kagent_variant *variant,
+			     enum kagent_variants_purpose purpose, int status,
+			     const json_t *verdict)
+{
+	double speedup;
+
+	if (status != 0) {
+		variants->record(variants->data, "verdict",
+				 json_pack("{s:s, s:s, s:s, s:O}", "variant", variant->id,
+					   "purpose", variants__purpose_name(purpose), "status",
+					   "error", "reason", json_object_get(verdict, "message")));
+		return;
+	}
+	speedup = kagent_variants_speedup(variants, verdict);
+	variants__remember_seeds(variants, verdict);
+	variants->record(
+	    variants->data, "verdict",
+	    json_pack(
+		"{s:s, s:s, s:O, s:O, s:f, s:f, s:f, s:f, s:O}", "variant", variant->id, "purpose",
+		variants__purpose_name(purpose), "status", json_object_get(verdict, "status"),
+		"reason", json_object_get(verdict, "reason"), "speedup", speedup,
+		"speedup_vs_eager", variants__timing_number(verdict, "speedup_vs_eager"),
+		"speedup_vs_compile", variants__timing_number(verdict, "speedup_vs_compile"),
+		"candidate_ms",
+		json_number_value(json_object_get(
+		    json_object_get(json_object_get(verdict, "timing"), "candidate"), "median_ms")),
+		"verdict", verdict));
+	if (purpose != KAGENT_VARIANTS_EVALUATE)
+		return;
+	json_decref(variant->verdict);
+	variant->verdict = json_incref((json_t *)verdict);
+	variant->speedup = speedup;
+	variants__commit(variants, variant, verdict);
+}
+
+/* ---- the best ref ---- */
+
+/* Writes the best variant's source beside the worktree's files as best.py. */
+static void
+variants__write_best_file(const struct kagent_variants *variants,
+			  const struct kagent_variant *variant)
+{
+	char *path = kagent_asprintf("%s/best.py", variants->worktree), *cause = NULL;
+
+	if (kagent_fileio_write_atomic(path, variant->source, strlen(variant->source), &cause) <
+	    0) {
+		kagent_log(KAGENT_LOG_ERROR, "%s", cause);
+		free(cause);
+	}
+	free(path);
+}
+
+int
+kagent_variants_move_best(struct kagent_variants *variants, struct kagent_variant *variant,
+			  double speedup, char **cause)
+{
+	int status = kagent_variant_repository_move_best(variants->repository, variants->run_id,
+							 variant->commit_id, cause);
+	json_t *previous = variants->best != NULL ? json_real(variants->best_speedup) : json_null();
+
+	if (status < 0) {
+		json_decref(previous);
+		return status;
+	}
+	variants->best = variant;
+	variants->best_speedup = speedup;
+	variants__write_best_file(variants, variant);
+	variants->record(variants->data, "best",
+			 json_pack("{s:s, s:s, s:f, s:s, s:o}", "variant", variant->id, "commit",
+				   variant->commit_id, "speedup", speedup, "baseline",
+				   kagent_target_baseline_name(variants->baseline), "previous",
+				   previous));
+	return 0;
+}
+
+struct variants__promotion {
+	struct kagent_variants *variants;
+	struct kagent_variant *variant;
+	kagent_variants_promote_callback callback;
+	void *data;
+};
+
+static void
+variants__confirmed(int status, const json_t *verdict, void *data)
+{
+	struct variants__promotion *promotion = data;
+	struct kagent_variants *variants = promotion->variants;
+	struct kagent_variant *variant = promotion->variant;
+	double speedup = status == 0 ? kagent_variants_speedup(variants, verdict) : 0.0;
+	char *message, *cause = NULL;
+	int moved = 0;
+
+	if (status < 0)
+		message = kagent_asprintf("%s could not be confirmed: %s", variant->id,
+					  json_string_value(json_object_get(verdict, "message")));
+	else if (speedup <= 0)
+		message = kagent_asprintf("%s failed on unseen seeds: %s: %s; best not moved",
+					  variant->id,
+					  json_string_value(json_object_get(verdict, "status")),
+					  json_string_value(json_object_get(verdict, "reason")));
+	else if (variants->best != NULL && speedup <= variants->best_speedup)
+		message = kagent_asprintf("%s confirmed at %.2fx, not faster than the best %s at "
+					  "%.2fx; best not moved",
+					  variant->id, speedup, variants->best->id,
+					  variants->best_speedup);
+	else if (kagent_variants_move_best(variants, variant, speedup, &cause) < 0)
+		message = kagent_asprintf("%s confirmed at %.2fx, but the best ref could not "
+					  "move: %s",
+					  variant->id, speedup, cause);
+	else {
+		moved = 1;
+		message = kagent_asprintf("%s confirmed on unseen seeds at %.2fx: best/%s now "
+					  "points at it",
+					  variant->id, speedup, variants->run_id);
+	}
+	free(cause);
+	promotion->callback(moved, message, promotion->data);
+	free(message);
+	free(promotion);
+}
+
+void
+kagent_variants_promote(struct kagent_variants *variants, struct kagent_variant *variant,
+			const char *message, kagent_variants_promote_callback callback, void *data)
+{
+	struct variants__promotion *promotion;
+	char *text;
+
+	if (variant->verdict == NULL || variant->speedup <= 0 || variant->commit_id == NULL) {
+		text = kagent_asprintf("%s cannot become the best: only a correct, evaluated "
+				       "variant can (its status: %s)",
+				       variant->id,
+				       variant->verdict != NULL ? json_string_value(json_object_get(
+								      variant->verdict, "status"))
+								: "not evaluated");
+		callback(0, text, data);
+		free(text);
+		return;
+	}
+	promotion = kagent_calloc(1, sizeof *promotion);
+	promotion->variants = variants;
+	promotion->variant = variant;
+	promotion->callback = callback;
+	promotion->data = data;
+	if (message != NULL && message[0] != '\0')
+		kagent_log(KAGENT_LOG_INFO, "promote %s: %s", variant->id, message);
+	variants->evaluate(variants->data, variant, KAGENT_VARIANTS_CONFIRM, variants__confirmed,
+			   promotion);
+}
+
+/* ---- resume ---- */
+
+void
+kagent_variants_replay(struct kagent_variants *variants, const json_t *record)
+{
+	const char *type = json_string_value(json_object_get(record, "type"));
+	struct kagent_variant *variant =
+	    kagent_variants_find(variants, json_string_value(json_object_get(record, "variant")));
+
+	if (type == NULL)
+		return;
+	if (strcmp(type, "verdict") == 0) {
+		const json_t *verdict = json_object_get(record, "verdict");
+		const char *purpose = json_string_value(json_object_get(record, "purpose"));
+
+		variants__remember_seeds(variants, verdict);
+		if (variant == NULL || purpose == NULL || strcmp(purpose, "evaluate") != 0 ||
+		    !json_is_object(verdict))
+			return;
+		json_decref(variant->verdict);
+		variant->verdict = json_incref((json_t *)verdict);
+		variant->speedup = kagent_variants_speedup(variants, verdict);
+		variant->turn = (int)json_integer_value(json_object_get(record, "turn"));
+	} else if (strcmp(type, "commit") == 0) {
+		if (variant != NULL && json_is_string(json_object_get(record, "commit"))) {
+			free(variant->commit_id);
+			variant->commit_id =
+			    kagent_strdup(json_string_value(json_object_get(record, "commit")));
+		}
+	} else if (strcmp(type, "best") == 0) {
+		if (variant != NULL) {
+			variants->best = variant;
+			variants->best_speedup =
+			    json_number_value(json_object_get(record, "speedup"));
+		}
+	}
+}

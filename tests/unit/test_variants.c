@@ -1,0 +1,387 @@
+/*
+ * Unit tests for a run's variants (agent/records/variants.c): numbering and lookup, the checks
+ * on a new source, verdicts kept and committed, promotion through a stand-in evaluator, and
+ * the state --resume takes back from the files and the trace records.
+ */
+#include "kagent/records/variants.h"
+
+#include "kagent/base/alloc.h"
+#include "kagent/base/fileio.h"
+#include "kagent/base/paths.h"
+#include "kagent/records/variant_repository.h"
+
+#include "test.h"
+
+#include <errno.h>
+
+#define PROBLEM_SOURCE "import torch\n\nclass Model(torch.nn.Module):\n    pass\n"
+#define VARIANT_SOURCE "import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n"
+
+/* A repository with run "r1", the run's variants, and what the variants asked of their owner. */
+struct fixture {
+	char *directory;
+	char *worktree;
+	struct kagent_variant_repository *repository;
+	struct kagent_variants *variants;
+	json_t *records;		      /* the records written, in order */
+	json_t *confirmation;		      /* the verdict the stand-in evaluator answers with */
+	int evaluations;		      /* how many it was asked for */
+	enum kagent_variants_purpose purpose; /* the purpose of the last one */
+};
+
+static void
+record(void *data, const char *type, json_t *fields)
+{
+	struct fixture *fixture = data;
+
+	json_object_set_new(fields, "type", json_string(type));
+	json_array_append_new(fixture->records, fields);
+}
+
+/* Answers at once, as a session's evaluation would later, from the loop. */
+static void
+evaluate(void *data, struct kagent_variant *variant, enum kagent_variants_purpose purpose,
+	 kagent_variants_verdict_callback callback, void *callback_data)
+{
+	struct fixture *fixture = data;
+
+	(void)variant;
+	fixture->evaluations++;
+	fixture->purpose = purpose;
+	callback(0, fixture->confirmation, callback_data);
+}
+
+static struct kagent_variants *
+open_variants(struct fixture *fixture, enum kagent_target_baseline baseline)
+{
+	struct kagent_variants_options options = {
+	    .repository = fixture->repository,
+	    .run_id = "r1",
+	    .worktree = fixture->worktree,
+	    .baseline = baseline,
+	    .evaluate = evaluate,
+	    .record = record,
+	    .data = fixture,
+	};
+	struct kagent_variants *variants = NULL;
+	char *cause = NULL;
+
+	CHECK_INT(kagent_variants_create(&options, &variants, &cause), 0);
+	CHECK(cause == NULL);
+	return variants;
+}
+
+static void
+fixture_open(struct fixture *fixture, enum kagent_target_baseline baseline)
+{
+	char *cause = NULL;
+
+	memset(fixture, 0, sizeof *fixture);
+	fixture->directory = kagent_test_make_directory();
+	CHECK_INT(kagent_variant_repository_open(fixture->directory, "relu", PROBLEM_SOURCE,
+						 &fixture->repository, &cause),
+		  0);
+	CHECK_INT(kagent_variant_repository_start_run(fixture->repository, "r1", 0,
+						      &fixture->worktree, &cause),
+		  0);
+	fixture->records = json_array();
+	fixture->variants = open_variants(fixture, baseline);
+}
+
+static void
+fixture_close(struct fixture *fixture)
+{
+	char *cause = NULL;
+
+	kagent_variants_free(fixture->variants);
+	kagent_variant_repository_close(fixture->repository);
+	json_decref(fixture->records);
+	json_decref(fixture->confirmation);
+	CHECK_INT(kagent_paths_remove_tree(fixture->directory, &cause), 0);
+	free(fixture->worktree);
+	free(fixture->directory);
+}
+
+/* A verdict of status with these speedups and one trial of seed. */
+static json_t *
+verdict(const char *status, double eager, double compile, long long seed)
+{
+	return json_pack("{s:s, s:s, s:{s:f, s:f, s:{s:f}}, s:[{s:I}], s:{s:s}}", "status", status,
+			 "reason", "checked", "timing", "speedup_vs_eager", eager,
+			 "speedup_vs_compile", compile, "candidate", "median_ms", 0.5, "trials",
+			 "seed", (json_int_t)seed, "environment", "gpu", "H100");
+}
+
+static const char *
+record_type(const struct fixture *fixture, size_t index)
+{
+	return json_string_value(json_object_get(json_array_get(fixture->records, index), "type"));
+}
+
+static void
+test_add_and_find(void)
+{
+	struct fixture fixture;
+	struct kagent_variant *first, *second;
+	char *cause = NULL, *on_disk = NULL;
+	size_t size;
+
+	fixture_open(&fixture, KAGENT_TARGET_BEST);
+	CHECK(kagent_variants_find(fixture.variants, "latest") == NULL);
+	CHECK(kagent_variants_add(fixture.variants, "", NULL, 1, &cause) == NULL);
+	CHECK_CONTAINS(cause, "empty");
+	free(cause);
+	cause = NULL;
+	CHECK(kagent_variants_add(fixture.variants, "import torch\n", NULL, 1, &cause) == NULL);
+	CHECK_CONTAINS(cause, "no class ModelNew");
+	free(cause);
+	cause = NULL;
+
+	first = kagent_variants_add(fixture.variants, VARIANT_SOURCE, NULL, 1, &cause);
+	second = kagent_variants_add(fixture.variants, VARIANT_SOURCE "# 2\n", "tiles", 3, &cause);
+	CHECK(first != NULL && second != NULL);
+	CHECK_STRING(first->id, "v1");
+	CHECK_STRING(first->note, "");
+	CHECK_STRING(second->id, "v2");
+	CHECK_STRING(second->note, "tiles");
+	CHECK_INT(second->turn, 3);
+	CHECK_INT(kagent_fileio_read(second->path, 1 << 20, &on_disk, &size, &cause), 0);
+	CHECK_STRING(on_disk, VARIANT_SOURCE "# 2\n");
+	free(on_disk);
+
+	CHECK(kagent_variants_find(fixture.variants, "v1") == first);
+	CHECK(kagent_variants_find(fixture.variants, "V2") == second);
+	CHECK(kagent_variants_find(fixture.variants, "2") == second);
+	CHECK(kagent_variants_find(fixture.variants, "latest") == second);
+	CHECK(kagent_variants_find(fixture.variants, "v3") == NULL);
+	CHECK(kagent_variants_find(fixture.variants, "v0") == NULL);
+	CHECK(kagent_variants_find(fixture.variants, "v1x") == NULL);
+	CHECK(kagent_variants_find(fixture.variants, NULL) == NULL);
+	CHECK(kagent_variants_previous(fixture.variants, second) == first);
+	CHECK(kagent_variants_previous(fixture.variants, first) == NULL);
+	fixture_close(&fixture);
+}
+
+static void
+test_speedup_follows_the_baseline(void)
+{
+	json_t *correct = verdict("correct", 3.0, 1.5, 1), *wrong = verdict("incorrect", 3, 1.5, 1);
+	json_t *without_compile = verdict("correct", 3.0, 0, 1);
+	struct fixture fixture;
+	struct kagent_variants *eager, *compile;
+
+	fixture_open(&fixture, KAGENT_TARGET_BEST);
+	eager = open_variants(&fixture, KAGENT_TARGET_EAGER);
+	compile = open_variants(&fixture, KAGENT_TARGET_COMPILE);
+	CHECK(kagent_variants_speedup(fixture.variants, correct) == 1.5);
+	CHECK(kagent_variants_speedup(fixture.variants, without_compile) == 3.0);
+	CHECK(kagent_variants_speedup(eager, correct) == 3.0);
+	CHECK(kagent_variants_speedup(compile, correct) == 1.5);
+	CHECK(kagent_variants_speedup(compile, without_compile) == 3.0);
+	CHECK(kagent_variants_speedup(fixture.variants, wrong) == 0.0);
+	kagent_variants_free(eager);
+	kagent_variants_free(compile);
+	json_decref(correct);
+	json_decref(wrong);
+	json_decref(without_compile);
+	fixture_close(&fixture);
+}
+
+static void
+test_verdicts_are_traced_and_committed(void)
+{
+	struct fixture fixture;
+	struct kagent_variant *variant;
+	json_t *first = verdict("correct", 2.0, 0, 7), *profile = verdict("correct", 9, 0, 8);
+	json_t *failure = json_pack("{s:s, s:s}", "error", "worker", "message", "no worker");
+	char *cause = NULL;
+
+	fixture_open(&fixture, KAGENT_TARGET_BEST);
+	variant = kagent_variants_add(fixture.variants, VARIANT_SOURCE, "first", 1, &cause);
+	kagent_variants_take_verdict(fixture.variants, variant, KAGENT_VARIANTS_EVALUATE, 0, first);
+	CHECK_INT(json_array_size(fixture.records), 2);
+	CHECK_STRING(record_type(&fixture, 0), "verdict");
+	CHECK_STRING(
+	    json_string_value(json_object_get(json_array_get(fixture.records, 0), "purpose")),
+	    "evaluate");
+	CHECK_STRING(record_type(&fixture, 1), "commit");
+	CHECK_STRING(
+	    json_string_value(json_object_get(json_array_get(fixture.records, 1), "branch")),
+	    "runs/r1");
+	CHECK(variant->verdict == first);
+	CHECK(variant->speedup == 2.0);
+	CHECK(variant->commit_id != NULL && strlen(variant->commit_id) == 40);
+
+	/* A profile is traced, but neither kept nor committed. */
+	kagent_variants_take_verdict(fixture.variants, variant, KAGENT_VARIANTS_PROFILE, 0,
+				     profile);
+	CHECK_INT(json_array_size(fixture.records), 3);
+	CHECK(variant->verdict == first);
+	kagent_variants_take_verdict(fixture.variants, variant, KAGENT_VARIANTS_CONFIRM, -EIO,
+				     failure);
+	CHECK_INT(json_array_size(fixture.records), 4);
+	CHECK_STRING(
+	    json_string_value(json_object_get(json_array_get(fixture.records, 3), "status")),
+	    "error");
+	CHECK_STRING(
+	    json_string_value(json_object_get(json_array_get(fixture.records, 3), "reason")),
+	    "no worker");
+	CHECK(kagent_variants_final_candidate(fixture.variants) == variant);
+	json_decref(first);
+	json_decref(profile);
+	json_decref(failure);
+	fixture_close(&fixture);
+}
+
+/* The message a promotion ended with, and whether best moved. */
+struct promoted {
+	int calls;
+	int moved;
+	char *message;
+};
+
+static void
+promote_done(int moved, const char *message, void *data)
+{
+	struct promoted *promoted = data;
+
+	promoted->calls++;
+	promoted->moved = moved;
+	free(promoted->message);
+	promoted->message = kagent_strdup(message);
+}
+
+static void
+test_promotion_moves_best_on_a_faster_confirmation(void)
+{
+	struct fixture fixture;
+	struct promoted promoted = {0};
+	struct kagent_variant *first, *second;
+	json_t *fast = verdict("correct", 2.0, 0, 7), *wrong = verdict("incorrect", 0, 0, 9);
+	char *cause = NULL, *best_path, *best_source = NULL;
+	size_t size;
+
+	fixture_open(&fixture, KAGENT_TARGET_BEST);
+	first = kagent_variants_add(fixture.variants, VARIANT_SOURCE, NULL, 1, &cause);
+	second = kagent_variants_add(fixture.variants, VARIANT_SOURCE "# 2\n", NULL, 2, &cause);
+
+	/* Not evaluated: refused without an evaluation. */
+	kagent_variants_promote(fixture.variants, first, "", promote_done, &promoted);
+	CHECK_INT(promoted.calls, 1);
+	CHECK_INT(promoted.moved, 0);
+	CHECK_CONTAINS(promoted.message, "not evaluated");
+	CHECK_INT(fixture.evaluations, 0);
+
+	kagent_variants_take_verdict(fixture.variants, first, KAGENT_VARIANTS_EVALUATE, 0, fast);
+	kagent_variants_take_verdict(fixture.variants, second, KAGENT_VARIANTS_EVALUATE, 0, fast);
+	fixture.confirmation = verdict("correct", 1.8, 0, 11);
+	kagent_variants_promote(fixture.variants, first, "faster", promote_done, &promoted);
+	CHECK_INT(fixture.evaluations, 1);
+	CHECK_INT(fixture.purpose, KAGENT_VARIANTS_CONFIRM);
+	CHECK_INT(promoted.moved, 1);
+	CHECK_CONTAINS(promoted.message, "best/r1 now points at it");
+	CHECK(kagent_variants_best(fixture.variants) == first);
+	CHECK(kagent_variants_best_speedup(fixture.variants) == 1.8);
+	CHECK_STRING(record_type(&fixture, json_array_size(fixture.records) - 1), "best");
+	best_path = kagent_asprintf("%s/best.py", fixture.worktree);
+	CHECK_INT(kagent_fileio_read(best_path, 1 << 20, &best_source, &size, &cause), 0);
+	CHECK_STRING(best_source, VARIANT_SOURCE);
+
+	/* Confirmed, but not faster than the best; then wrong on unseen seeds. */
+	kagent_variants_promote(fixture.variants, second, "", promote_done, &promoted);
+	CHECK_INT(promoted.moved, 0);
+	CHECK_CONTAINS(promoted.message, "not faster than the best v1");
+	json_decref(fixture.confirmation);
+	fixture.confirmation = json_incref(wrong);
+	kagent_variants_promote(fixture.variants, second, "", promote_done, &promoted);
+	CHECK_INT(promoted.moved, 0);
+	CHECK_CONTAINS(promoted.message, "failed on unseen seeds");
+	CHECK(kagent_variants_best(fixture.variants) == first);
+	CHECK(kagent_variants_final_candidate(fixture.variants) == first);
+
+	free(promoted.message);
+	free(best_path);
+	free(best_source);
+	json_decref(fast);
+	json_decref(wrong);
+	fixture_close(&fixture);
+}
+
+static void
+test_unseen_seeds_avoid_the_seen_ones(void)
+{
+	struct fixture fixture;
+	struct kagent_variant *variant;
+	json_t *seen = verdict("correct", 1.0, 0, 5);
+	char *cause = NULL;
+	int round;
+
+	fixture_open(&fixture, KAGENT_TARGET_BEST);
+	variant = kagent_variants_add(fixture.variants, VARIANT_SOURCE, NULL, 1, &cause);
+	kagent_variants_take_verdict(fixture.variants, variant, KAGENT_VARIANTS_PROFILE, 0, seen);
+	for (round = 0; round < 100; round++) {
+		uint64_t seed = kagent_variants_unseen_seed(fixture.variants);
+
+		CHECK(seed >= 1 && seed <= ((uint64_t)1 << 52));
+		CHECK(!(5 >= seed && 5 < seed + 64));
+	}
+	json_decref(seen);
+	fixture_close(&fixture);
+}
+
+static void
+test_resume_takes_back_files_and_records(void)
+{
+	struct fixture fixture;
+	struct promoted promoted = {0};
+	struct kagent_variants *again;
+	struct kagent_variant *first, *second, *resumed;
+	json_t *fast = verdict("correct", 2.0, 0, 7), *record_item;
+	char *cause = NULL;
+	size_t index;
+
+	fixture_open(&fixture, KAGENT_TARGET_BEST);
+	first = kagent_variants_add(fixture.variants, VARIANT_SOURCE, NULL, 4, &cause);
+	second = kagent_variants_add(fixture.variants, VARIANT_SOURCE "# 2\n", NULL, 5, &cause);
+	kagent_variants_take_verdict(fixture.variants, first, KAGENT_VARIANTS_EVALUATE, 0, fast);
+	fixture.confirmation = verdict("correct", 1.9, 0, 11);
+	kagent_variants_promote(fixture.variants, first, "", promote_done, &promoted);
+	CHECK_INT(promoted.moved, 1);
+
+	again = open_variants(&fixture, KAGENT_TARGET_BEST);
+	kagent_variants_load(again);
+	CHECK(kagent_variants_find(again, "latest") != NULL);
+	CHECK_STRING(kagent_variants_find(again, "latest")->id, "v2");
+	CHECK_STRING(kagent_variants_find(again, "v2")->source, second->source);
+	json_array_foreach(fixture.records, index, record_item)
+	{
+		/* The session adds the turn to each record it writes. */
+		json_object_set_new(record_item, "turn", json_integer(4));
+		kagent_variants_replay(again, record_item);
+	}
+	resumed = kagent_variants_find(again, "v1");
+	CHECK(resumed->speedup == 2.0);
+	CHECK_INT(resumed->turn, 4);
+	CHECK_STRING(resumed->commit_id, first->commit_id);
+	CHECK(json_equal(resumed->verdict, fast));
+	CHECK(kagent_variants_best(again) == resumed);
+	CHECK(kagent_variants_best_speedup(again) == 1.9);
+	CHECK(kagent_variants_find(again, "v2")->commit_id == NULL);
+	kagent_variants_free(again);
+	free(promoted.message);
+	json_decref(fast);
+	fixture_close(&fixture);
+}
+
+static const struct kagent_test tests[] = {
+    {"add_and_find", test_add_and_find},
+    {"speedup_follows_the_baseline", test_speedup_follows_the_baseline},
+    {"verdicts_are_traced_and_committed", test_verdicts_are_traced_and_committed},
+    {"promotion_moves_best_on_a_faster_confirmation",
+     test_promotion_moves_best_on_a_faster_confirmation},
+    {"unseen_seeds_avoid_the_seen_ones", test_unseen_seeds_avoid_the_seen_ones},
+    {"resume_takes_back_files_and_records", test_resume_takes_back_files_and_records},
+    {NULL, NULL},
+};
+
+KAGENT_TEST_MAIN(tests, 60)
