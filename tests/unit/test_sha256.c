@@ -1,7 +1,8 @@
-/* Unit tests for tools/base/sha256.c: the FIPS 180-4 test vectors. */
+/* Unit tests for tools/base/sha256.c: the FIPS 180-4 test vectors, whole and streamed. */
 #include "kagent/base/sha256.h"
 #include "test.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -66,6 +67,11 @@ test_file(void)
 	unlink(path);
 	CHECK(kagent_sha256_file_hex(path, hex, &cause) < 0);
 	CHECK_CONTAINS(cause, "cannot open");
+	free(cause);
+	cause = NULL;
+	/* A folder opens but cannot be read: the digest begun is given back. */
+	CHECK_INT(kagent_sha256_file_hex(directory, hex, &cause), -EISDIR);
+	CHECK_CONTAINS(cause, "cannot read");
 	free(cause);
 	rmdir(directory);
 	free(path);

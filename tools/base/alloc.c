@@ -6,7 +6,7 @@
 #include <string.h>
 
 static void
-kagent__out_of_memory(size_t size)
+alloc__out_of_memory(size_t size)
 {
 	fprintf(stderr, "kagent: out of memory allocating %zu bytes\n", size);
 	abort();
@@ -18,7 +18,7 @@ kagent_malloc(size_t size)
 	void *pointer = malloc(size == 0 ? 1 : size);
 
 	if (pointer == NULL)
-		kagent__out_of_memory(size);
+		alloc__out_of_memory(size);
 	return pointer;
 }
 
@@ -28,7 +28,7 @@ kagent_calloc(size_t count, size_t size)
 	void *pointer = calloc(count == 0 ? 1 : count, size == 0 ? 1 : size);
 
 	if (pointer == NULL)
-		kagent__out_of_memory(count * size);
+		alloc__out_of_memory(count * size);
 	return pointer;
 }
 
@@ -38,7 +38,7 @@ kagent_realloc(void *pointer, size_t size)
 	void *grown = realloc(pointer, size == 0 ? 1 : size);
 
 	if (grown == NULL)
-		kagent__out_of_memory(size);
+		alloc__out_of_memory(size);
 	return grown;
 }
 
@@ -73,7 +73,7 @@ kagent_vasprintf(const char *format, va_list arguments)
 	length = vsnprintf(NULL, 0, format, copy);
 	va_end(copy);
 	if (length < 0)
-		kagent__out_of_memory(0);
+		alloc__out_of_memory(0);
 	string = kagent_malloc((size_t)length + 1);
 	vsnprintf(string, (size_t)length + 1, format, arguments);
 	return string;
