@@ -146,6 +146,32 @@ cuda_launch__is_qualifier(const char *word)
 	return false;
 }
 
+/* How c++filt spells an anonymous namespace: its '(' opens no parameter list. */
+#define CUDA_LAUNCH_ANONYMOUS_NAMESPACE "(anonymous namespace)"
+
+/* The '(' that opens the parameter list of a demangled signature (outside template arguments
+ * and anonymous namespaces), or NULL when it has none. */
+static const char *
+cuda_launch__parameters_start(const char *signature)
+{
+	const char *p;
+	int depth = 0;
+
+	for (p = signature; *p != '\0'; p++) {
+		if (*p == '<')
+			depth++;
+		else if (*p == '>' && depth > 0)
+			depth--;
+		else if (*p == '(' && depth == 0) {
+			if (strncmp(p, CUDA_LAUNCH_ANONYMOUS_NAMESPACE,
+				    strlen(CUDA_LAUNCH_ANONYMOUS_NAMESPACE)) != 0)
+				return p;
+			p += strlen(CUDA_LAUNCH_ANONYMOUS_NAMESPACE) - 1;
+		}
+	}
+	return NULL;
+}
+
 /* One parameter's text (start..end): its type, from keywords or a known typedef name. */
 static enum kagent_cuda_launch_type
 cuda_launch__parameter_type(const char *start, const char *end)
@@ -157,6 +183,9 @@ cuda_launch__parameter_type(const char *start, const char *end)
 	bool pointer = false;
 	const char *p = start, *first_other = NULL;
 
+	/* A closure ("{lambda(float)#1}") or an unnamed type: its layout is not in its name. */
+	if (memchr(start, '{', (size_t)(end - start)) != NULL)
+		return KAGENT_CUDA_LAUNCH_UNKNOWN;
 	while (p < end) {
 		if (isalpha((unsigned char)*p) || *p == '_') {
 			const char *word = p;
@@ -263,15 +292,7 @@ kagent_cuda_launch_parse_parameters(const char *list, enum kagent_cuda_launch_ty
 	start = list;
 	end = list + strlen(list);
 	/* With parentheses: the first '(' outside template arguments opens the list. */
-	for (p = list; *p != '\0'; p++) {
-		if (*p == '<')
-			depth++;
-		else if (*p == '>' && depth > 0)
-			depth--;
-		else if (*p == '(' && depth == 0)
-			break;
-	}
-	if (*p == '(') {
+	if ((p = cuda_launch__parameters_start(list)) != NULL) {
 		int parentheses = 0;
 
 		start = p + 1;
@@ -487,19 +508,9 @@ cuda_launch__valid_name(const char *name)
 static char *
 cuda_launch__base_name(const char *signature)
 {
-	const char *p, *end = NULL, *begin;
+	const char *p, *end = cuda_launch__parameters_start(signature), *begin;
 	int depth = 0;
 
-	for (p = signature; *p != '\0'; p++) {
-		if (*p == '<')
-			depth++;
-		else if (*p == '>' && depth > 0)
-			depth--;
-		else if (*p == '(' && depth == 0) {
-			end = p;
-			break;
-		}
-	}
 	if (end == NULL)
 		end = signature + strlen(signature);
 	/* Drop template arguments right before the parentheses. */

@@ -71,6 +71,20 @@ test_parse_demangled(void)
 		    wide, 9);
 	check_types("f()", NULL, 0);
 	check_types("f(void)", NULL, 0);
+	/* c++filt's "(anonymous namespace)" opens no parameter list. */
+	check_types("(anonymous namespace)::scale(float*, int)", scale, 2);
+	check_types("void (anonymous namespace)::scale<float>(float*, int)", scale, 2);
+}
+
+static void
+test_parse_closures(void)
+{
+	static const enum kagent_cuda_launch_type applied[] = {KAGENT_CUDA_LAUNCH_POINTER,
+							       KAGENT_CUDA_LAUNCH_UNKNOWN};
+
+	/* A lambda's closure type names its call's parameters, not its own layout. */
+	check_types("void apply<{lambda(float)#1}>(float*, {lambda(float)#1})", applied, 2);
+	check_types("k(float*, (anonymous namespace)::{unnamed type#1})", applied, 2);
 }
 
 static void
@@ -350,6 +364,7 @@ test_load_and_launch(void)
 
 static const struct kagent_test tests[] = {
     {"parse_demangled", test_parse_demangled},
+    {"parse_closures", test_parse_closures},
     {"parse_declarations", test_parse_declarations},
     {"parse_errors", test_parse_errors},
     {"launch_limits", test_launch_limits},

@@ -17,8 +17,8 @@
 enum kagent_compile_demangle {
 	KAGENT_COMPILE_DEMANGLE_NONE = 0,	     /* extern "C": the name is the symbol */
 	KAGENT_COMPILE_DEMANGLE_NAME_EXPRESSION = 1, /* the caller's name expression */
-	KAGENT_COMPILE_DEMANGLE_DEMANGLER = 2,	     /* kagent's own demangler, whole signature */
-	KAGENT_COMPILE_DEMANGLE_BASE_NAME = 3,	     /* only the function name could be read */
+	KAGENT_COMPILE_DEMANGLE_DEMANGLER = 2, /* the demangler (libiberty), whole signature */
+	KAGENT_COMPILE_DEMANGLE_BASE_NAME = 3, /* only the function name could be read */
 };
 
 struct kagent_compile_kernel {

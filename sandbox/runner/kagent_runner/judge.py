@@ -814,7 +814,8 @@ def is_own_kernel(name, own_names):
     base = name.strip()
     if base.startswith("void "):
         base = base[5:]
-    base = base.split("(", 1)[0]
+    # c++filt spells an anonymous namespace "(anonymous namespace)::": its '(' opens no list.
+    base = base.replace("(anonymous namespace)::", "").split("(", 1)[0]
     depth, plain = 0, []
     for character in base:
         if character == "<":
