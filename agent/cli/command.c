@@ -5,8 +5,10 @@
 #include "kagent/cli/command.h"
 
 #include "kagent/base/alloc.h"
+#include "kagent/evaluator/verdict.h"
 #include "kagent/records/config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define COMMAND_OPTION_BASE 256 /* getopt's value for option i: base + i, above any letter */
@@ -181,4 +183,21 @@ kagent_command_print_help(const struct kagent_command *command, FILE *stream)
 	for (option = command->options; option->name != NULL || option->letter != 0; option++)
 		command__print_option(option, stream);
 	command__print_option(&command__help_option, stream);
+}
+
+int
+kagent_command_fail(const struct kagent_command *command, int json, const char *kind,
+		    const char *message)
+{
+	fprintf(stderr, "kagent %s: %s\n", command->name, message);
+	if (strcmp(kind, "usage") == 0)
+		kagent_command_print_usage(command);
+	if (json) {
+		json_t *object = kagent_verdict_error_json(kind, message);
+
+		json_dumpf(object, stdout, JSON_COMPACT);
+		fputc('\n', stdout);
+		json_decref(object);
+	}
+	return KAGENT_COMMAND_EXIT_ERROR;
 }

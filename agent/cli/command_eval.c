@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COMMAND_EVAL_EXIT_ERROR 2
 #define COMMAND_EVAL_NO_GPU_HINT "to run the evaluation on the CPU instead, add --device cpu"
 
 /* Indexes into kagent_command_eval_options, the cases of the parser's switch. */
@@ -62,22 +61,6 @@ const struct kagent_command_option kagent_command_eval_options[] = {
 };
 /* clang-format on */
 
-/* A usage error: the message on stderr, and the error object too when --json was asked. */
-static int
-command_eval__usage_error(const struct kagent_command *command, int json, const char *message)
-{
-	fprintf(stderr, "kagent %s: %s\n", command->name, message);
-	kagent_command_print_usage(command);
-	if (json) {
-		json_t *error = kagent_verdict_error_json("usage", message);
-
-		json_dumpf(error, stdout, JSON_COMPACT);
-		fputc('\n', stdout);
-		json_decref(error);
-	}
-	return COMMAND_EVAL_EXIT_ERROR;
-}
-
 static int
 command_eval__parse_number(const char *text, long long minimum, long long *value)
 {
@@ -113,14 +96,14 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 			break;
 		case COMMAND_EVAL_GPU:
 			if (!command_eval__parse_number(optarg, 0, &number) || number > INT_MAX)
-				return command_eval__usage_error(command, json,
-								 "--gpu needs a GPU index");
+				return kagent_command_fail(command, json, "usage",
+							   "--gpu needs a GPU index");
 			options.gpu_index = (int)number;
 			break;
 		case COMMAND_EVAL_SEED:
 			if (!command_eval__parse_number(optarg, 1, &number))
-				return command_eval__usage_error(command, json,
-								 "--seed needs a positive number");
+				return kagent_command_fail(command, json, "usage",
+							   "--seed needs a positive number");
 			options.seed = (uint64_t)number;
 			break;
 		case COMMAND_EVAL_WORKER:
@@ -137,20 +120,21 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 			break;
 		case COMMAND_EVAL_TRIALS:
 			if (!command_eval__parse_number(optarg, 1, &number) || number > 1000)
-				return command_eval__usage_error(command, json,
-								 "--trials needs a number from 1");
+				return kagent_command_fail(command, json, "usage",
+							   "--trials needs a number from 1");
 			options.trials = (int)number;
 			break;
 		case COMMAND_EVAL_SIGNED_TRIALS:
 			if (!command_eval__parse_number(optarg, 0, &number) || number > 1000)
-				return command_eval__usage_error(command, json,
-								 "--signed-trials needs a number");
+				return kagent_command_fail(command, json, "usage",
+							   "--signed-trials needs a number");
 			options.signed_trials = number == 0 ? -1 : (int)number;
 			break;
 		case COMMAND_EVAL_CALL_TIMEOUT:
 			if (!command_eval__parse_number(optarg, 1, &number) || number > 3600)
-				return command_eval__usage_error(
-				    command, json, "--call-timeout needs seconds, 1 to 3600");
+				return kagent_command_fail(
+				    command, json, "usage",
+				    "--call-timeout needs seconds, 1 to 3600");
 			options.call_timeout_seconds = (int)number;
 			break;
 		case KAGENT_COMMAND_HELP:
@@ -159,24 +143,24 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 		case KAGENT_COMMAND_MISSING_VALUE: {
 			char *message = kagent_asprintf("%s needs a value", argv[optind - 1]);
 
-			status = command_eval__usage_error(command, json, message);
+			status = kagent_command_fail(command, json, "usage", message);
 			free(message);
 			return status;
 		}
 		default: {
 			char *message = kagent_asprintf("unknown option %s", argv[optind - 1]);
 
-			status = command_eval__usage_error(command, json, message);
+			status = kagent_command_fail(command, json, "usage", message);
 			free(message);
 			return status;
 		}
 		}
 	}
 	if (argc - optind != 2)
-		return command_eval__usage_error(
-		    command, json, "give exactly a problem file and a candidate file");
+		return kagent_command_fail(command, json, "usage",
+					   "give exactly a problem file and a candidate file");
 	if (strcmp(options.device, "cuda") != 0 && strcmp(options.device, "cpu") != 0)
-		return command_eval__usage_error(command, json, "--device must be cuda or cpu");
+		return kagent_command_fail(command, json, "usage", "--device must be cuda or cpu");
 	options.problem_path = argv[optind];
 	options.candidate_path = argv[optind + 1];
 
@@ -195,7 +179,7 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 			fputc('\n', stdout);
 		}
 		json_decref(object);
-		return COMMAND_EVAL_EXIT_ERROR;
+		return KAGENT_COMMAND_EXIT_ERROR;
 	}
 	if (json) {
 		json_dumpf(object, stdout, JSON_INDENT(2));

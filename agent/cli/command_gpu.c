@@ -22,23 +22,6 @@ static const struct kagent_command_option command_gpu__options[] = {
 };
 /* clang-format on */
 
-/* A failure: the message (and a hint) on stderr, and the error object too with --json. */
-static int
-command_gpu__fail(int json, const char *kind, const char *message, int usage)
-{
-	fprintf(stderr, "kagent gpu: %s\n", message);
-	if (usage)
-		kagent_command_print_usage(&kagent_command_gpu);
-	if (json) {
-		json_t *object = kagent_verdict_error_json(kind, message);
-
-		json_dumpf(object, stdout, JSON_COMPACT);
-		fputc('\n', stdout);
-		json_decref(object);
-	}
-	return 2;
-}
-
 static int
 command_gpu__handler(int argc, char **argv)
 {
@@ -58,8 +41,8 @@ command_gpu__handler(int argc, char **argv)
 		case COMMAND_GPU_GPU:
 			index = (int)strtol(optarg, &end, 10);
 			if (*end != '\0' || end == optarg || index < 0)
-				return command_gpu__fail(json, "usage", "--gpu needs a GPU index",
-							 1);
+				return kagent_command_fail(&kagent_command_gpu, json, "usage",
+							   "--gpu needs a GPU index");
 			break;
 		case KAGENT_COMMAND_HELP:
 			kagent_command_print_help(&kagent_command_gpu, stdout);
@@ -69,15 +52,15 @@ command_gpu__handler(int argc, char **argv)
 						  option == KAGENT_COMMAND_MISSING_VALUE
 						      ? "needs a value"
 						      : "is no option of kagent gpu");
-			status = command_gpu__fail(json, "usage", message, 1);
+			status = kagent_command_fail(&kagent_command_gpu, json, "usage", message);
 			free(message);
 			return status;
 		}
 	}
 	if (optind != argc)
-		return command_gpu__fail(json, "usage", "takes no operands", 1);
+		return kagent_command_fail(&kagent_command_gpu, json, "usage", "takes no operands");
 	if (kagent_cuda_driver_probe(&info, index, &cause) != 0) {
-		status = command_gpu__fail(json, "no_gpu", cause, 0);
+		status = kagent_command_fail(&kagent_command_gpu, json, "no_gpu", cause);
 		free(cause);
 		return status;
 	}

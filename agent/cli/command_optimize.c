@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #define OPTIMIZE_EXIT_NOT_REACHED 1
-#define OPTIMIZE_EXIT_ERROR 2
 
 /* Indexes into command_optimize__options, the cases of the parser's switch. */
 enum {
@@ -93,7 +92,7 @@ command_optimize__done(struct kagent_session *session, int status, const json_t 
 		/* The live view shortens lines; the reason to act on is printed whole. */
 		fprintf(stderr, "kagent optimize: %s\n",
 			json_string_value(json_object_get(summary, "stop_detail")));
-		run->exit_status = OPTIMIZE_EXIT_ERROR;
+		run->exit_status = KAGENT_COMMAND_EXIT_ERROR;
 	} else if (status == 0 && json_is_true(json_object_get(summary, "target_reached")))
 		run->exit_status = 0;
 	else if (status == 0 && kagent_session_config(session)->target.speedup <= 0)
@@ -113,21 +112,6 @@ command_optimize__interrupted(uv_signal_t *handle, int signal_number)
 		"resumed with --resume %s)\n",
 		kagent_session_run_id(run->session));
 	kagent_session_interrupt(run->session);
-}
-
-/* A failure before the run: the message on stderr, and one error object with --json. */
-static int
-command_optimize__fail(int json, const char *kind, const char *message)
-{
-	fprintf(stderr, "kagent optimize: %s\n", message);
-	if (json) {
-		json_t *object = kagent_verdict_error_json(kind, message);
-
-		json_dumpf(object, stdout, JSON_COMPACT);
-		fputc('\n', stdout);
-		json_decref(object);
-	}
-	return OPTIMIZE_EXIT_ERROR;
 }
 
 /* Reads the config file, then the flags, then the environment, as config.h orders them. */
@@ -215,11 +199,11 @@ command_optimize__handler(int argc, char **argv)
 	struct kagent_gpu_info gpu = {0};
 	struct kagent_http_client *http = NULL;
 	struct kagent_terminal_view_options view_options = {0};
-	struct command_optimize__run run = {.exit_status = OPTIMIZE_EXIT_ERROR};
+	struct command_optimize__run run = {.exit_status = KAGENT_COMMAND_EXIT_ERROR};
 	struct kagent_session_options session_options = {0};
 	uv_loop_t loop;
 	char *error = NULL;
-	int json = 0, option, status = OPTIMIZE_EXIT_ERROR, loop_open = 0;
+	int json = 0, option, status = KAGENT_COMMAND_EXIT_ERROR, loop_open = 0;
 
 	kagent_config_init(&config);
 	/* --json decides how errors are printed, so look for it before parsing anything else. */
@@ -249,7 +233,8 @@ command_optimize__handler(int argc, char **argv)
 			    kagent_asprintf(option == KAGENT_COMMAND_UNKNOWN ? "unknown option %s"
 									     : "%s needs a value",
 					    argv[optind - 1]);
-			status = command_optimize__fail(json, "usage", error);
+			status =
+			    kagent_command_fail(&kagent_command_optimize, json, "usage", error);
 			kagent_command_print_usage(&kagent_command_optimize);
 			goto out;
 		default:
@@ -257,22 +242,23 @@ command_optimize__handler(int argc, char **argv)
 		}
 	}
 	if (argc - optind != 1) {
-		status = command_optimize__fail(json, "usage", "give exactly one problem file");
+		status = kagent_command_fail(&kagent_command_optimize, json, "usage",
+					     "give exactly one problem file");
 		kagent_command_print_usage(&kagent_command_optimize);
 		goto out;
 	}
 	if (command_optimize__configure(&config, config_path, flag_values, &error) < 0) {
-		status = command_optimize__fail(json, "config", error);
+		status = kagent_command_fail(&kagent_command_optimize, json, "config", error);
 		goto out;
 	}
 	if (command_optimize__check_gpu(&config, &gpu, &error) < 0) {
-		status = command_optimize__fail(json, "no_gpu", error);
+		status = kagent_command_fail(&kagent_command_optimize, json, "no_gpu", error);
 		goto out;
 	}
 	uv_loop_init(&loop);
 	loop_open = 1;
 	if (kagent_http_client_create(&loop, &http, &error) < 0) {
-		status = command_optimize__fail(json, "http", error);
+		status = kagent_command_fail(&kagent_command_optimize, json, "http", error);
 		goto out;
 	}
 	/* With --json, stdout carries one JSON object; the person watching reads stderr. */
@@ -293,7 +279,7 @@ command_optimize__handler(int argc, char **argv)
 	    .data = &run,
 	};
 	if (kagent_session_create(&session_options, &run.session, &error) < 0) {
-		status = command_optimize__fail(json, "session", error);
+		status = kagent_command_fail(&kagent_command_optimize, json, "session", error);
 		goto out;
 	}
 	uv_signal_init(&loop, &run.interrupt);
@@ -304,7 +290,8 @@ command_optimize__handler(int argc, char **argv)
 	kagent_terminal_view_finish(run.view);
 	status = run.exit_status;
 	if (run.final == NULL) {
-		command_optimize__fail(json, "session", "the run ended without a summary");
+		kagent_command_fail(&kagent_command_optimize, json, "session",
+				    "the run ended without a summary");
 	} else {
 		if (json) {
 			json_dumpf(run.final, stdout, JSON_COMPACT);

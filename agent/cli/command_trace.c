@@ -25,23 +25,6 @@ static const struct kagent_command_option command_trace__options[] = {
 };
 /* clang-format on */
 
-/* A failure: the message on stderr, and one error object on stdout with --json. */
-static int
-command_trace__fail(int json, const char *kind, const char *message, int usage)
-{
-	fprintf(stderr, "kagent trace: %s\n", message);
-	if (usage)
-		kagent_command_print_usage(&kagent_command_trace);
-	if (json) {
-		json_t *object = kagent_verdict_error_json(kind, message);
-
-		json_dumpf(object, stdout, JSON_COMPACT);
-		fputc('\n', stdout);
-		json_decref(object);
-	}
-	return 2;
-}
-
 /* The records read so far (an empty trace is an error), and where they are shown. */
 struct command_trace__reading {
 	struct kagent_terminal_view *view; /* NULL: only count (the check before --json) */
@@ -91,12 +74,13 @@ command_trace__handler(int argc, char **argv)
 			return 0;
 		default:
 			message = kagent_asprintf("unknown option %s", argv[optind - 1]);
-			status = command_trace__fail(json, "usage", message, 1);
+			status = kagent_command_fail(&kagent_command_trace, json, "usage", message);
 			goto out;
 		}
 	}
 	if (optind != argc - 1) {
-		status = command_trace__fail(json, "usage", "give exactly one trace file", 1);
+		status = kagent_command_fail(&kagent_command_trace, json, "usage",
+					     "give exactly one trace file");
 		goto out;
 	}
 	/* With --json, check the whole file first: a reader of JSON lines wants all of them or
@@ -110,7 +94,7 @@ command_trace__handler(int argc, char **argv)
 	if (result == 0 && reading.records == 0) {
 		message = kagent_asprintf("%s holds no records: not the trace of a started run",
 					  argv[optind]);
-		status = command_trace__fail(json, "empty", message, 0);
+		status = kagent_command_fail(&kagent_command_trace, json, "empty", message);
 		goto out;
 	}
 	if (result == 0 && json)
@@ -118,8 +102,8 @@ command_trace__handler(int argc, char **argv)
 					   &truncated, &cause);
 	fflush(stdout);
 	if (result != 0) {
-		status = command_trace__fail(json, "trace",
-					     cause != NULL ? cause : "cannot read the trace", 0);
+		status = kagent_command_fail(&kagent_command_trace, json, "trace",
+					     cause != NULL ? cause : "cannot read the trace");
 		goto out;
 	}
 	if (truncated)

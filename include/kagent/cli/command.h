@@ -74,6 +74,16 @@ char *kagent_command_option_default(const struct kagent_command_option *option);
 void kagent_command_print_synopsis(const struct kagent_command *command, FILE *stream);
 /* A usage error's tail on stderr: the synopsis and where to read more. */
 void kagent_command_print_usage(const struct kagent_command *command);
+
+/* The exit status when no result was possible (bad usage, no GPU, a file that cannot be read). */
+#define KAGENT_COMMAND_EXIT_ERROR 2
+/*
+ * A failure that leaves no result: the message on stderr (and the usage line when kind is
+ * "usage"), and with --json exactly one error object on stdout. Returns
+ * KAGENT_COMMAND_EXIT_ERROR.
+ */
+int kagent_command_fail(const struct kagent_command *command, int json, const char *kind,
+			const char *message);
 /* `kagent NAME --help`: the synopsis, what the command does and one line per option. */
 void kagent_command_print_help(const struct kagent_command *command, FILE *stream);
 
