@@ -14,26 +14,7 @@ unset FAKE_WORKER_MODE FAKE_WORKER_RESULT
 printf 'import torch\nclass Model: pass\n' > "$WORK/p.py"
 printf 'import triton\n@triton.jit\ndef k(): pass\nclass ModelNew: pass\n' > "$WORK/c.py"
 
-count=0
-failed=0
-ok() { count=$((count + 1)); echo "ok $count - $1"; }
-not_ok() { count=$((count + 1)); failed=$((failed + 1)); echo "not ok $count - $1"; shift; for line in "$@"; do echo "# $line"; done; }
-# check NAME EXPECTED_STATUS STDOUT_PATTERN STDERR_PATTERN -- kagent arguments
-check() {
-	name=$1 expected=$2 out_pattern=$3 err_pattern=$4
-	shift 5
-	"$KAGENT" "$@" > "$WORK/out" 2> "$WORK/err"
-	status=$?
-	if [ "$status" -ne "$expected" ]; then
-		not_ok "$name" "exit $status, expected $expected" "$(cat "$WORK/out" "$WORK/err")"
-	elif [ -n "$out_pattern" ] && ! grep -q -- "$out_pattern" "$WORK/out"; then
-		not_ok "$name" "stdout lacks $out_pattern" "$(cat "$WORK/out")"
-	elif [ -n "$err_pattern" ] && ! grep -q -- "$err_pattern" "$WORK/err"; then
-		not_ok "$name" "stderr lacks $err_pattern" "$(cat "$WORK/err")"
-	else
-		ok "$name"
-	fi
-}
+. "$(dirname "$0")/tap.sh"
 # json_field FILE EXPRESSION: prints a field of the JSON object in FILE.
 json_field() { python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print($2)" "$1"; }
 one_object() { python3 -c "import json,sys; t=open(sys.argv[1]).read(); json.loads(t)" "$1"; }

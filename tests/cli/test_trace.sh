@@ -8,13 +8,10 @@ TRACES="$SOURCE/tests/fixtures/traces"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kagent-trace-XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
-count=0
-failed=0
-ok() { count=$((count + 1)); echo "ok $count - $1"; }
-not_ok() { count=$((count + 1)); failed=$((failed + 1)); echo "not ok $count - $1"; shift; for line in "$@"; do echo "# $line"; done; }
-# check NAME EXPECTED_STATUS STDOUT_LINE STDERR_PATTERN -- kagent arguments
+. "$(dirname "$0")/tap.sh"
+# check_line NAME EXPECTED_STATUS STDOUT_LINE STDERR_PATTERN -- kagent arguments
 # STDOUT_LINE must be a whole line of stdout (fixed string); STDERR_PATTERN a grep pattern.
-check() {
+check_line() {
 	name=$1 expected=$2 out_line=$3 err_pattern=$4
 	shift 5
 	"$KAGENT" "$@" > "$WORK/out" 2> "$WORK/err"
@@ -45,7 +42,7 @@ expect_lines() {
 }
 
 echo "1..20"
-check "run: exit 0, the run line" 0 \
+check_line "run: exit 0, the run line" 0 \
 	"run 20261122-061502-3f2a: relu (problem.py), model gpt-5 via chat_completions, target 1.50x vs best of eager and compile" \
 	"" -- trace "$TRACES/run.jsonl"
 expect_lines "run: one line per event" "$WORK/out" \
@@ -68,7 +65,7 @@ else
 fi
 if grep -q "$(printf '\033')" "$WORK/out"; then not_ok "run: no escape sequences into a pipe"; else ok "run: no escape sequences into a pipe"; fi
 
-check "verbose" 0 "    ReLU is memory bound." "" -- trace --verbose "$TRACES/run.jsonl"
+check_line "verbose" 0 "    ReLU is memory bound." "" -- trace --verbose "$TRACES/run.jsonl"
 expect_lines "verbose: message, request, text, whole tool result" "$WORK/out" \
 	"turn 1: message to the model:" \
 	"  Write a faster kernel for this module:" \
@@ -76,7 +73,7 @@ expect_lines "verbose: message, request, text, whole tool result" "$WORK/out" \
 	"    I will write a vectorized Triton kernel." \
 	"  candidate 0.1234 ms, eager 0.1518 ms"
 
-check "json" 0 "" "" -- trace "$TRACES/run.jsonl" --json
+check_line "json" 0 "" "" -- trace "$TRACES/run.jsonl" --json
 if python3 - "$TRACES/run.jsonl" "$WORK/out" <<'PY'
 import json, sys
 expected = [json.loads(line) for line in open(sys.argv[1])]
@@ -87,23 +84,23 @@ assert [list(r) for r in got] == [list(r) for r in expected], "key order differs
 PY
 then ok "json: every record as written, one per line, keys in order"; else not_ok "json: every record as written"; fi
 
-check "cut last line: exit 0 and a note" 0 "stop: target reached (v2 2.10x)" \
+check_line "cut last line: exit 0 and a note" 0 "stop: target reached (v2 2.10x)" \
 	"truncated.jsonl: trace ends in a cut line: the run was killed while writing" -- trace "$TRACES/truncated.jsonl"
 if grep -q "^final:" "$WORK/out"; then not_ok "cut last line: the cut record is skipped" "$(cat "$WORK/out")"; else ok "cut last line: the cut record is skipped"; fi
-check "cut last line, json" 0 "" "trace ends in a cut line" -- trace --json "$TRACES/truncated.jsonl"
+check_line "cut last line, json" 0 "" "trace ends in a cut line" -- trace --json "$TRACES/truncated.jsonl"
 if [ "$(wc -l < "$WORK/out")" -eq 22 ]; then ok "cut last line, json: 22 whole records"; else not_ok "cut last line, json: 22 whole records" "$(wc -l < "$WORK/out")"; fi
 
-check "garbage file" 2 "" "garbage.jsonl:1: not a JSON object" -- trace "$TRACES/garbage.jsonl"
+check_line "garbage file" 2 "" "garbage.jsonl:1: not a JSON object" -- trace "$TRACES/garbage.jsonl"
 head -n 3 "$TRACES/run.jsonl" > "$WORK/middle.jsonl"
 echo "oops, not JSON" >> "$WORK/middle.jsonl"
 sed -n 4,5p "$TRACES/run.jsonl" >> "$WORK/middle.jsonl"
-check "bad middle line, json: nothing printed" 2 "" "middle.jsonl:4: not a JSON object" -- trace --json "$WORK/middle.jsonl"
+check_line "bad middle line, json: nothing printed" 2 "" "middle.jsonl:4: not a JSON object" -- trace --json "$WORK/middle.jsonl"
 # No record reaches stdout, only the one error object every --json failure prints.
 if [ "$(wc -l < "$WORK/out")" -eq 1 ] && grep -q '"error":"trace"' "$WORK/out"; then ok "bad middle line, json: no record, one error object"; else not_ok "bad middle line, json: no record, one error object" "$(cat "$WORK/out")"; fi
-check "missing file" 2 "" "cannot open the trace $WORK/none.jsonl: No such file or directory" -- trace "$WORK/none.jsonl"
-check "no file" 2 "" "usage: kagent trace FILE" -- trace
+check_line "missing file" 2 "" "cannot open the trace $WORK/none.jsonl: No such file or directory" -- trace "$WORK/none.jsonl"
+check_line "no file" 2 "" "usage: kagent trace FILE" -- trace
 : > "$WORK/empty.jsonl"
-check "empty file" 2 "" "empty.jsonl holds no records" -- trace "$WORK/empty.jsonl"
-check "empty file, json" 2 "" "holds no records" -- trace --json "$WORK/empty.jsonl"
+check_line "empty file" 2 "" "empty.jsonl holds no records" -- trace "$WORK/empty.jsonl"
+check_line "empty file, json" 2 "" "holds no records" -- trace --json "$WORK/empty.jsonl"
 if [ "$(wc -l < "$WORK/out")" -eq 1 ] && grep -q '"error":"empty"' "$WORK/out"; then ok "empty file, json: one error object"; else not_ok "empty file, json: one error object" "$(cat "$WORK/out")"; fi
 [ "$failed" -eq 0 ]
