@@ -75,11 +75,12 @@ record_finish(struct kagent_tool_call *call, void *data)
 
 /* Starts a call of tool with arguments (JSON text) and returns what it finished with. */
 static struct finished
-call_with(const char *tool, const char *arguments_text)
+call_on(struct kagent_tool_host *host, const char *tool, const char *arguments_text)
 {
 	struct finished finished = {0};
 	json_t *arguments = json_loads(arguments_text, JSON_DECODE_ANY, NULL);
 	struct kagent_tool_call call = {
+	    .host = host,
 	    .tool = kagent_tool_find(tool),
 	    .id = "call_1",
 	    .arguments = arguments,
@@ -95,7 +96,7 @@ call_with(const char *tool, const char *arguments_text)
 static void
 check_refused(const char *tool, const char *arguments, const char *needle)
 {
-	struct finished finished = call_with(tool, arguments);
+	struct finished finished = call_on(NULL, tool, arguments);
 
 	CHECK_INT(finished.calls, 1);
 	CHECK_INT(finished.is_error, 1);
@@ -274,19 +275,8 @@ fake_host_close(struct fake_host *fake)
 static char *
 host_call(struct fake_host *fake, const char *tool, const char *arguments_text, int is_error)
 {
-	struct finished finished = {0};
-	json_t *arguments = json_loads(arguments_text, JSON_DECODE_ANY, NULL);
-	struct kagent_tool_call call = {
-	    .host = &fake->host,
-	    .tool = kagent_tool_find(tool),
-	    .id = "call_1",
-	    .arguments = arguments,
-	    .done = record_finish,
-	    .data = &finished,
-	};
+	struct finished finished = call_on(&fake->host, tool, arguments_text);
 
-	kagent_tool_call_start(&call);
-	json_decref(arguments);
 	CHECK_INT(finished.calls, 1);
 	if (finished.is_error != is_error) {
 		fprintf(stderr, "%s: '%s'\n", tool, finished.content);
