@@ -667,6 +667,11 @@ static const unsigned long sandbox__namespace_flags[] = {
     CLONE_NEWNS,   CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
     CLONE_NEWUSER, CLONE_NEWPID,    CLONE_NEWNET};
 
+/* The first argument of socket(2) and socketpair(2) is not AF_UNIX. Spelled out rather than
+ * with SCMP_A0, whose initializer leaves fields for the compiler to fill. */
+static const struct scmp_arg_cmp sandbox__not_unix = {
+    .arg = 0, .op = SCMP_CMP_NE, .datum_a = AF_UNIX, .datum_b = 0};
+
 static int
 sandbox__seccomp_rules(scmp_filter_ctx filter)
 {
@@ -686,11 +691,10 @@ sandbox__seccomp_rules(scmp_filter_ctx filter)
 	}
 	/* Only Unix sockets: "not AF_UNIX" also covers families nobody listed (AF_ALG,
 	 * AF_BLUETOOTH...) and cannot be dodged by setting the argument's upper bits. */
-	result = seccomp_rule_add(filter, deny, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+	result = seccomp_rule_add(filter, deny, SCMP_SYS(socket), 1, sandbox__not_unix);
 	if (result < 0)
 		goto out;
-	result =
-	    seccomp_rule_add(filter, deny, SCMP_SYS(socketpair), 1, SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+	result = seccomp_rule_add(filter, deny, SCMP_SYS(socketpair), 1, sandbox__not_unix);
 	if (result < 0)
 		goto out;
 	for (index = 0; index < sizeof sandbox__namespace_flags / sizeof *sandbox__namespace_flags;

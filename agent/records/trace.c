@@ -22,6 +22,9 @@
 /* One line of a trace at most: a request body carries the whole conversation, so be generous. */
 #define TRACE_LINE_CAP ((size_t)64 << 20)
 #define TRACE_REDACTED "[redacted]"
+/* Record numbers stay below 2^53, which every JSON reader holds exactly; a larger one in a
+ * trace to resume is not kagent's, and counting on from it would overflow. */
+#define TRACE_SEQ_MAX ((long long)1 << 53)
 
 struct kagent_trace {
 	char *path;
@@ -114,7 +117,11 @@ trace__find_last_seq(const json_t *record, void *data)
 	long long *last = data;
 	json_t *seq = json_object_get(record, "seq");
 
-	if (json_is_integer(seq) && json_integer_value(seq) > *last)
+	if (!json_is_integer(seq))
+		return 0;
+	if (json_integer_value(seq) < 0 || json_integer_value(seq) >= TRACE_SEQ_MAX)
+		return -ERANGE;
+	if (json_integer_value(seq) > *last)
 		*last = json_integer_value(seq);
 	return 0;
 }
@@ -169,6 +176,13 @@ kagent_trace_open(const char *path, int resume, struct kagent_trace **trace_out,
 	trace->fd = -1;
 	if (resume) {
 		result = kagent_trace_read(path, trace__find_last_seq, &trace->seq, NULL, &detail);
+		if (result == -ERANGE && detail == NULL) {
+			*cause =
+			    kagent_asprintf("cannot resume the trace %s: a record's seq is not "
+					    "between 0 and 2^53",
+					    path);
+			goto out;
+		}
 		if (result < 0) {
 			*cause = kagent_asprintf("cannot resume the trace: %s", detail);
 			goto out;

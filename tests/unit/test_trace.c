@@ -287,6 +287,43 @@ read_text_as_trace(const char *text, int *truncated, int *result, char **cause)
 	return count;
 }
 
+/* A trace whose record numbers are out of range is refused on resume, not counted on from. */
+static void
+test_resume_refuses_huge_seq(void)
+{
+	static const char *const texts[] = {
+	    "{\"type\":\"start\",\"seq\": 9223372036854775807}\n",
+	    "{\"type\":\"start\",\"seq\": 9007199254740992}\n",
+	    "{\"type\":\"start\",\"seq\": -4}\n",
+	};
+	char *directory = kagent_test_make_directory();
+	char *path = kagent_asprintf("%s/run.jsonl", directory);
+	struct kagent_trace *trace = NULL;
+	char *cause = NULL;
+	size_t index;
+
+	for (index = 0; index < sizeof texts / sizeof texts[0]; index++) {
+		CHECK_INT(
+		    kagent_fileio_write_atomic(path, texts[index], strlen(texts[index]), &cause),
+		    0);
+		CHECK_INT(kagent_trace_open(path, 1, &trace, &cause), -ERANGE);
+		CHECK(trace == NULL);
+		CHECK_CONTAINS(cause, "seq is not between 0 and 2^53");
+		free(cause);
+		cause = NULL;
+	}
+	/* The largest number kagent writes is still resumed. */
+	CHECK_INT(kagent_fileio_write_atomic(path, "{\"type\":\"a\",\"seq\": 9007199254740990}\n",
+					     strlen("{\"type\":\"a\",\"seq\": 9007199254740990}\n"),
+					     &cause),
+		  0);
+	CHECK_INT(kagent_trace_open(path, 1, &trace, &cause), 0);
+	CHECK_INT(kagent_trace_write(trace, "b", NULL), 0);
+	kagent_trace_close(trace);
+	free(path);
+	remove_directory(directory);
+}
+
 static void
 test_cut_last_line(void)
 {
@@ -446,6 +483,7 @@ static const struct kagent_test tests[] = {
     {"round_trip", test_round_trip},
     {"redaction", test_redaction},
     {"resume", test_resume},
+    {"resume_refuses_huge_seq", test_resume_refuses_huge_seq},
     {"cut_last_line", test_cut_last_line},
     {"bad_middle_line", test_bad_middle_line},
     {"reader_stops_and_fails", test_reader_stops_and_fails},

@@ -17,6 +17,6 @@ char *kagent_strdup(const char *string);
 char *kagent_strndup(const char *string, size_t length);
 /* Returns a newly allocated string; the caller frees it. */
 char *kagent_asprintf(const char *format, ...) __attribute__((format(printf, 1, 2)));
-char *kagent_vasprintf(const char *format, va_list arguments);
+char *kagent_vasprintf(const char *format, va_list arguments) __attribute__((format(printf, 1, 0)));
 
 #endif
