@@ -1,5 +1,5 @@
-/* Unit tests for tools/evaluator/evaluation.c: backend detection, early errors, and the request it
- * sends. */
+/* Unit tests for tools/evaluator/evaluation.c: backend detection, early errors, the request it
+ * sends, and the check of a problem. */
 #include "kagent/base/alloc.h"
 #include "kagent/evaluator/evaluation.h"
 #include "kagent/base/paths.h"
@@ -261,12 +261,145 @@ test_problem_error(void)
 	free(directory);
 }
 
+struct check_outcome {
+	int status;
+	json_t *object;
+};
+
+static void
+check_done(int status, const json_t *object, void *data)
+{
+	struct check_outcome *outcome = data;
+
+	outcome->status = status;
+	outcome->object = json_incref((json_t *)object);
+}
+
+/* kagent_evaluation_check_problem on a loop of its own; the caller releases the object. */
+static int
+check_problem(const struct kagent_evaluation_options *options, json_t **object)
+{
+	struct check_outcome outcome = {-EINTR, NULL};
+	uv_loop_t loop;
+
+	CHECK_INT(uv_loop_init(&loop), 0);
+	kagent_evaluation_check_problem(&loop, options, check_done, &outcome);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	CHECK_INT(uv_loop_close(&loop), 0);
+	CHECK(outcome.object != NULL);
+	*object = outcome.object;
+	return outcome.status;
+}
+
+/* Runs the check against a fake worker answering with this JSON text. */
+static int
+check_with_answer(const char *directory, const struct kagent_evaluation_options *options,
+		  const char *answer, json_t **object)
+{
+	char *path = kagent_test_write_file(directory, "answer.json", answer);
+	int status;
+
+	setenv("FAKE_WORKER_RESULT", path, 1);
+	status = check_problem(options, object);
+	unsetenv("FAKE_WORKER_RESULT");
+	free(path);
+	return status;
+}
+
+static void
+test_check_problem(void)
+{
+	char *directory = setup(), *problem = kagent_asprintf("%s/p.py", directory);
+	char *log = kagent_asprintf("%s/requests.jsonl", directory);
+	struct kagent_evaluation_options options = {
+	    .problem_path = problem, .device = "cpu", .seed = 700};
+	json_t *object = NULL, *request;
+	json_error_t error;
+	FILE *file;
+
+	/* No candidate is needed; the echo fake's "result" is no answer to a check. */
+	setenv("FAKE_WORKER_LOG", log, 1);
+	CHECK_INT(check_problem(&options, &object), -EPROTO);
+	CHECK_STRING(json_string_value(json_object_get(object, "error")), "worker");
+	CHECK_CONTAINS(json_string_value(json_object_get(object, "message")),
+		       "answered the problem check with a message of type result");
+	json_decref(object);
+	unsetenv("FAKE_WORKER_LOG");
+	file = fopen(log, "r");
+	CHECK(file != NULL);
+	request = json_loadf(file, JSON_DISABLE_EOF_CHECK, &error);
+	fclose(file);
+	CHECK(request != NULL);
+	CHECK_STRING(json_string_value(json_object_get(request, "type")), "check_problem");
+	CHECK_CONTAINS(json_string_value(json_object_get(request, "id")), "check-");
+	CHECK_CONTAINS(json_string_value(json_object_get(request, "problem_path")), "/kagent-job-");
+	CHECK(json_object_get(request, "candidate_path") == NULL);
+	CHECK_INT(json_array_size(json_object_get(request, "seeds")), 1);
+	CHECK_INT(json_integer_value(json_array_get(json_object_get(request, "seeds"), 0)), 700);
+	CHECK_INT(
+	    json_integer_value(json_object_get(json_object_get(request, "limits"), "wall_seconds")),
+	    300);
+	CHECK_CONTAINS(json_string_value(json_object_get(request, "judge_directory")), "/judge");
+	CHECK_INT(json_integer_value(json_object_get(request, "sandbox_uid")), 2147400000);
+	json_decref(request);
+	CHECK_INT(count_entries(directory, "kagent-job-"), 0);
+
+	/* A problem that cannot be used: kind "problem", worded as a verdict's, first line only. */
+	CHECK_INT(check_with_answer(directory, &options,
+				    "{\"type\": \"problem_check\", \"problem_error\": "
+				    "\"get_inputs() failed: ValueError: no\\nsecond line\"}",
+				    &object),
+		  -EINVAL);
+	CHECK_STRING(json_string_value(json_object_get(object, "error")), "problem");
+	CHECK_STRING(json_string_value(json_object_get(object, "message")),
+		     "the problem cannot be used: get_inputs() failed: ValueError: no");
+	json_decref(object);
+
+	/* The check itself failed: the worker's fault, not the problem's. */
+	CHECK_INT(check_with_answer(directory, &options,
+				    "{\"type\": \"problem_check\", \"problem_error\": null, "
+				    "\"internal_error\": \"OSError: no room\"}",
+				    &object),
+		  -EPROTO);
+	CHECK_STRING(json_string_value(json_object_get(object, "error")), "worker");
+	CHECK_CONTAINS(json_string_value(json_object_get(object, "message")),
+		       "the problem check failed: OSError: no room");
+	json_decref(object);
+	CHECK_INT(check_with_answer(directory, &options,
+				    "{\"type\": \"error\", \"message\": \"unknown request\"}",
+				    &object),
+		  -EPROTO);
+	CHECK_CONTAINS(json_string_value(json_object_get(object, "message")),
+		       "the worker reported an error: unknown request");
+	json_decref(object);
+
+	/* A problem that works: the worker's answer. */
+	CHECK_INT(check_with_answer(directory, &options,
+				    "{\"type\": \"problem_check\", \"problem_error\": null, "
+				    "\"internal_error\": null}",
+				    &object),
+		  0);
+	CHECK_STRING(json_string_value(json_object_get(object, "type")), "problem_check");
+	json_decref(object);
+
+	/* A missing problem file never reaches a worker. */
+	options.problem_path = "/nonexistent/p.py";
+	CHECK_INT(check_problem(&options, &object), -ENOENT);
+	CHECK_STRING(json_string_value(json_object_get(object, "error")), "io");
+	json_decref(object);
+	kagent_paths_remove_tree(directory, NULL);
+	free(log);
+	free(problem);
+	free(directory);
+}
+
 static const struct kagent_test tests[] = {
     {"detect_backend", test_detect_backend},
     {"missing_file", test_missing_file},
     {"no_gpu", test_no_gpu},
     {"request_and_worker_errors", test_request_and_worker_errors},
     {"problem_error", test_problem_error},
+    {"check_problem", test_check_problem},
     {NULL, NULL},
 };
 

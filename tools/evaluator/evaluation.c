@@ -1,8 +1,9 @@
 /*
- * One evaluation (see include/kagent/evaluator/evaluation.h). The order of the checks is
- * deliberate: everything that can fail without Python (files, GPU) is checked
- * before a worker is started, so a user without a GPU hears so in milliseconds
- * rather than after torch has imported.
+ * One evaluation, or one check of a problem (see include/kagent/evaluator/evaluation.h): both
+ * go the same way (files, GPU, job folder, worker, request, answer) and differ only in the
+ * request sent and how its answer is read. The order of the checks is deliberate: everything
+ * that can fail without Python (files, GPU) is checked before a worker is started, so a user
+ * without a GPU hears so in milliseconds rather than after torch has imported.
  */
 #include "kagent/evaluator/evaluation.h"
 #include "kagent/base/fileio.h"
@@ -37,6 +38,7 @@ struct evaluation__state {
 	kagent_evaluation_callback callback;
 	void *data;
 	struct kagent_evaluation_options options;
+	int check_only; /* a check_problem request: no candidate, no baselines */
 	char *problem_path, *candidate_path, *device, *worker_socket;
 	char problem_sha256[KAGENT_SHA256_HEX_SIZE];
 	char candidate_sha256[KAGENT_SHA256_HEX_SIZE];
@@ -244,7 +246,45 @@ evaluation__seed_base(const struct kagent_evaluation_options *options)
 	return 1 + random_value % 1000000000u;
 }
 
-/* The "evaluate" request of docs/worker-protocol.md, one key at a time. */
+/* The keys both requests of docs/worker-protocol.md carry; id is taken over. */
+static json_t *
+evaluation__request_base(struct evaluation__state *state, const char *type, json_t *id,
+			 json_t *seeds)
+{
+	const struct kagent_evaluation_options *options = &state->options;
+	char *judge_cache = state->sandbox_cache_dir != NULL
+				? kagent_asprintf("%s/judge", state->sandbox_cache_dir)
+				: NULL;
+	json_t *request = json_object();
+
+	json_object_set_new(request, "type", json_string(type));
+	json_object_set_new(request, "id", id);
+	json_object_set_new(request, "problem_path", json_sprintf("%s/problem.py", state->job_dir));
+	json_object_set_new(request, "device", json_string(state->device));
+	json_object_set_new(request, "gpu_index", json_integer(options->gpu_index));
+	json_object_set_new(request, "seeds", seeds);
+	json_object_set_new(request, "limits", evaluation__limits(options));
+	json_object_set_new(request, "scratch_directory",
+			    json_sprintf("%s/scratch", state->job_dir));
+	json_object_set_new(request, "judge_cache_directory",
+			    evaluation__string_or_null(judge_cache));
+	json_object_set_new(request, "sandbox_uid",
+			    json_integer(EVALUATION_SANDBOX_UID_BASE + options->gpu_index));
+	json_object_set_new(request, "judge_directory", json_sprintf("%s/judge", state->job_dir));
+	free(judge_cache);
+	return request;
+}
+
+/* The "check_problem" request: the problem's Model and inputs from the first seed. */
+static json_t *
+evaluation__check_request(struct evaluation__state *state)
+{
+	return evaluation__request_base(
+	    state, "check_problem", json_sprintf("check-%.16s", state->problem_sha256),
+	    evaluation__seeds(evaluation__seed_base(&state->options), 1));
+}
+
+/* The "evaluate" request, one key at a time. */
 static json_t *
 evaluation__request(struct evaluation__state *state)
 {
@@ -254,26 +294,19 @@ evaluation__request(struct evaluation__state *state)
 	int signed_trials = options->signed_trials == 0	 ? 2
 			    : options->signed_trials < 0 ? 0
 							 : options->signed_trials;
-	char *sandbox_library = NULL, *cause = NULL, *candidate_cache = NULL, *judge_cache = NULL;
-	json_t *request = json_object();
+	char *sandbox_library = NULL, *cause = NULL, *candidate_cache = NULL;
+	json_t *request = evaluation__request_base(
+	    state, "evaluate",
+	    json_sprintf("%.16s-%llu", state->candidate_sha256, (unsigned long long)base),
+	    evaluation__seeds(base, trials));
 
 	kagent_paths_sandbox_library(&sandbox_library, &cause);
 	free(cause);
-	if (state->sandbox_cache_dir != NULL) {
+	if (state->sandbox_cache_dir != NULL)
 		candidate_cache = kagent_asprintf("%s/candidates/%s", state->sandbox_cache_dir,
 						  state->candidate_sha256);
-		judge_cache = kagent_asprintf("%s/judge", state->sandbox_cache_dir);
-	}
-	json_object_set_new(request, "type", json_string("evaluate"));
-	json_object_set_new(
-	    request, "id",
-	    json_sprintf("%.16s-%llu", state->candidate_sha256, (unsigned long long)base));
-	json_object_set_new(request, "problem_path", json_sprintf("%s/problem.py", state->job_dir));
 	json_object_set_new(request, "candidate_path",
 			    json_sprintf("%s/candidate.py", state->job_dir));
-	json_object_set_new(request, "device", json_string(state->device));
-	json_object_set_new(request, "gpu_index", json_integer(options->gpu_index));
-	json_object_set_new(request, "seeds", evaluation__seeds(base, trials));
 	json_object_set_new(request, "signed_seeds",
 			    evaluation__seeds(base + 100000, signed_trials));
 	json_object_set_new(request, "tolerances", kagent_tolerance_table_to_json());
@@ -283,28 +316,80 @@ evaluation__request(struct evaluation__state *state)
 							    : json_null());
 	json_object_set_new(request, "measure_compile",
 			    json_boolean(options->measure_compile != 0));
-	json_object_set_new(request, "limits", evaluation__limits(options));
-	json_object_set_new(request, "scratch_directory",
-			    json_sprintf("%s/scratch", state->job_dir));
 	json_object_set_new(request, "cache_directory",
 			    evaluation__string_or_null(candidate_cache));
-	json_object_set_new(request, "judge_cache_directory",
-			    evaluation__string_or_null(judge_cache));
 	json_object_set_new(request, "sandbox_library",
 			    evaluation__string_or_null(sandbox_library));
-	json_object_set_new(request, "sandbox_uid",
-			    json_integer(EVALUATION_SANDBOX_UID_BASE + options->gpu_index));
-	json_object_set_new(request, "judge_directory", json_sprintf("%s/judge", state->job_dir));
 	json_object_set_new(request, "trace_library",
 			    evaluation__sibling_library(sandbox_library, "libkagent-trace.so"));
 	json_object_set_new(request, "cuda_library",
 			    evaluation__sibling_library(sandbox_library, "libkagent-cuda.so"));
 	json_object_set_new(request, "profile_reference",
 			    json_boolean(options->profile_reference != 0));
-	free(judge_cache);
 	free(candidate_cache);
 	free(sandbox_library);
 	return request;
+}
+
+/*
+ * Reads a problem_check answer: 0, or a negative errno with *kind and *cause: -EINVAL and
+ * "problem" when the problem cannot be used (worded as a verdict's problem error), -EPROTO
+ * and "worker" when the worker could not tell.
+ */
+static int
+evaluation__check_outcome(const json_t *response, const char **kind, char **cause)
+{
+	const char *type = json_string_value(json_object_get(response, "type"));
+	const char *problem_error = json_string_value(json_object_get(response, "problem_error"));
+	const char *internal_error = json_string_value(json_object_get(response, "internal_error"));
+
+	*kind = "worker";
+	if (type != NULL && strcmp(type, "error") == 0) {
+		const char *message = json_string_value(json_object_get(response, "message"));
+
+		*cause = kagent_asprintf("the worker reported an error: %s",
+					 message != NULL ? message : "(no message)");
+		return -EPROTO;
+	}
+	if (type == NULL || strcmp(type, "problem_check") != 0) {
+		*cause = kagent_asprintf("the worker answered the problem check with a message of "
+					 "type %s",
+					 type != NULL ? type : "(none)");
+		return -EPROTO;
+	}
+	if (problem_error != NULL) {
+		*kind = "problem";
+		*cause = kagent_asprintf("the problem cannot be used: %.*s",
+					 (int)strcspn(problem_error, "\n"), problem_error);
+		return -EINVAL;
+	}
+	if (internal_error != NULL) {
+		*cause = kagent_asprintf("the problem check failed: %.*s",
+					 (int)strcspn(internal_error, "\n"), internal_error);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static void
+evaluation__on_checked(kagent_worker_client_t *worker, int status, const json_t *response,
+		       const char *message, void *data)
+{
+	struct evaluation__state *state = data;
+	const char *kind = "worker";
+	char *cause = NULL;
+
+	if (status != 0) {
+		evaluation__fail(state, status, kind, message);
+		return;
+	}
+	status = evaluation__check_outcome(response, &kind, &cause);
+	if (status != 0) {
+		evaluation__fail(state, status, kind, cause);
+		free(cause);
+		return;
+	}
+	evaluation__end(state, 0, json_incref((json_t *)response));
 }
 
 static void
@@ -400,7 +485,7 @@ evaluation__on_ready(kagent_worker_client_t *worker, int status, const json_t *h
 		evaluation__fail(state, status, "worker", message);
 		return;
 	}
-	if (state->cache_dir != NULL && !state->options.no_cache) {
+	if (state->cache_dir != NULL && !state->options.no_cache && !state->check_only) {
 		timing = evaluation__timing_options();
 		key.problem_sha256 = state->problem_sha256;
 		key.device = state->device;
@@ -415,10 +500,10 @@ evaluation__on_ready(kagent_worker_client_t *worker, int status, const json_t *h
 		kagent_baseline_cache_lookup(state->cache_dir, state->cache_key,
 					     &state->cached_baselines);
 	}
-	request = evaluation__request(state);
+	request = state->check_only ? evaluation__check_request(state) : evaluation__request(state);
 	error = kagent_worker_client_request(
 	    worker, request, (uint64_t)(EVALUATION_WALL_SECONDS + EVALUATION_GRACE_SECONDS) * 1000,
-	    evaluation__on_response, state, &cause);
+	    state->check_only ? evaluation__on_checked : evaluation__on_response, state, &cause);
 	if (error != 0) {
 		evaluation__fail(state, error, "worker", cause);
 		free(cause);
@@ -522,8 +607,9 @@ evaluation__make_job(struct evaluation__state *state, const char *tmp, char **ca
 	if ((error = evaluation__copy_into_job(state->problem_path, state->job_dir, "problem.py",
 					       cause)) != 0)
 		goto out;
-	error =
-	    evaluation__copy_into_job(state->candidate_path, state->job_dir, "candidate.py", cause);
+	if (!state->check_only)
+		error = evaluation__copy_into_job(state->candidate_path, state->job_dir,
+						  "candidate.py", cause);
 out:
 	return error;
 }
@@ -538,7 +624,8 @@ evaluation__prepare(struct evaluation__state *state, const char **kind, char **c
 	int error = 0;
 
 	*kind = "usage";
-	if (options->problem_path == NULL || options->candidate_path == NULL) {
+	if (options->problem_path == NULL ||
+	    (options->candidate_path == NULL && !state->check_only)) {
 		error = -EINVAL;
 		*cause = kagent_strdup("a problem and a candidate file are both needed");
 		goto out;
@@ -553,17 +640,19 @@ evaluation__prepare(struct evaluation__state *state, const char **kind, char **c
 					NULL, cause);
 	if (error != 0)
 		goto out;
-	error = evaluation__read_source(options->candidate_path, "candidate",
-					&state->candidate_path, &source, cause);
-	if (error != 0)
-		goto out;
 	if ((error = kagent_sha256_file_hex(state->problem_path, state->problem_sha256, cause)) !=
 	    0)
 		goto out;
-	if ((error = kagent_sha256_file_hex(state->candidate_path, state->candidate_sha256,
-					    cause)) != 0)
-		goto out;
-	state->backend = kagent_evaluation_detect_backend(source);
+	if (!state->check_only) {
+		error = evaluation__read_source(options->candidate_path, "candidate",
+						&state->candidate_path, &source, cause);
+		if (error == 0)
+			error = kagent_sha256_file_hex(state->candidate_path,
+						       state->candidate_sha256, cause);
+		if (error != 0)
+			goto out;
+		state->backend = kagent_evaluation_detect_backend(source);
+	}
 	if (strcmp(state->device, "cuda") == 0) {
 		*kind = "no_gpu";
 		if ((error = kagent_cuda_driver_probe(&state->gpu, options->gpu_index, cause)) != 0)
@@ -611,9 +700,9 @@ out:
 	return error;
 }
 
-void
-kagent_evaluation_start(uv_loop_t *loop, const struct kagent_evaluation_options *options,
-			kagent_evaluation_callback callback, void *data)
+static void
+evaluation__begin(uv_loop_t *loop, const struct kagent_evaluation_options *options, int check_only,
+		  kagent_evaluation_callback callback, void *data)
 {
 	struct evaluation__state *state = kagent_calloc(1, sizeof *state);
 	const char *kind = "usage";
@@ -621,6 +710,7 @@ kagent_evaluation_start(uv_loop_t *loop, const struct kagent_evaluation_options 
 	int error;
 
 	state->loop = loop;
+	state->check_only = check_only;
 	state->callback = callback;
 	state->data = data;
 	state->options = *options;
@@ -639,6 +729,20 @@ kagent_evaluation_start(uv_loop_t *loop, const struct kagent_evaluation_options 
 		evaluation__fail_early(state, error, kind, cause);
 		free(cause);
 	}
+}
+
+void
+kagent_evaluation_start(uv_loop_t *loop, const struct kagent_evaluation_options *options,
+			kagent_evaluation_callback callback, void *data)
+{
+	evaluation__begin(loop, options, 0, callback, data);
+}
+
+void
+kagent_evaluation_check_problem(uv_loop_t *loop, const struct kagent_evaluation_options *options,
+				kagent_evaluation_callback callback, void *data)
+{
+	evaluation__begin(loop, options, 1, callback, data);
 }
 
 struct evaluation__sync {

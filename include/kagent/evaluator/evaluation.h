@@ -1,7 +1,8 @@
 /*
  * One evaluation of a candidate against a problem, end to end: files, hashes,
  * GPU probe, a worker (running or spawned), the request, cached baselines, the
- * verdict. The CLI, the agent loop and the daemon all call this.
+ * verdict; and the check of a problem before any candidate is asked for. The CLI, the
+ * agent loop and the daemon all call this.
  */
 #ifndef KAGENT_EVALUATION_H
 #define KAGENT_EVALUATION_H
@@ -38,6 +39,17 @@ typedef void (*kagent_evaluation_callback)(int status, const json_t *object, voi
 /* Starts an evaluation; callback runs exactly once, from the loop, never from this call. */
 void kagent_evaluation_start(uv_loop_t *loop, const struct kagent_evaluation_options *options,
 			     kagent_evaluation_callback callback, void *data);
+/*
+ * Checks, before any candidate exists, that the problem can be used: the worker loads it,
+ * builds Model from get_init_inputs(), makes inputs with get_inputs() and runs the reference
+ * once, as the judge does (docs/worker-protocol.md, check_problem). The options are an
+ * evaluation's; candidate_path and those about candidates are ignored. callback runs once,
+ * from the loop: status 0 with the worker's problem_check answer, or a negative errno with an
+ * error object, whose "error" is "problem" (status -EINVAL) when the problem cannot be used.
+ */
+void kagent_evaluation_check_problem(uv_loop_t *loop,
+				     const struct kagent_evaluation_options *options,
+				     kagent_evaluation_callback callback, void *data);
 /* Runs an evaluation on a loop of its own. Returns 0 with a verdict in *object_out, or a
  * negative errno with an error object; the caller releases *object_out. */
 int kagent_evaluation_run_sync(const struct kagent_evaluation_options *options,

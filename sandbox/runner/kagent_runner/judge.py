@@ -175,14 +175,7 @@ class Judge:
         self.ask(setup, float(self.limits.get("wall_seconds", 300)), pickled=True)
 
     def reference(self, inputs):
-        try:
-            with torch.no_grad():
-                output = self.model(*inputs)
-        except BaseException as error:  # noqa: B902
-            raise problem.ProblemError(f"Model.forward failed: {type(error).__name__}: {error}")
-        if output is None:
-            raise problem.ProblemError("Model.forward returned nothing")
-        return output
+        return run_reference(self.model, inputs)
 
     def share(self, inputs, reference_leaves):
         """Allocates shared input and receive buffers shaped like this trial's, once."""
@@ -658,6 +651,45 @@ def build_reference(module, request, device):
         raise problem.ProblemError(f"Model(*get_init_inputs()) failed: "
                                    f"{type(error).__name__}: {error}")
     return model, init_inputs, seed
+
+
+def run_reference(model, inputs):
+    """The reference's outputs for these inputs; a ProblemError when the problem's Model
+    cannot produce them."""
+    try:
+        with torch.no_grad():
+            output = model(*inputs)
+    except BaseException as error:  # noqa: B902
+        raise problem.ProblemError(f"Model.forward failed: {type(error).__name__}: {error}")
+    if output is None:
+        raise problem.ProblemError("Model.forward returned nothing")
+    return output
+
+
+def check_problem_child(request, result_fd):
+    """Entry point of the child of a check_problem request (docs/worker-protocol.md): what the
+    judge does with the problem before any candidate runs (load it, build Model from
+    get_init_inputs(), make inputs with get_inputs(), run the reference once), so that a
+    problem that cannot be used is refused before a model is asked for candidates. Writes
+    {"problem_error", "internal_error"} as one JSON line to result_fd; never returns."""
+    result = {"problem_error": None, "internal_error": None}
+    try:
+        device = request["device"]
+        if device == "cuda":
+            torch.cuda.set_device(int(request.get("gpu_index", 0)))
+        module = problem.load_problem(request["problem_path"])
+        model, _, seed = build_reference(module, request, device)
+        run_reference(model, problem.make_inputs(module, seed, "problem", device))
+    except problem.ProblemError as error:
+        result["problem_error"] = str(error)[:4000]
+    except BaseException as error:  # noqa: B902 - an internal failure is still reported
+        result["internal_error"] = f"{type(error).__name__}: {str(error)[:4000]}"
+    # a few KiB at most: one write into an empty pipe
+    os.write(result_fd, json.dumps(result).encode() + b"\n")
+    os.close(result_fd)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def time_in_process(function, module, device, flush_buffer, calls, warmup, base):

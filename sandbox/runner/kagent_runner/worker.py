@@ -331,6 +331,106 @@ def _evaluate_locked(request):
     }
 
 
+def check_problem(request):
+    """The check_problem request: the problem is loaded, its Model built and its inputs made
+    and run once, in a child set up as the judge is (its prints never reach the protocol
+    stream, and it runs as the sandbox uid when the worker is root), within the wall limit."""
+    lock = _lock_sandbox_uid(request)
+    try:
+        return _check_problem_locked(request)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def _check_problem_locked(request):
+    started = time.monotonic()
+    wall = float(request.get("limits", {}).get("wall_seconds", 300))
+    output_read, output_write = os.pipe()
+    result_read, result_write = os.pipe()
+
+    def setup():
+        from . import judge
+
+        os.close(output_read)
+        os.close(result_read)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(output_write, 1)
+        os.dup2(output_write, 2)
+        _drop_judge_privileges(request)
+        judge.check_problem_child(request, result_write)
+
+    pid = _fork_child(setup)
+    os.close(output_write)
+    os.close(result_write)
+    tails = {output_read: CappedTail(65536), result_read: CappedTail(MAX_LINE)}
+    deadline, timed_out, watching = started + wall, False, set(tails)
+    # until the child has answered or ended; what it left running must not hold the worker
+    while result_read in watching:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            timed_out = True
+            break
+        readable, _, _ = select.select(list(watching), [], [], min(remaining, 0.2))
+        for fd in readable:
+            chunk = os.read(fd, 1 << 16)
+            tails[fd].add(chunk)
+            if not chunk:
+                watching.discard(fd)
+    done, status = 0, None
+    # a child that answered is exiting: give it a moment, so that its status is its own
+    for _ in range(0 if timed_out else 100):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.01)
+    _kill_group(pid)
+    if not done:
+        status = os.waitpid(pid, 0)[1]
+    while output_read in watching and select.select([output_read], [], [], 0)[0]:
+        chunk = os.read(output_read, 1 << 16)
+        if not chunk:
+            break
+        tails[output_read].add(chunk)
+    for fd in tails:
+        os.close(fd)
+    _kill_sandbox_user(int(request.get("sandbox_uid", 65534)))
+    _reap_orphans()
+    _children.clear()
+    try:
+        answer = json.loads(bytes(tails[result_read].data).strip() or b"null")
+    except ValueError:
+        answer = None
+    process = dict(_status(status), stderr=tails[output_read].text())
+    if not isinstance(answer, dict):
+        last = (process["stderr"].strip().splitlines() or [""])[-1][:1000]
+        suffix = f": {last}" if last else ""
+        # a hang or a crash while only the problem's code and torch ran is the problem's;
+        # an exit without an answer is the child's own failure (setup, see _fork_child)
+        if timed_out or process["signal"]:
+            ended = (f"did not finish within {wall:g} s" if timed_out
+                     else f"ended with signal {process['signal']}")
+            answer = {"problem_error": f"loading the problem and running its reference {ended}"
+                                       f"{suffix}"}
+        else:
+            answer = {"internal_error": f"the check's child exited with status "
+                                        f"{process['exit_code']}{suffix}"}
+    return {"type": "problem_check", "id": request.get("id"),
+            "wall_seconds": time.monotonic() - started,
+            "problem_error": answer.get("problem_error"),
+            "internal_error": answer.get("internal_error"), "process": process}
+
+
+def _handle_check_problem(request):
+    missing = [key for key in ("problem_path", "device", "scratch_directory")
+               if key not in request]
+    if missing:
+        return {"type": "error", "id": request.get("id"),
+                "message": "request lacks " + ", ".join(missing)}
+    return check_problem(request)
+
+
 def handle(line):
     try:
         request = json.loads(line)
@@ -338,6 +438,8 @@ def handle(line):
         return {"type": "error", "message": f"request is not JSON: {error}"}
     if not isinstance(request, dict):
         return {"type": "error", "message": "request is not a JSON object"}
+    if request.get("type") == "check_problem":
+        return _handle_check_problem(request)
     if request.get("type") != "evaluate":
         return {"type": "error", "id": request.get("id"),
                 "message": f"unknown request type {request.get('type')!r}"}
