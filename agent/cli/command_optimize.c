@@ -2,8 +2,9 @@
  * `kagent optimize PROBLEM.py`: the main job. Reads the config (file, SDK
  * environment variables, flags), checks the endpoint settings and the GPU
  * before any token is spent, then runs one session on a libuv loop with the
- * terminal view attached, and prints the final summary (or one JSON object
- * with --json). Ctrl-C stops the run at the next safe point; --resume RUN-ID
+ * terminal view attached (the session checks the problem before its first
+ * request; a problem refused there exits 2, as `kagent eval` does), and prints the final summary
+ * (or one JSON object with --json). Ctrl-C stops the run at the next safe point; --resume RUN-ID
  * continues it later.
  */
 #include "kagent/base/alloc.h"
@@ -68,6 +69,7 @@ struct command_optimize__run {
 	struct kagent_session *session;
 	uv_signal_t interrupt;
 	json_t *final;
+	char *refusal; /* why the problem was refused before the first request */
 	int exit_status;
 };
 
@@ -87,8 +89,15 @@ command_optimize__done(struct kagent_session *session, int status, const json_t 
 	const char *reason = json_string_value(json_object_get(summary, "stop_reason"));
 
 	run->final = json_incref((json_t *)summary);
-	if (reason != NULL &&
-	    (strcmp(reason, "llm_error") == 0 || strcmp(reason, "evaluator_error") == 0)) {
+	if (reason != NULL && strcmp(reason, "bad_problem") == 0) {
+		/* Refused as `kagent eval` refuses it: one error, no summary of a run never begun.
+		 */
+		run->refusal =
+		    kagent_asprintf("%s (nothing was sent to the model)",
+				    json_string_value(json_object_get(summary, "stop_detail")));
+		run->exit_status = KAGENT_COMMAND_EXIT_ERROR;
+	} else if (reason != NULL &&
+		   (strcmp(reason, "llm_error") == 0 || strcmp(reason, "evaluator_error") == 0)) {
 		/* The live view shortens lines; the reason to act on is printed whole. */
 		fprintf(stderr, "kagent optimize: %s\n",
 			json_string_value(json_object_get(summary, "stop_detail")));
@@ -289,7 +298,9 @@ command_optimize__handler(int argc, char **argv)
 	uv_run(&loop, UV_RUN_DEFAULT);
 	kagent_terminal_view_finish(run.view);
 	status = run.exit_status;
-	if (run.final == NULL) {
+	if (run.refusal != NULL) {
+		kagent_command_fail(&kagent_command_optimize, json, "problem", run.refusal);
+	} else if (run.final == NULL) {
 		kagent_command_fail(&kagent_command_optimize, json, "session",
 				    "the run ended without a summary");
 	} else {
@@ -313,6 +324,7 @@ out:
 	if (run.view != NULL)
 		kagent_terminal_view_free(run.view);
 	json_decref(run.final);
+	free(run.refusal);
 	kagent_config_clear(&config);
 	free(error);
 	return status;

@@ -687,7 +687,7 @@ terminal_view__stop(struct kagent_terminal_view *view, const json_t *record,
 	    {"budget_turns", "turn budget spent"}, {"budget_tokens", "token budget spent"},
 	    {"budget_cost", "cost budget spent"},  {"budget_wall", "time budget spent"},
 	    {"budget_gpu", "GPU budget spent"},	   {"llm_error", "model error"},
-	    {"interrupted", "interrupted"},
+	    {"interrupted", "interrupted"},	   {"bad_problem", "bad problem"},
 	};
 	const char *reason = terminal_view__string(record, "reason");
 	const char *detail = terminal_view__string(record, "detail");

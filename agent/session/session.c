@@ -1,10 +1,11 @@
 /*
  * One optimization run as a state machine on the libuv loop (see
- * include/kagent/session/session.h). A turn is: the model's reply (llm_client.c), then
- * each tool call in order (agent/model_tools, given the session's tool host), then the
- * stop rules; each step is scheduled from the loop, never called recursively, so a run of
- * any length keeps a flat stack and the caller's callbacks never run inside kagent's own.
- * The run's variants, their commits and the best ref are agent/records/variants.c's.
+ * include/kagent/session/session.h). Before the first turn the problem is checked on the
+ * run's worker; no request goes out until it passes. A turn is: the model's reply (llm_client.c),
+ * then each tool call in order (agent/model_tools, given the session's tool host), then the stop
+ * rules; each step is scheduled from the loop, never called recursively, so a run of any length
+ * keeps a flat stack and the caller's callbacks never run inside kagent's own. The run's variants,
+ * their commits and the best ref are agent/records/variants.c's.
  *
  * Every step is written to the trace first (trace.c) and then shown to the
  * observer, so the trace is the single account of the run and --resume can
@@ -255,16 +256,14 @@ session__evaluated(int status, const json_t *object, void *data)
 	free(evaluation);
 }
 
-/* Starts an evaluation once the session's worker is ready (or known to be gone). */
-static void
-session__evaluation_run(void *data)
+/* What the run's evaluations and its problem check share: the problem, device and worker. */
+static struct kagent_evaluation_options
+session__evaluation_options(const struct kagent_session *session)
 {
-	struct session__evaluation *evaluation = data;
-	struct kagent_session *session = evaluation->session;
 	const struct kagent_evaluation_config *evaluation_config = &session->config->evaluation;
-	struct kagent_evaluation_options options = {
+
+	return (struct kagent_evaluation_options){
 	    .problem_path = session->problem_copy_path,
-	    .candidate_path = evaluation->variant->path,
 	    .device = evaluation_config->device,
 	    .gpu_index = evaluation_config->gpu_index,
 	    .worker_socket = evaluation_config->worker_socket != NULL
@@ -272,9 +271,19 @@ session__evaluation_run(void *data)
 				 : kagent_warm_worker_socket(&session->worker),
 	    .measure_compile = evaluation_config->measure_compile,
 	    .call_timeout_seconds = evaluation_config->call_timeout_seconds,
-	    .profile_reference = evaluation->purpose == KAGENT_VARIANTS_PROFILE,
 	};
+}
 
+/* Starts an evaluation once the session's worker is ready (or known to be gone). */
+static void
+session__evaluation_run(void *data)
+{
+	struct session__evaluation *evaluation = data;
+	struct kagent_session *session = evaluation->session;
+	struct kagent_evaluation_options options = session__evaluation_options(session);
+
+	options.candidate_path = evaluation->variant->path;
+	options.profile_reference = evaluation->purpose == KAGENT_VARIANTS_PROFILE;
 	if (evaluation->purpose == KAGENT_VARIANTS_CONFIRM ||
 	    evaluation->purpose == KAGENT_VARIANTS_FINAL)
 		options.seed = kagent_variants_unseen_seed(session->variants);
@@ -767,6 +776,53 @@ session__run_start_fields(const struct kagent_session *session)
 	    "system", session->system_prompt, "tools", session->tools);
 }
 
+/* ---- the problem check ---- */
+
+/*
+ * The check's answer. Only a problem that loads, builds and makes its inputs is sent to the
+ * model; otherwise the run ends before its first request, and without a final check, since no
+ * evaluation could work either.
+ */
+static void
+session__problem_checked(int status, const json_t *object, void *data)
+{
+	struct kagent_session *session = data;
+	const char *kind = json_string_value(json_object_get(object, "error"));
+	const char *message = json_string_value(json_object_get(object, "message"));
+	int bad_problem = kind != NULL && strcmp(kind, "problem") == 0;
+	double seconds = session__now() - session->check_started;
+
+	if (status == 0) {
+		kagent_session_record(session, "problem_check",
+				      json_pack("{s:s, s:f}", "status", "ok", "seconds", seconds));
+		if (!session->resumed)
+			session__tell_model(session, session->problem_prompt);
+		session__schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
+		return;
+	}
+	if (message == NULL)
+		message = "the problem check failed";
+	kagent_session_record(session, "problem_check",
+			      json_pack("{s:s, s:s, s:s, s:f}", "status",
+					bad_problem ? "bad_problem" : "error", "error",
+					kind != NULL ? kind : "worker", "message", message,
+					"seconds", seconds));
+	session->evaluator_failure = kagent_strdup(message);
+	session__conclude(session, bad_problem ? "bad_problem" : "evaluator_error",
+			  kagent_strdup(message));
+}
+
+/* Checks the problem once the session's worker is ready (or known to be gone). */
+static void
+session__check_problem(void *data)
+{
+	struct kagent_session *session = data;
+	struct kagent_evaluation_options options = session__evaluation_options(session);
+
+	session->check_started = session__now();
+	kagent_evaluation_check_problem(session->loop, &options, session__problem_checked, session);
+}
+
 void
 kagent_session_start(struct kagent_session *session)
 {
@@ -784,9 +840,9 @@ kagent_session_start(struct kagent_session *session)
 		free(log_path);
 	}
 	kagent_session_record(session, "run_start", session__run_start_fields(session));
-	if (!session->resumed)
-		session__tell_model(session, session->problem_prompt);
-	session__schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
+	/* No request before the problem is known to work: the check waits for the worker. */
+	if (!kagent_warm_worker_wait(&session->worker, session__check_problem, session))
+		session__check_problem(session);
 }
 
 void

@@ -64,6 +64,7 @@ struct kagent_session {
 	long long turn;
 	struct kagent_session_totals totals;
 	double started;
+	double check_started; /* when the problem check began */
 
 	uv_timer_t step_timer;
 	struct kagent_warm_worker worker;

@@ -168,6 +168,13 @@ class Run:
         with open(self.server_log) as f:
             return [json.loads(line) for line in f]
 
+    def evaluations(self):
+        """How many evaluate requests reached the worker (the problem check is not one)."""
+        if not os.path.exists(self.worker_log):
+            return 0
+        with open(self.worker_log) as f:
+            return sum(1 for line in f if json.loads(line).get("type") == "evaluate")
+
     def trace(self):
         path = (self.final or {}).get("trace")
         if not path or not os.path.exists(path):
@@ -409,6 +416,62 @@ def malformed_problem():
         run.close()
 
 
+BAD_PROBLEMS = {
+    "syntax": ("import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x)\n"
+               "        return x\n\n\ndef get_inputs():\n    return [torch.rand(4)]\n",
+               "not valid Python: "),
+    "no_inputs": ("import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                  "        return x\n\n\ndef get_init_inputs():\n    return []\n",
+                  "defines no function get_inputs()"),
+    "inputs_raise": ("class Model:\n    def forward(self, x):\n        return x\n\n\n"
+                     "def get_inputs():\n    raise ValueError('no inputs today')\n",
+                     "get_inputs() failed: ValueError: no inputs today"),
+}
+
+
+def bad_problem(name):
+    """A problem that cannot be used is refused before the first request, as `kagent eval`
+    refuses it: exit 2, the reason on stderr, one error object with --json, and the check in
+    the trace; --resume of such a run is refused the same way."""
+    def scenario():
+        source, needle = BAD_PROBLEMS[name]
+        run = Run([chat_reply([("finish", {"summary": "x"})])])
+        try:
+            path = os.path.join(run.folder, f"{name}.py")
+            with open(path, "w") as f:
+                f.write(source)
+            run.optimize(problem=path)
+            problems = []
+            error = run.final or {}
+            if (run.code != 2 or needle not in run.stderr or error.get("error") != "problem"
+                    or needle not in error.get("message", "")):
+                problems.append("the problem should be refused with exit 2: " + run.describe())
+            if run.requests():
+                problems.append(f"{len(run.requests())} requests reached the model")
+            if run.evaluations():
+                problems.append("a candidate was evaluated")
+            traces = os.path.join(run.output, name, "traces")
+            names = sorted(os.listdir(traces)) if os.path.isdir(traces) else []
+            if not names:
+                return problems + ["the refused run left no trace"]
+            with open(os.path.join(traces, names[0])) as f:
+                records = [json.loads(line) for line in f]
+            types = [record["type"] for record in records]
+            checks = [r for r in records if r["type"] == "problem_check"]
+            stops = [r for r in records if r["type"] == "stop"]
+            if (not checks or checks[0].get("status") != "bad_problem"
+                    or not stops or stops[0].get("reason") != "bad_problem"
+                    or "message" in types or needle not in stops[0].get("detail", "")):
+                problems.append(f"the trace does not record the refusal: {records}")
+            run.optimize("--resume", names[0][:-len(".jsonl")], problem=path)
+            if run.code != 2 or needle not in run.stderr or run.requests():
+                problems.append("--resume should be refused the same way: " + run.describe())
+            return problems
+        finally:
+            run.close()
+    return scenario
+
+
 def stalled_reply():
     """A reply that stops arriving is abandoned after provider.stall_seconds and retried."""
     stalled = dict(chat_reply([("finish", {"summary": "x"})]), stall_after=1, stall_ms=8000)
@@ -439,11 +502,7 @@ def resume_after_kill():
                                    env=run.environment, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if os.path.exists(run.worker_log):
-                with open(run.worker_log) as f:
-                    if len(f.readlines()) >= 2:
-                        break
+        while time.monotonic() < deadline and run.evaluations() < 2:
             time.sleep(0.1)
         process.send_signal(signal.SIGKILL)
         process.communicate(timeout=30)
@@ -497,7 +556,7 @@ def interrupted():
                                    env=run.environment, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not os.path.exists(run.worker_log):
+        while time.monotonic() < deadline and run.evaluations() < 1:
             time.sleep(0.05)
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=60)
@@ -546,6 +605,10 @@ CASES = [
     ("a refused key: says what to set, no retry", refused_key),
     ("no GPU: says so before any token", no_gpu),
     ("a malformed problem is refused", malformed_problem),
+    ("a problem with a syntax error is refused before any request", bad_problem("syntax")),
+    ("a problem without get_inputs is refused before any request", bad_problem("no_inputs")),
+    ("a problem whose get_inputs raises is refused before any request",
+     bad_problem("inputs_raise")),
     ("a stalled reply is retried", stalled_reply),
     ("kill -9 then --resume", resume_after_kill),
     ("Ctrl-C stops after the current step", interrupted),

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """End-to-end `kagent eval --device cpu` on the fixture problems and adversarial
-candidates: the real worker, judge, sandbox and verdict, everything but the GPU.
-Prints TAP. Needs torch in the runner's Python; without it the suite skips (exit 77)
+candidates: the real worker, judge, sandbox and verdict, everything but the GPU; and
+`kagent optimize` refusing the bad problems before its first request. Prints TAP. Needs torch in the runner's Python; without it the suite skips (exit 77)
 unless KAGENT_REQUIRE_TORCH=1, as in CI."""
 import json
 import os
+import shutil
 import socket
+import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -60,13 +63,52 @@ CASES = [
     Case("relu", "relu_correct", "correct", check=baselines_cached),
 ]
 BAD_PROBLEMS = [("not_python", "not valid Python"), ("no_model", "no class Model"),
-                ("import_error", "does not import"), ("returns_nothing", "returned nothing")]
+                ("import_error", "does not import"), ("returns_nothing", "returned nothing"),
+                ("no_get_inputs", "no function get_inputs()"),
+                ("inputs_raise", "get_inputs() failed: ValueError: no inputs today")]
+
+
+def optimize_refuses(suite, problem, needle):
+    """`kagent optimize` checks the problem on its own warm worker (the real one) and refuses
+    it as `kagent eval` does, before the model server hears a single request."""
+    folder = tempfile.mkdtemp(prefix="kagent-cpu-optimize-")
+    script, log = os.path.join(folder, "script.json"), os.path.join(folder, "server.jsonl")
+    with open(script, "w") as f:
+        json.dump({"exchanges": []}, f)
+    server = subprocess.Popen([sys.executable, os.path.join(
+        os.environ["KAGENT_SOURCE_DIR"], "tests", "fixtures", "llm_server.py"), "--script",
+        script, "--log", log, "--port", "0"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline().split()[1])
+        environment = dict(os.environ, OPENAI_API_KEY="sk-test",
+                           KAGENT_WORKER_SOCKET=os.path.join(folder, "none.sock"),
+                           XDG_CONFIG_HOME=os.path.join(folder, "config"))
+        environment.pop("KAGENT_CONFIG", None)
+        result = subprocess.run(
+            [suite.kagent, "optimize", os.path.join(suite.problems, problem + ".py"),
+             "--device", "cpu", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "m",
+             "--output", os.path.join(folder, "runs"), "--json"],
+            cwd=folder, env=environment, capture_output=True, text=True, timeout=600)
+        try:
+            error = json.loads(result.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            error = {}
+        requests = os.path.exists(log) and os.path.getsize(log) > 0
+        ok = (result.returncode == 2 and error.get("error") == "problem"
+              and needle in error.get("message", "") and not requests)
+        suite.report(ok, f"optimize refuses {problem} before any request",
+                     f"exit {result.returncode}, requests: {requests}\n{result.stdout[-600:]}"
+                     f"\n{result.stderr[-600:]}")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def main():
     suite = Suite("cpu", os.path.join(os.environ["KAGENT_SOURCE_DIR"], "tests", "fixtures"),
                   call_timeout=5)
-    print(f"1..{3 + len(CASES) + len(BAD_PROBLEMS)}")
+    print(f"1..{3 + len(CASES) + 2 * len(BAD_PROBLEMS) - 1}")
     code, verdict, log, _ = suite.evaluate("relu", "relu_correct", ("--cold",), worker=False)
     if "No module named 'torch'" in log + json.dumps(verdict):
         if os.environ.get("KAGENT_REQUIRE_TORCH") == "1":
@@ -90,6 +132,10 @@ def main():
         suite.run_case(case)
     for problem, needle in BAD_PROBLEMS:
         suite.run_bad_problem(problem, needle, "relu_correct")
+    # (a file without "class Model" is refused while the run is set up: optimize_cases.py)
+    refused = [(problem, needle) for problem, needle in BAD_PROBLEMS if problem != "no_model"]
+    for problem, needle in refused:
+        optimize_refuses(suite, problem, needle)
     # kagent profile: the reference's FLOPs (a 32x256 by 256x128 product: 2*32*256*128)
     code, verdict, log, _ = suite.evaluate("linear", "linear_correct", ("--no-compile-baseline",),
                                            command_name="profile")

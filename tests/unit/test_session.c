@@ -149,6 +149,13 @@ test_two_sessions_share_one_loop(void)
 	while (observed.done < 2)
 		uv_run(&loop, UV_RUN_ONCE);
 
+	/* Each checked its problem before its first request. */
+	CHECK(first_index(observed.types, "A:problem_check") >= 0);
+	CHECK(first_index(observed.types, "A:problem_check") <
+	      first_index(observed.types, "A:request"));
+	CHECK(first_index(observed.types, "B:problem_check") >= 0);
+	CHECK(first_index(observed.types, "B:problem_check") <
+	      first_index(observed.types, "B:request"));
 	/* Both asked the model before either reply came back (the server holds each 1 s). */
 	CHECK(first_index(observed.types, "A:request") >= 0);
 	CHECK(first_index(observed.types, "B:request") >= 0);

@@ -1,5 +1,6 @@
 /*
- * One optimization run as a state machine on the libuv loop: ask the model,
+ * One optimization run as a state machine on the libuv loop: check that the
+ * problem loads and makes its inputs (before any token is spent), ask the model,
  * run the tools it calls, account the budget, stop on a rule, confirm the best
  * variant on unseen seeds in a fresh process, announce it. Nothing here blocks
  * and nothing is global, so one process can drive many sessions at once.
@@ -47,7 +48,12 @@ struct kagent_session_options {
  */
 int kagent_session_create(const struct kagent_session_options *options,
 			  struct kagent_session **session_out, char **cause);
-/* Starts the loop of turns; done runs later, from the loop. */
+/*
+ * Checks the problem on the run's worker (kagent_evaluation_check_problem), then starts the loop
+ * of turns; done runs later, from the loop. A problem that cannot be used ends the run before
+ * its first request, with stop reason "bad_problem" (a failed check for another reason:
+ * "evaluator_error").
+ */
 void kagent_session_start(struct kagent_session *session);
 /* Stops at the next safe point (stop reason "interrupted"): cancels the model call in flight. */
 void kagent_session_interrupt(struct kagent_session *session);
