@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """End-to-end `kagent eval --device cpu` on the fixture problems and adversarial
 candidates: the real worker, judge, sandbox and verdict, everything but the GPU; and
-`kagent optimize` refusing the bad problems before its first request. Prints TAP. Needs torch in the runner's Python; without it the suite skips (exit 77)
-unless KAGENT_REQUIRE_TORCH=1, as in CI."""
+`kagent optimize` refusing the bad problems before its first request. Prints TAP. Needs
+torch in the runner's Python; without it the suite skips (exit 77) unless
+KAGENT_REQUIRE_TORCH=1, as in CI."""
 import json
 import os
 import shutil
@@ -62,7 +63,8 @@ CASES = [
     Case("row_sum_softmax", "row_sum_ones", "correct", needle="degenerate"),
     Case("relu", "relu_correct", "correct", check=baselines_cached),
 ]
-BAD_PROBLEMS = [("not_python", "not valid Python"), ("no_model", "no class Model"),
+BAD_PROBLEMS = [("not_python", "not valid Python"), ("syntax_error", "not valid Python"),
+                ("no_model", "no class Model"),
                 ("import_error", "does not import"), ("returns_nothing", "returned nothing"),
                 ("no_get_inputs", "no function get_inputs()"),
                 ("inputs_raise", "get_inputs() failed: ValueError: no inputs today")]
@@ -108,7 +110,7 @@ def optimize_refuses(suite, problem, needle):
 def main():
     suite = Suite("cpu", os.path.join(os.environ["KAGENT_SOURCE_DIR"], "tests", "fixtures"),
                   call_timeout=5)
-    print(f"1..{3 + len(CASES) + 2 * len(BAD_PROBLEMS) - 1}")
+    print(f"1..{3 + len(CASES) + 2 * len(BAD_PROBLEMS) - 2}")
     code, verdict, log, _ = suite.evaluate("relu", "relu_correct", ("--cold",), worker=False)
     if "No module named 'torch'" in log + json.dumps(verdict):
         if os.environ.get("KAGENT_REQUIRE_TORCH") == "1":
@@ -132,8 +134,10 @@ def main():
         suite.run_case(case)
     for problem, needle in BAD_PROBLEMS:
         suite.run_bad_problem(problem, needle, "relu_correct")
-    # (a file without "class Model" is refused while the run is set up: optimize_cases.py)
-    refused = [(problem, needle) for problem, needle in BAD_PROBLEMS if problem != "no_model"]
+    # (a file without the words "class Model" is refused before a worker starts, while the
+    # run is set up: tests/agent/optimize_cases.py)
+    refused = [(problem, needle) for problem, needle in BAD_PROBLEMS
+               if "class Model" in open(os.path.join(suite.problems, problem + ".py")).read()]
     for problem, needle in refused:
         optimize_refuses(suite, problem, needle)
     # kagent profile: the reference's FLOPs (a 32x256 by 256x128 product: 2*32*256*128)
