@@ -3,11 +3,13 @@
 # corpus and prints a Markdown table: harness, executions, crashes (goal 0), seconds, exec/s.
 # The inputs found stay in build-fuzz/fuzz-bench/<harness>/corpus, a crash's input and log
 # beside them. Needs build-fuzz/ (.ci/setup --fuzz makes it).
-# Usage: bench/fuzz.sh [RUNS [JOBS]]   (default: 1000000 executions each, 2 harnesses at a time)
+# Usage: bench/fuzz.sh [RUNS [JOBS [HARNESS...]]]   (default: 1000000 executions each, 2 harnesses
+# at a time, every harness)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-1000000}
 jobs=${2:-2}
+shift $(($# < 2 ? $# : 2))
 
 if [ ! -f build-fuzz/build.ninja ]; then
 	echo "bench/fuzz.sh: no build-fuzz/; make it with .ci/setup --fuzz" >&2
@@ -32,7 +34,7 @@ fuzz_one() {
 }
 export -f fuzz_one
 
-names=$(cd tests/fuzz && ls fuzz_*.c | sed -n 's/^fuzz_\(.*\)\.c$/\1/p')
+names=${*:-$(cd tests/fuzz && ls fuzz_*.c | sed -n 's/^fuzz_\(.*\)\.c$/\1/p')}
 printf '%s\n' $names | xargs -P "$jobs" -I{} bash -c 'fuzz_one "$@"' _ {} "$runs"
 
 status=0
