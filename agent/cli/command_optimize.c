@@ -4,7 +4,8 @@
  * before any token is spent, then runs one session on a libuv loop with the
  * terminal view attached (the session checks the problem before its first
  * request; a problem refused there exits 2, as `kagent eval` does), and prints the final summary
- * (or one JSON object with --json). Ctrl-C stops the run at the next safe point; --resume RUN-ID
+ * (or one JSON object with --json). Ctrl-C, SIGTERM, SIGHUP and a closed stdout stop the run at
+ * the next safe point, where the session stops its workers; --resume RUN-ID
  * continues it later.
  */
 #include "kagent/base/alloc.h"
@@ -16,12 +17,16 @@
 #include "kagent/cli/terminal_view.h"
 #include "kagent/evaluator/verdict.h"
 
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define OPTIMIZE_EXIT_NOT_REACHED 1
+/* How often stdout is checked for a reader that went away (kagent optimize | head -3). */
+#define OPTIMIZE_STDOUT_CHECK_MS 250
 
 /* Indexes into command_optimize__options, the cases of the parser's switch. */
 enum {
@@ -64,13 +69,27 @@ static const struct kagent_command_option command_optimize__options[] = {
 #define OPTIMIZE_OPTION_COUNT                                                                      \
 	(sizeof command_optimize__options / sizeof command_optimize__options[0] - 1)
 
+/* The signals that stop a run at its next safe point, and what the run says of each. */
+static const struct {
+	int number;
+	const char *said;
+} command_optimize__stop_signals[] = {
+    {SIGINT, "interrupted"},
+    {SIGTERM, "terminated (SIGTERM)"},
+    {SIGHUP, "hung up (SIGHUP)"},
+};
+#define OPTIMIZE_STOP_SIGNAL_COUNT                                                                 \
+	(sizeof command_optimize__stop_signals / sizeof command_optimize__stop_signals[0])
+
 struct command_optimize__run {
 	struct kagent_terminal_view *view;
 	struct kagent_session *session;
-	uv_signal_t interrupt;
+	uv_signal_t signals[OPTIMIZE_STOP_SIGNAL_COUNT];
+	uv_timer_t stdout_check;
 	json_t *final;
 	char *refusal; /* why the problem was refused before the first request */
 	int exit_status;
+	int stopped_by; /* the signal that stopped the run (SIGPIPE: stdout closed), or 0 */
 };
 
 static void
@@ -87,6 +106,7 @@ command_optimize__done(struct kagent_session *session, int status, const json_t 
 {
 	struct command_optimize__run *run = data;
 	const char *reason = json_string_value(json_object_get(summary, "stop_reason"));
+	size_t index;
 
 	run->final = json_incref((json_t *)summary);
 	if (reason != NULL && strcmp(reason, "bad_problem") == 0) {
@@ -108,19 +128,73 @@ command_optimize__done(struct kagent_session *session, int status, const json_t 
 		run->exit_status = 0;
 	else
 		run->exit_status = OPTIMIZE_EXIT_NOT_REACHED;
-	uv_close((uv_handle_t *)&run->interrupt, NULL);
+	/* Stopped by a signal: 128 + its number, what a shell reports for a process it killed. */
+	if (run->stopped_by != 0 && reason != NULL && strcmp(reason, "interrupted") == 0)
+		run->exit_status = 128 + run->stopped_by;
+	for (index = 0; index < OPTIMIZE_STOP_SIGNAL_COUNT; index++)
+		uv_close((uv_handle_t *)&run->signals[index], NULL);
+	uv_close((uv_handle_t *)&run->stdout_check, NULL);
 }
 
 static void
-command_optimize__interrupted(uv_signal_t *handle, int signal_number)
+command_optimize__stop(struct command_optimize__run *run, int signal_number, const char *said)
 {
-	struct command_optimize__run *run = handle->data;
-
+	if (run->stopped_by != 0)
+		return;
+	run->stopped_by = signal_number;
 	fprintf(stderr,
-		"\nkagent optimize: stopping after the current step (the run can be "
+		"\nkagent optimize: %s, stopping after the current step (the run can be "
 		"resumed with --resume %s)\n",
-		kagent_session_run_id(run->session));
+		said, kagent_session_run_id(run->session));
 	kagent_session_interrupt(run->session);
+}
+
+static void
+command_optimize__signalled(uv_signal_t *handle, int signal_number)
+{
+	size_t index;
+
+	for (index = 0; command_optimize__stop_signals[index].number != signal_number; index++)
+		continue;
+	command_optimize__stop(handle->data, signal_number,
+			       command_optimize__stop_signals[index].said);
+}
+
+/* A pipe whose reader has gone polls POLLERR (a terminal or socket: POLLHUP); writing to it
+ * fails with EPIPE, SIGPIPE being ignored. Nobody reads the run any more: it stops. */
+static void
+command_optimize__check_stdout(uv_timer_t *timer)
+{
+	struct pollfd stdout_poll = {.fd = STDOUT_FILENO};
+
+	if (poll(&stdout_poll, 1, 0) == 1 && (stdout_poll.revents & (POLLERR | POLLHUP)) != 0) {
+		uv_timer_stop(timer);
+		command_optimize__stop(timer->data, SIGPIPE, "stdout was closed");
+	}
+}
+
+/* Stops the run at its next safe point on each of the stop signals and on a closed stdout. */
+static void
+command_optimize__watch(struct command_optimize__run *run, uv_loop_t *loop)
+{
+	struct sigaction action;
+	size_t index;
+
+	for (index = 0; index < OPTIMIZE_STOP_SIGNAL_COUNT; index++) {
+		int number = command_optimize__stop_signals[index].number;
+
+		uv_signal_init(loop, &run->signals[index]);
+		run->signals[index].data = run;
+		/* nohup ignores SIGHUP so that the run outlives the terminal: it stays ignored. */
+		if (number == SIGHUP && sigaction(number, NULL, &action) == 0 &&
+		    action.sa_handler == SIG_IGN)
+			continue;
+		uv_signal_start(&run->signals[index], command_optimize__signalled, number);
+	}
+	uv_timer_init(loop, &run->stdout_check);
+	run->stdout_check.data = run;
+	uv_timer_start(&run->stdout_check, command_optimize__check_stdout, OPTIMIZE_STDOUT_CHECK_MS,
+		       OPTIMIZE_STDOUT_CHECK_MS);
 }
 
 /* Reads the config file, then the flags, then the environment, as config.h orders them. */
@@ -215,6 +289,8 @@ command_optimize__handler(int argc, char **argv)
 	int json = 0, option, status = KAGENT_COMMAND_EXIT_ERROR, loop_open = 0;
 
 	kagent_config_init(&config);
+	/* A closed stdout must not kill the run before it stops its workers (check_stdout). */
+	signal(SIGPIPE, SIG_IGN);
 	/* --json decides how errors are printed, so look for it before parsing anything else. */
 	for (option = 1; option < argc; option++)
 		json = json || strcmp(argv[option], "--json") == 0;
@@ -291,9 +367,7 @@ command_optimize__handler(int argc, char **argv)
 		status = kagent_command_fail(&kagent_command_optimize, json, "session", error);
 		goto out;
 	}
-	uv_signal_init(&loop, &run.interrupt);
-	run.interrupt.data = &run;
-	uv_signal_start(&run.interrupt, command_optimize__interrupted, SIGINT);
+	command_optimize__watch(&run, &loop);
 	kagent_session_start(run.session);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	kagent_terminal_view_finish(run.view);

@@ -1,7 +1,9 @@
 /*
  * `kagent worker`: runs the Python worker in socket mode in the foreground, so that
  * later `kagent eval` calls skip importing torch. It execs Python: the worker's
- * signals and exit status are the command's own.
+ * signals and exit status are the command's own. A socket path that would go wrong
+ * there is refused first, with the fix; `kagent optimize` starts it with --parent,
+ * so that it never outlives the run.
  */
 #include "kagent/base/alloc.h"
 #include "kagent/cli/command.h"
@@ -11,13 +13,16 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 enum {
 	COMMAND_WORKER_SOCKET,
 	COMMAND_WORKER_GPU,
+	COMMAND_WORKER_PARENT,
 };
 
 /* clang-format off */
@@ -26,19 +31,86 @@ static const struct kagent_command_option command_worker__options[] = {
 		"$KAGENT_WORKER_SOCKET, else one in $XDG_RUNTIME_DIR", NULL},
 	[COMMAND_WORKER_GPU] = {"gpu", 0, "N", "the only GPU the worker sees (as device 0)",
 		"all of them", NULL},
+	[COMMAND_WORKER_PARENT] = {"parent", 0, "PID", "stop when process PID, which started the "
+		"worker, ends (kagent optimize passes its own)", "run until killed", NULL},
 	{0},
 };
 /* clang-format on */
+
+/* The value of --gpu (least 0) or --parent (least 1); else -1, after saying what is wrong. */
+static long
+command_worker__number(const char *text, long least, const char *problem)
+{
+	char *end;
+	long value = strtol(text, &end, 10);
+
+	if (*end == '\0' && end != text && value >= least)
+		return value;
+	fprintf(stderr, "kagent worker: %s\n", problem);
+	kagent_command_print_usage(&kagent_command_worker);
+	return -1;
+}
+
+/*
+ * Refuses a socket path that would go wrong in the worker: a folder, a file that is not a
+ * socket (the worker would replace it), a socket another worker serves on, or a folder that
+ * does not exist. Only kagent's own folder is created, never one the user named.
+ */
+static int
+command_worker__check_socket(const char *path, char **cause)
+{
+	char *folder = kagent_strdup(path), *own = NULL, *slash = strrchr(folder, '/');
+	struct stat info;
+	int status = 0;
+
+	if (lstat(path, &info) == 0) {
+		if (S_ISDIR(info.st_mode)) {
+			status = -EISDIR;
+			*cause = kagent_asprintf("%s is a folder; name the socket inside it, "
+						 "e.g. --socket %s/worker.sock",
+						 path, path);
+		} else if (!S_ISSOCK(info.st_mode)) {
+			status = -EEXIST;
+			*cause = kagent_asprintf("%s exists and is not a socket; remove it or "
+						 "name another path",
+						 path);
+		} else if (kagent_paths_socket_listening(path)) {
+			status = -EADDRINUSE;
+			*cause = kagent_asprintf("a worker already serves on %s; stop it first "
+						 "or name another path",
+						 path);
+		}
+		/* Else a dead worker's socket, which the worker replaces. */
+		goto out;
+	}
+	if (slash == NULL)
+		goto out;
+	slash[slash == folder] = '\0'; /* "/w.sock" lies in "/" */
+	kagent_paths_socket_dir(&own, cause);
+	if (strcmp(folder, own) == 0) {
+		/* The socket lets anyone who can reach it run code: keep its folder private. */
+		status = kagent_fileio_make_directories(folder, 0700, cause);
+	} else if (stat(folder, &info) != 0 || !S_ISDIR(info.st_mode)) {
+		status = -ENOENT;
+		*cause = kagent_asprintf("no folder %s for the socket %s; create it first "
+					 "(mkdir -p %s) or name another path",
+					 folder, path, folder);
+	}
+out:
+	free(own);
+	free(folder);
+	return status;
+}
 
 static int
 command_worker__handler(int argc, char **argv)
 {
 	struct kagent_command_parser parser;
-	char *socket_path = NULL, *folder = NULL, *python = NULL, *runner = NULL;
-	char *python_path = NULL, *cause = NULL, *slash, *end;
+	char *socket_path = NULL, *python = NULL, *runner = NULL;
+	char *python_path = NULL, *cause = NULL;
 	const char *old_path = getenv("PYTHONPATH");
 	int option, status = 2;
-	long gpu = -1;
+	long gpu = -1, parent = -1;
 
 	kagent_command_parser_init(&parser, &kagent_command_worker);
 	while ((option = kagent_command_parser_next(&parser, argc, argv)) != KAGENT_COMMAND_END) {
@@ -48,12 +120,14 @@ command_worker__handler(int argc, char **argv)
 			socket_path = kagent_strdup(optarg);
 			break;
 		case COMMAND_WORKER_GPU:
-			gpu = strtol(optarg, &end, 10);
-			if (*end != '\0' || end == optarg || gpu < 0) {
-				fprintf(stderr, "kagent worker: --gpu needs a GPU index\n");
-				kagent_command_print_usage(&kagent_command_worker);
+			gpu = command_worker__number(optarg, 0, "--gpu needs a GPU index");
+			if (gpu < 0)
 				goto out;
-			}
+			break;
+		case COMMAND_WORKER_PARENT:
+			parent = command_worker__number(optarg, 1, "--parent needs a process id");
+			if (parent < 0)
+				goto out;
 			break;
 		case KAGENT_COMMAND_HELP:
 			kagent_command_print_help(&kagent_command_worker, stdout);
@@ -75,20 +149,23 @@ command_worker__handler(int argc, char **argv)
 	}
 	if (socket_path == NULL)
 		kagent_paths_worker_socket(&socket_path, &cause);
-	folder = kagent_strdup(socket_path);
-	slash = strrchr(folder, '/');
-	if (slash != NULL && slash != folder) {
-		*slash = '\0';
-		/* The socket lets anyone who can reach it run code: keep its folder private. */
-		if (kagent_fileio_make_directories(folder, 0700, &cause) != 0) {
-			fprintf(stderr, "kagent worker: %s\n", cause);
-			goto out;
-		}
-	}
-	if (kagent_paths_python(&python, &cause) != 0 ||
+	if (command_worker__check_socket(socket_path, &cause) != 0 ||
+	    kagent_paths_python(&python, &cause) != 0 ||
 	    kagent_paths_runner_dir(&runner, &cause) != 0) {
 		fprintf(stderr, "kagent worker: %s\n", cause);
 		goto out;
+	}
+	if (parent > 0) {
+		/* Ends with the process that started it, even one killed with kill -9; SIGTERM lets
+		 * the worker end its candidates' processes and remove its socket. The setting
+		 * survives exec; the parent may have died before it took effect. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != (pid_t)parent) {
+			fprintf(stderr, "kagent worker: process %ld, which started it, is gone\n",
+				parent);
+			status = 1;
+			goto out;
+		}
 	}
 	python_path = old_path != NULL && old_path[0] != '\0'
 			  ? kagent_asprintf("%s:%s", runner, old_path)
@@ -111,7 +188,6 @@ out:
 	free(python_path);
 	free(runner);
 	free(python);
-	free(folder);
 	free(socket_path);
 	return status;
 }

@@ -3,7 +3,9 @@
  * socket of the run's own, started with the session so that torch is imported
  * while the model writes its first reply, and stopped when the run concludes
  * (the final check runs in a fresh process anyway, and the GPU memory is
- * better given back). Until the socket appears, an evaluation waits; if the
+ * better given back). It dies with this process, however that ends (`kagent
+ * worker --parent`); its socket is removed when it exits, or by the next run
+ * when both were killed. Until the socket appears, an evaluation waits; if the
  * worker cannot start, evaluations fall back to a worker of their own, as
  * `kagent eval` does. Its output goes to a log beside the trace, not into the
  * terminal view.
@@ -11,7 +13,6 @@
 #include "warm_worker.h"
 
 #include "kagent/base/alloc.h"
-#include "kagent/base/fileio.h"
 #include "kagent/base/log.h"
 #include "kagent/base/paths.h"
 
@@ -61,6 +62,8 @@ warm_worker__exited(uv_process_t *process, int64_t exit_status, int term_signal)
 			   "the session's worker exited (status %lld, signal %d); see %s",
 			   (long long)exit_status, term_signal, worker->log_path);
 	worker->state = KAGENT_WARM_WORKER_GONE;
+	/* The name is this run's own: whatever is left there is a dead worker's. */
+	unlink(worker->socket_path);
 	uv_close((uv_handle_t *)process, warm_worker__handle_closed);
 	warm_worker__release_pending(worker);
 }
@@ -83,24 +86,6 @@ warm_worker__poll(uv_timer_t *timer)
 	}
 }
 
-/* A socket path short enough for sun_path: beside the default worker socket. */
-static char *
-warm_worker__socket_path(const char *run_id, char **cause)
-{
-	char *default_socket = NULL, *slash, *path = NULL;
-
-	if (kagent_paths_worker_socket(&default_socket, cause) < 0)
-		return NULL;
-	slash = strrchr(default_socket, '/');
-	if (slash != NULL)
-		*slash = '\0';
-	if (kagent_fileio_make_directories(default_socket, 0700, cause) == 0)
-		path = kagent_asprintf("%s/session-%s.sock", slash != NULL ? default_socket : ".",
-				       run_id);
-	free(default_socket);
-	return path;
-}
-
 void
 kagent_warm_worker_init(struct kagent_warm_worker *worker, uv_loop_t *loop)
 {
@@ -115,14 +100,13 @@ void
 kagent_warm_worker_start(struct kagent_warm_worker *worker, const char *executable,
 			 const char *run_id, int gpu_index, const char *log_path)
 {
-	char gpu[16], *cause = NULL;
+	char gpu[16], parent[16], *cause = NULL;
 	uv_process_options_t options = {0};
 	uv_stdio_container_t stdio[3];
 	int log_fd, status;
 
 	worker->log_path = kagent_strdup(log_path);
-	worker->socket_path = warm_worker__socket_path(run_id, &cause);
-	if (worker->socket_path == NULL)
+	if (kagent_paths_session_socket(run_id, &worker->socket_path, &cause) < 0)
 		goto fail;
 	unlink(worker->socket_path);
 	log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -131,9 +115,12 @@ kagent_warm_worker_start(struct kagent_warm_worker *worker, const char *executab
 		goto fail;
 	}
 	snprintf(gpu, sizeof gpu, "%d", gpu_index);
+	/* The worker ends when this process does, even by kill -9 (kagent worker --parent). */
+	snprintf(parent, sizeof parent, "%d", (int)getpid());
 	{
 		char *arguments[] = {"kagent", "worker", "--socket", worker->socket_path,
-				     "--gpu",  gpu,	 NULL};
+				     "--gpu",  gpu,	 "--parent", parent,
+				     NULL};
 
 		stdio[0].flags = UV_IGNORE;
 		stdio[1].flags = UV_INHERIT_FD;

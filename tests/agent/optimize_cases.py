@@ -3,13 +3,15 @@
 server (tests/fixtures/llm_server.py) speaking OpenAI Chat Completions, the Responses API and
 Anthropic Messages, with the stand-in evaluator (the fake worker in scripted mode, which judges
 a candidate by its `# fake-judge:` line). Checks the loop, tool errors, retries, budgets and
-stop rules, confirmation on unseen seeds, the git history, the trace and --resume.
+stop rules, confirmation on unseen seeds, the git history, the trace, --resume, and that
+every way a run ends (a signal, a closed stdout, kill -9) leaves no process or socket behind.
 Prints TAP ending with a line `N passed, N failed`.
 Run: KAGENT=build/kagent KAGENT_SOURCE_DIR=. python3 tests/agent/optimize_cases.py"""
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -563,8 +565,10 @@ def interrupted():
         run.code, run.stdout, run.stderr = process.returncode, stdout, stderr
         run.final = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else None
         final = run.final or {}
-        if final.get("stop_reason") != "interrupted" or "--resume" not in stderr:
-            return ["an interrupted run should stop and say how to resume: " + run.describe()]
+        if final.get("stop_reason") != "interrupted" or "--resume" not in stderr \
+                or run.code != 130:
+            return ["an interrupted run should stop, say how to resume and exit 130: "
+                    + run.describe()]
         if len(run.requests()) != 1:
             return [f"{len(run.requests())} model requests after Ctrl-C, expected 1"]
         verdicts = [r for r in run.trace() if r["type"] == "verdict"]
@@ -572,6 +576,122 @@ def interrupted():
             return ["the evaluation in flight should finish and be traced"]
         return []
     finally:
+        run.close()
+
+
+def leftovers(run, sockets=True):
+    """The processes of the run still alive (all carry its FAKE_WORKER_LOG), and its socket
+    files, after waiting up to a few seconds for them to go."""
+    marker = f"FAKE_WORKER_LOG={run.worker_log}".encode()
+    deadline = time.monotonic() + 5
+    while True:
+        processes = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if marker in f.read().split(b"\0"):
+                        with open(f"/proc/{pid}/cmdline", "rb") as f:
+                            command = f.read().replace(b"\0", b" ").decode()
+                        processes.append(f"{pid}: {command}")
+            except OSError:
+                pass
+        files = [name for name in os.listdir(run.folder) if sockets and
+                 (name.startswith("session-") or name.endswith(".bind"))]
+        if not (processes or files) or time.monotonic() > deadline:
+            return [f"left behind: {entry}" for entry in processes + files]
+        time.sleep(0.1)
+
+
+def start_and_wait(run, command):
+    """Starts kagent optimize and waits until its first evaluation has begun."""
+    process = subprocess.Popen(command, cwd=run.folder, env=run.environment,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not os.path.exists(run.worker_log):
+        time.sleep(0.05)
+    return process
+
+
+def terminated():
+    """SIGTERM during an evaluation: the run stops after that step like Ctrl-C, exits 143
+    (128 + SIGTERM) with its summary, and leaves no process and no socket behind."""
+    slow = candidate({"speedup": 1.2, "delay_seconds": 3}, "slow")
+    run = Run([chat_reply([("evaluate", {"source": slow})]),
+               chat_reply([("finish", {"summary": "x"})])])
+    try:
+        process = start_and_wait(run, run.command("--target", "1.5"))
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)
+        run.code, run.stdout, run.stderr = process.returncode, stdout, stderr
+        run.final = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else None
+        if run.code != 143 or (run.final or {}).get("stop_reason") != "interrupted" \
+                or "SIGTERM" not in stderr or "--resume" not in stderr:
+            return ["SIGTERM should stop the run with exit 143 and say how to resume: "
+                    + run.describe()]
+        return leftovers(run)
+    finally:
+        run.close()
+
+
+def stdout_closed():
+    """kagent optimize | head -3: once its reader is gone the run stops at the next safe
+    point (exit 141, 128 + SIGPIPE) instead of running on unread, and leaves nothing behind."""
+    slow = candidate({"speedup": 1.2, "delay_seconds": 3}, "slow")
+    run = Run([chat_reply([("evaluate", {"source": slow})]),
+               chat_reply([("evaluate", {"source": slow})]),
+               chat_reply([("finish", {"summary": "x"})])])
+    try:
+        command = [argument for argument in run.command("--target", "1.5")
+                   if argument != "--json"]
+        process = subprocess.Popen(command, cwd=run.folder, env=run.environment,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3):
+            process.stdout.readline()
+        process.stdout.close()
+        stderr = process.stderr.read()
+        process.wait(timeout=60)
+        run.code, run.stdout, run.stderr = process.returncode, "", stderr
+        if run.code != 141 or "stdout was closed" not in stderr:
+            return ["a closed stdout should stop the run with exit 141: " + run.describe()]
+        if len(run.requests()) > 2:
+            return [f"{len(run.requests())} model requests after stdout closed"]
+        return leftovers(run)
+    finally:
+        run.close()
+
+
+def killed():
+    """kill -9 of kagent during an evaluation: its worker ends within seconds (it dies with
+    its parent), and the next run removes the socket the killed one left, but not a socket
+    something still listens on."""
+    stuck = candidate({"speedup": 1.2, "delay_seconds": 60}, "stuck")
+    run = Run([chat_reply([("evaluate", {"source": stuck})]),
+               chat_reply([("finish", {"summary": "x"})]),
+               chat_reply([("finish", {"summary": "x"})])])
+    live = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        process = start_and_wait(run, run.command())
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=30)
+        problems = leftovers(run, sockets=False)
+        crashed = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        crashed.bind(os.path.join(run.folder, "session-crashed.sock"))
+        crashed.close()
+        stale = [name for name in os.listdir(run.folder) if name.startswith("session-")]
+        live_path = os.path.join(run.folder, "session-live.sock")
+        live.bind(live_path)
+        live.listen(1)
+        run.optimize()
+        if run.final is None:
+            problems.append("the next run failed: " + run.describe())
+        if not os.path.exists(live_path):
+            problems.append("the next run removed a socket something listens on")
+        left = [name for name in stale if os.path.exists(os.path.join(run.folder, name))]
+        if left:
+            problems.append(f"the next run kept the killed run's socket {left}")
+        return problems
+    finally:
+        live.close()
         run.close()
 
 
@@ -612,6 +732,9 @@ CASES = [
     ("a stalled reply is retried", stalled_reply),
     ("kill -9 then --resume", resume_after_kill),
     ("Ctrl-C stops after the current step", interrupted),
+    ("SIGTERM stops after the current step, leaving nothing behind", terminated),
+    ("a closed stdout stops the run, leaving nothing behind", stdout_closed),
+    ("kill -9: the worker dies with kagent; its socket goes at the next start", killed),
     ("kagent trace renders a run", trace_renders),
 ]
 

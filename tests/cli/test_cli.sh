@@ -19,7 +19,7 @@ printf 'import triton\n@triton.jit\ndef k(): pass\nclass ModelNew: pass\n' > "$W
 json_field() { python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print($2)" "$1"; }
 one_object() { python3 -c "import json,sys; t=open(sys.argv[1]).read(); json.loads(t)" "$1"; }
 
-echo "1..27"
+echo "1..33"
 check "missing problem" 2 "" "cannot read the problem $WORK/missing.py" -- eval "$WORK/missing.py" "$WORK/c.py"
 check "missing candidate json" 2 '"error":"io"' "cannot read the candidate" -- eval "$WORK/p.py" "$WORK/nope.py" --json
 check "no gpu json" 2 '"error":"no_gpu"' "no NVIDIA driver found" -- eval "$WORK/p.py" "$WORK/c.py" --json
@@ -60,12 +60,21 @@ export FAKE_WORKER_RESULT="$SOURCE/tests/fixtures/verdict/incorrect_cpu.json"
 check "cpu incorrect" 1 '"check": "output_mismatch"' "" -- eval "$WORK/p.py" "$WORK/c.py" --device cpu --json --no-cache
 check "cpu incorrect text" 1 "incorrect: output\[0\] mismatches in trial 2" "" -- eval "$WORK/p.py" "$WORK/c.py" --device cpu --no-cache
 
+# `kagent worker` refuses a socket path that would go wrong, saying what to do instead.
+check "worker on a folder" 2 "" "is a folder; name the socket inside it" -- worker --socket "$WORK"
+check "worker in a missing folder" 2 "" "no folder $WORK/missing/dir for the socket" -- worker --socket "$WORK/missing/dir/w.sock"
+if [ -e "$WORK/missing" ]; then not_ok "worker in a missing folder: not created"; else ok "worker in a missing folder: not created"; fi
+check "worker on a file" 2 "" "exists and is not a socket" -- worker --socket "$WORK/p.py"
+check "worker whose parent is gone" 1 "" "process 1, which started it, is gone" -- worker --socket "$WORK/gone.sock" --parent 1
+
 # A warm worker on a socket, through `kagent worker`.
 export FAKE_WORKER_RESULT="$SOURCE/tests/fixtures/verdict/correct_cpu.json"
+mkdir "$WORK/run"
 "$KAGENT" worker --socket "$WORK/run/w.sock" 2> "$WORK/worker.err" &
 WORKER_PID=$!
 tries=0
 while [ ! -S "$WORK/run/w.sock" ] && [ $tries -lt 100 ]; do sleep 0.05; tries=$((tries + 1)); done
 check "eval through kagent worker" 0 '"status": "correct"' "" -- eval "$WORK/p.py" "$WORK/c.py" --device cpu --json --worker "$WORK/run/w.sock"
+check "a second worker on a live socket" 2 "" "a worker already serves on $WORK/run/w.sock" -- worker --socket "$WORK/run/w.sock"
 kill $WORKER_PID
 [ "$failed" -eq 0 ]

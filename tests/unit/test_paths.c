@@ -3,7 +3,10 @@
 #include "kagent/base/alloc.h"
 #include "test.h"
 
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static void
@@ -113,6 +116,75 @@ test_worker_socket(void)
 	free(expected);
 }
 
+/* A Unix socket bound at path; listening, or as a killed process leaves it: a file alone. */
+static int
+bind_socket(const char *path, int listening)
+{
+	struct sockaddr_un address = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	CHECK(strlen(path) < sizeof address.sun_path);
+	strcpy(address.sun_path, path);
+	CHECK_INT(bind(fd, (struct sockaddr *)&address, sizeof address), 0);
+	if (listening) {
+		CHECK_INT(listen(fd, 1), 0);
+		return fd;
+	}
+	close(fd);
+	return -1;
+}
+
+static void
+test_session_socket(void)
+{
+	char *directory = kagent_test_make_directory(), *cause = NULL, *path = NULL, *expected;
+	char *folder = kagent_asprintf("%s/sockets", directory);
+	char *worker = kagent_asprintf("%s/worker.sock", folder);
+	char *stale = kagent_asprintf("%s/session-stale.sock", folder);
+	char *live = kagent_asprintf("%s/session-live.sock", folder);
+	char *other = kagent_asprintf("%s/other.sock", folder);
+	int live_fd;
+
+	/* Beside the worker socket, the folder created. */
+	setenv("KAGENT_WORKER_SOCKET", worker, 1);
+	CHECK_INT(kagent_paths_session_socket("run-1", &path, &cause), 0);
+	expected = kagent_asprintf("%s/session-run-1.sock", folder);
+	CHECK_STRING(path, expected);
+	free(path);
+	free(expected);
+
+	/* A crashed run's socket goes; a live one, a file and another name stay. */
+	bind_socket(stale, 0);
+	bind_socket(other, 0);
+	live_fd = bind_socket(live, 1);
+	free(kagent_test_write_file(folder, "session-file.sock", "x"));
+	CHECK_INT(kagent_paths_socket_listening(stale), 0);
+	CHECK_INT(kagent_paths_socket_listening(live), 1);
+	CHECK_INT(kagent_paths_socket_listening(folder), 0);
+	CHECK_INT(kagent_paths_session_socket("run-2", &path, &cause), 0);
+	free(path);
+	CHECK(access(stale, F_OK) != 0);
+	CHECK(access(live, F_OK) == 0);
+	CHECK(access(other, F_OK) == 0);
+	expected = kagent_asprintf("%s/session-file.sock", folder);
+	CHECK(access(expected, F_OK) == 0);
+	free(expected);
+	close(live_fd);
+	/* Its listener closed, the live socket is a crashed run's too. */
+	CHECK_INT(kagent_paths_session_socket("run-3", &path, &cause), 0);
+	free(path);
+	CHECK(access(live, F_OK) != 0);
+
+	unsetenv("KAGENT_WORKER_SOCKET");
+	CHECK_INT(kagent_paths_remove_tree(directory, &cause), 0);
+	free(other);
+	free(live);
+	free(stale);
+	free(worker);
+	free(folder);
+	free(directory);
+}
+
 static void
 test_remove_tree_missing(void)
 {
@@ -126,6 +198,7 @@ static const struct kagent_test tests[] = {
     {"defaults", test_defaults},
     {"cache_dir", test_cache_dir},
     {"worker_socket", test_worker_socket},
+    {"session_socket", test_session_socket},
     {"remove_tree_missing", test_remove_tree_missing},
     {NULL, NULL},
 };

@@ -1,5 +1,5 @@
 /*
- * Locating the interpreter, runner, prompts, sandbox library, cache and worker socket
+ * Locating the interpreter, runner, prompts, sandbox library, cache and worker sockets
  * (see include/kagent/base/paths.h). The order (environment, beside the executable,
  * compiled default) lets a build folder inside the source tree work without any
  * setup, while tests and installs override each path on its own.
@@ -7,6 +7,7 @@
 #include "kagent/base/fileio.h"
 #include "kagent/base/paths.h"
 #include "kagent/base/alloc.h"
+#include "kagent/base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,8 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <dirent.h>
 
 #include <ftw.h>
 
@@ -187,17 +192,100 @@ out:
 }
 
 int
+kagent_paths_socket_dir(char **out, char **cause)
+{
+	const char *value = paths__getenv("XDG_RUNTIME_DIR");
+
+	*out = value != NULL ? kagent_asprintf("%s/kagent", value)
+			     : kagent_asprintf("/tmp/kagent-%u", (unsigned)getuid());
+	return 0;
+}
+
+int
 kagent_paths_worker_socket(char **out, char **cause)
 {
-	const char *value;
+	const char *value = paths__getenv("KAGENT_WORKER_SOCKET");
+	char *folder = NULL;
 
-	if ((value = paths__getenv("KAGENT_WORKER_SOCKET")) != NULL)
+	if (value != NULL) {
 		*out = kagent_strdup(value);
-	else if ((value = paths__getenv("XDG_RUNTIME_DIR")) != NULL)
-		*out = kagent_asprintf("%s/kagent/worker.sock", value);
-	else
-		*out = kagent_asprintf("/tmp/kagent-%u/worker.sock", (unsigned)getuid());
+		return 0;
+	}
+	kagent_paths_socket_dir(&folder, cause);
+	*out = kagent_asprintf("%s/worker.sock", folder);
+	free(folder);
 	return 0;
+}
+
+int
+kagent_paths_socket_listening(const char *path)
+{
+	struct sockaddr_un address = {.sun_family = AF_UNIX};
+	int fd, listening;
+
+	if (strlen(path) >= sizeof address.sun_path)
+		return 0;
+	strcpy(address.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	/* A listener with a full backlog (EAGAIN) is alive too; a socket file nobody listens on
+	 * any more answers ECONNREFUSED. */
+	listening = connect(fd, (struct sockaddr *)&address, sizeof address) == 0 ||
+		    errno == EAGAIN || errno == EINPROGRESS;
+	close(fd);
+	return listening;
+}
+
+/* Removes the session sockets in folder that nothing listens on any more: a run killed with
+ * kill -9 could not remove its own. A file that is not a socket is never touched. */
+static void
+paths__remove_stale_sockets(const char *folder)
+{
+	DIR *directory = opendir(folder);
+	struct dirent *entry;
+	struct stat info;
+	size_t length;
+	char *path;
+
+	if (directory == NULL)
+		return;
+	while ((entry = readdir(directory)) != NULL) {
+		length = strlen(entry->d_name);
+		if (strncmp(entry->d_name, "session-", 8) != 0 || length < 13 ||
+		    strcmp(entry->d_name + length - 5, ".sock") != 0)
+			continue;
+		path = kagent_asprintf("%s/%s", folder, entry->d_name);
+		if (lstat(path, &info) == 0 && S_ISSOCK(info.st_mode) &&
+		    !kagent_paths_socket_listening(path) && unlink(path) == 0)
+			kagent_log(KAGENT_LOG_INFO, "removed %s, left by a run that ended abruptly",
+				   path);
+		free(path);
+	}
+	closedir(directory);
+}
+
+int
+kagent_paths_session_socket(const char *run_id, char **out, char **cause)
+{
+	char *folder = NULL, *slash;
+	int error;
+
+	*out = NULL;
+	kagent_paths_worker_socket(&folder, cause);
+	slash = strrchr(folder, '/');
+	if (slash == NULL) {
+		free(folder);
+		folder = kagent_strdup(".");
+	} else
+		slash[slash == folder] = '\0'; /* "/w.sock" lies in "/" */
+	error = kagent_fileio_make_directories(folder, 0700, cause);
+	if (error == 0) {
+		paths__remove_stale_sockets(folder);
+		*out = kagent_asprintf("%s/session-%s.sock", folder, run_id);
+	}
+	free(folder);
+	return error;
 }
 
 static int

@@ -529,7 +529,7 @@ kagent_worker_client_spawn(uv_loop_t *loop,
 	uv_process_options_t process_options = {0};
 	uv_stdio_container_t stdio[3];
 	char *python = NULL, *runner_dir = NULL, **environment = NULL;
-	char *arguments[5];
+	char *arguments[7], parent[16];
 	size_t index;
 	int error = 0;
 
@@ -565,7 +565,11 @@ kagent_worker_client_spawn(uv_loop_t *loop,
 	arguments[1] = "-m";
 	arguments[2] = "kagent_runner.worker";
 	arguments[3] = "--stdio";
-	arguments[4] = NULL;
+	/* The worker ends when this process does, even by kill -9: it is never left behind. */
+	snprintf(parent, sizeof parent, "%d", (int)getpid());
+	arguments[4] = "--parent";
+	arguments[5] = parent;
+	arguments[6] = NULL;
 	environment = worker_client__environment(runner_dir);
 	stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
 	stdio[0].data.stream = (uv_stream_t *)&worker->input;

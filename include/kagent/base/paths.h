@@ -1,7 +1,7 @@
 /*
  * Where kagent finds what it needs at run time: the Python interpreter that runs
- * the worker, the runner package, the prompts, the sandbox library, its cache and the default
- * worker socket. Each is an environment variable first, then a path relative to
+ * the worker, the runner package, the prompts, the sandbox library, its cache and the worker
+ * sockets. Each is an environment variable first, then a path relative to
  * the running executable (a build folder inside the source tree), then the
  * default compiled in by meson.
  */
@@ -31,9 +31,19 @@ int kagent_paths_sandbox_library(char **out, char **cause);
  */
 int kagent_paths_sandbox_cache_dir(char **out, char **cause);
 int kagent_paths_cache_dir(char **out, char **cause);
-/* KAGENT_WORKER_SOCKET, else $XDG_RUNTIME_DIR/kagent/worker.sock, else
- * /tmp/kagent-<uid>/worker.sock. The folder is not created here. */
+/* The folder of kagent's own sockets: $XDG_RUNTIME_DIR/kagent, else /tmp/kagent-<uid>. Not
+ * created here. */
+int kagent_paths_socket_dir(char **out, char **cause);
+/* KAGENT_WORKER_SOCKET, else worker.sock in kagent_paths_socket_dir. The folder is not created
+ * here. */
 int kagent_paths_worker_socket(char **out, char **cause);
+/* The socket of run_id's own worker, session-RUN_ID.sock beside kagent_paths_worker_socket (a
+ * path short enough for a socket address); the folder is created (0700). The session sockets
+ * there that nothing listens on any more, left by runs that were killed, are removed first. */
+int kagent_paths_session_socket(const char *run_id, char **out, char **cause);
+/* 1 when a process listens on the Unix socket at path, else 0 (no such file, not a socket,
+ * or a socket whose owner is gone). */
+int kagent_paths_socket_listening(const char *path);
 /* The folder holding the running executable (from /proc/self/exe). */
 int kagent_paths_executable_dir(char **out, char **cause);
 /* rm -r: removes path and everything under it (symbolic links are removed, not followed). */

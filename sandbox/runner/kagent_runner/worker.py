@@ -13,6 +13,7 @@ import platform
 import select
 import signal
 import socket
+import stat
 import sys
 import time
 
@@ -142,11 +143,24 @@ def _reap_orphans(seconds=5.0):
 
 # The process groups of the current evaluation's children, ended if the worker is told to go.
 _children = set()
+# The socket the worker serves on, (path, inode), removed when it is told to go.
+_listening = None
+
+
+def _remove_socket(path, inode):
+    """Removes the worker's socket, unless another worker has taken the path since."""
+    try:
+        if os.lstat(path).st_ino == inode:
+            os.unlink(path)
+    except OSError:
+        pass
 
 
 def _terminate(signal_number, frame):
     for pid in list(_children):
         _kill_group(pid)
+    if _listening is not None:
+        _remove_socket(*_listening)
     os._exit(0)
 
 
@@ -471,28 +485,63 @@ def serve(reader, writer):
         writer.flush()
 
 
+def _socket_problem(path):
+    """What is wrong with serving on path, or None: the error to print instead of a traceback."""
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        return f"{path} is a folder; name the socket inside it, e.g. {path}/worker.sock"
+    if os.path.lexists(path) and not stat.S_ISSOCK(os.lstat(path).st_mode):
+        return f"{path} exists and is not a socket; remove it or name another path"
+    if not os.path.isdir(folder):
+        return f"no folder {folder} for the socket {path}; create it first or name another path"
+    return None
+
+
+def _listen(path):
+    """A listening socket at path. It is bound under a temporary name and renamed once it
+    listens (replacing a dead worker's socket), so that no socket file ever exists that
+    refuses connections while its worker lives: runs remove such files as left by a crash."""
+    global _listening
+    temporary = os.path.join(os.path.dirname(path) or ".", f".{os.getpid()}.bind")
+    if os.path.lexists(temporary):
+        os.unlink(temporary)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(temporary)
+    os.chmod(temporary, 0o600)
+    listener.listen(16)
+    os.rename(temporary, path)
+    _listening = (path, os.lstat(path).st_ino)
+    return listener
+
+
 def main(argv=None):
+    import ctypes
+
     parser = argparse.ArgumentParser(prog="kagent_runner.worker")
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--stdio", action="store_true")
     mode.add_argument("--socket")
+    parser.add_argument("--parent", type=int,
+                        help="end when this process, which started the worker, ends")
     arguments = parser.parse_args(argv)
+    problem = arguments.socket and _socket_problem(arguments.socket)
+    if problem:
+        parser.error(problem)
     torch.set_num_threads(1)
     signal.signal(signal.SIGTERM, _terminate)
-    import ctypes
-
-    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: see _reap_orphans
+    libc = ctypes.CDLL(None)
+    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: see _reap_orphans
+    if arguments.parent is not None:
+        # PR_SET_PDEATHSIG: SIGTERM (_terminate) when the parent dies, even by kill -9; it may
+        # have died before this took effect.
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != arguments.parent:
+            return 0
     if arguments.stdio:
         serve(sys.stdin.buffer, sys.stdout.buffer)
         return 0
-    path = arguments.socket
-    if os.path.exists(path):
-        os.unlink(path)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    os.chmod(path, 0o600)
-    listener.listen(16)
-    print(f"kagent worker listening on {path}", file=sys.stderr, flush=True)
+    listener = _listen(arguments.socket)
+    print(f"kagent worker listening on {arguments.socket}", file=sys.stderr, flush=True)
     while True:
         connection, _ = listener.accept()
         with connection:
