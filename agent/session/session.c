@@ -273,6 +273,7 @@ session__evaluation_run(void *data)
 	    .measure_compile = evaluation_config->measure_compile,
 	    .call_timeout_seconds = evaluation_config->call_timeout_seconds,
 	    .profile_reference = evaluation->purpose == KAGENT_VARIANTS_PROFILE,
+	    .credit_threshold = evaluation_config->credit_threshold,
 	};
 
 	if (evaluation->purpose == KAGENT_VARIANTS_CONFIRM ||
