@@ -11,6 +11,7 @@
 #include "kagent/base/alloc.h"
 #include "kagent/base/buffer.h"
 #include "kagent/base/fileio.h"
+#include "kagent/evaluator/verdict.h"
 
 #include <errno.h>
 #include <float.h>
@@ -146,6 +147,10 @@ static const struct config__key config__keys[] = {
 	{.name = "evaluation.measure_compile", .kind = CONFIG__BOOLEAN,
 	 CONFIG__FIELD(evaluation.measure_compile),
 	 .help = "also time torch.compile as a baseline: true or false"},
+	{.name = "evaluation.credit_threshold", .kind = CONFIG__NUMBER,
+	 CONFIG__FIELD(evaluation.credit_threshold), .maximum = 1,
+	 .help = "the share of GPU time a candidate's own kernels need for its speedup to count "
+		 "(toward best, the target, reports), 0 to 1; 0: the evaluator's default, 0.05"},
 	{.name = "evaluation.worker_socket", .kind = CONFIG__TEXT,
 	 CONFIG__FIELD(evaluation.worker_socket), .optional = 1,
 	 .help = "the socket of a running kagent worker; unset: the default socket, or a new worker"},
@@ -744,7 +749,9 @@ kagent_config_init(struct kagent_config *config)
 		},
 	    .budget = {.max_turns = 40, .max_wall_seconds = 3600},
 	    .target = {.speedup = 1.5, .baseline = KAGENT_TARGET_BEST},
-	    .evaluation = {.device = kagent_strdup("cuda"), .measure_compile = 1},
+	    .evaluation = {.device = kagent_strdup("cuda"),
+			   .measure_compile = 1,
+			   .credit_threshold = KAGENT_VERDICT_CREDIT_THRESHOLD},
 	    .output_directory = kagent_strdup("kagent-runs"),
 	};
 }

@@ -229,8 +229,9 @@ variants__timing_number(const json_t *verdict, const char *key)
 	return json_is_number(value) ? json_number_value(value) : 0.0;
 }
 
-double
-kagent_variants_speedup(const struct kagent_variants *variants, const json_t *verdict)
+/* The speedup against the configured baseline whether credited or not; 0 unless correct. */
+static double
+variants__measured_speedup(const struct kagent_variants *variants, const json_t *verdict)
 {
 	const char *status = json_string_value(json_object_get(verdict, "status"));
 	double eager = variants__timing_number(verdict, "speedup_vs_eager");
@@ -248,6 +249,33 @@ kagent_variants_speedup(const struct kagent_variants *variants, const json_t *ve
 		/* Against the faster baseline the speedup is the smaller of the two. */
 		return compile > 0 && compile < eager ? compile : eager;
 	}
+}
+
+/* The credit rule (docs/verdict.md): a correct verdict that says credited: false. One from
+ * before the rule has no credit object and keeps its speedup. */
+static int
+variants__uncredited(const json_t *verdict)
+{
+	const char *status = json_string_value(json_object_get(verdict, "status"));
+
+	return status != NULL && strcmp(status, "correct") == 0 &&
+	       json_is_false(json_object_get(json_object_get(verdict, "credit"), "credited"));
+}
+
+/* Why a verdict is not credited, for a message. */
+static const char *
+variants__credit_reason(const json_t *verdict)
+{
+	const char *reason =
+	    json_string_value(json_object_get(json_object_get(verdict, "credit"), "reason"));
+
+	return reason != NULL ? reason : "its own kernels ran too little of the GPU time";
+}
+
+double
+kagent_variants_speedup(const struct kagent_variants *variants, const json_t *verdict)
+{
+	return variants__uncredited(verdict) ? 0.0 : variants__measured_speedup(variants, verdict);
 }
 
 /* Remembers every seed a verdict used, so confirmations can pick unseen ones. */
@@ -332,8 +360,11 @@ variants__commit(struct kagent_variants *variants, struct kagent_variant *varian
 	turn = kagent_asprintf("%d", variant->turn);
 	seed = kagent_asprintf("%lld",
 			       (long long)json_integer_value(json_object_get(first_trial, "seed")));
-	subject = kagent_asprintf("%s: %s, %.2fx", variant->id, status ? status : "unknown",
-				  variant->speedup);
+	subject = variants__uncredited(verdict)
+		      ? kagent_asprintf("%s: %s, %.2fx, not credited", variant->id, status,
+					variants__measured_speedup(variants, verdict))
+		      : kagent_asprintf("%s: %s, %.2fx", variant->id, status ? status : "unknown",
+					variant->speedup);
 	{
 		const struct kagent_trailer trailers[] = {
 		    {"Kagent-Run", variants->run_id},
@@ -377,6 +408,7 @@ kagent_variants_take_verdict(struct kagent_variants *variants, struct kagent_var
 			     const json_t *verdict)
 {
 	double speedup;
+	json_t *record;
 
 	if (status != 0) {
 		variants->record(variants->data, "verdict",
@@ -387,18 +419,18 @@ kagent_variants_take_verdict(struct kagent_variants *variants, struct kagent_var
 	}
 	speedup = kagent_variants_speedup(variants, verdict);
 	variants__remember_seeds(variants, verdict);
-	variants->record(
-	    variants->data, "verdict",
-	    json_pack(
-		"{s:s, s:s, s:O, s:O, s:f, s:f, s:f, s:f, s:O}", "variant", variant->id, "purpose",
-		variants__purpose_name(purpose), "status", json_object_get(verdict, "status"),
-		"reason", json_object_get(verdict, "reason"), "speedup", speedup,
-		"speedup_vs_eager", variants__timing_number(verdict, "speedup_vs_eager"),
-		"speedup_vs_compile", variants__timing_number(verdict, "speedup_vs_compile"),
-		"candidate_ms",
-		json_number_value(json_object_get(
-		    json_object_get(json_object_get(verdict, "timing"), "candidate"), "median_ms")),
-		"verdict", verdict));
+	record = json_pack(
+	    "{s:s, s:s, s:O, s:O, s:f, s:f, s:f, s:f, s:O}", "variant", variant->id, "purpose",
+	    variants__purpose_name(purpose), "status", json_object_get(verdict, "status"), "reason",
+	    json_object_get(verdict, "reason"), "speedup", speedup, "speedup_vs_eager",
+	    variants__timing_number(verdict, "speedup_vs_eager"), "speedup_vs_compile",
+	    variants__timing_number(verdict, "speedup_vs_compile"), "candidate_ms",
+	    json_number_value(json_object_get(
+		json_object_get(json_object_get(verdict, "timing"), "candidate"), "median_ms")),
+	    "verdict", verdict);
+	/* speedup is the credited one; reports tell an uncredited variant by this */
+	json_object_set_new(record, "credited", json_boolean(!variants__uncredited(verdict)));
+	variants->record(variants->data, "verdict", record);
 	if (purpose != KAGENT_VARIANTS_EVALUATE)
 		return;
 	json_decref(variant->verdict);
@@ -467,6 +499,9 @@ variants__confirmed(int status, const json_t *verdict, void *data)
 	if (status < 0)
 		message = kagent_asprintf("%s could not be confirmed: %s", variant->id,
 					  json_string_value(json_object_get(verdict, "message")));
+	else if (variants__uncredited(verdict))
+		message = kagent_asprintf("%s is not credited on unseen seeds: %s; best not moved",
+					  variant->id, variants__credit_reason(verdict));
 	else if (speedup <= 0)
 		message = kagent_asprintf("%s failed on unseen seeds: %s: %s; best not moved",
 					  variant->id,
@@ -500,6 +535,14 @@ kagent_variants_promote(struct kagent_variants *variants, struct kagent_variant 
 	struct variants__promotion *promotion;
 	char *text;
 
+	if (variants__uncredited(variant->verdict)) {
+		text = kagent_asprintf("%s cannot become the best: its speedup is not credited "
+				       "(%s)",
+				       variant->id, variants__credit_reason(variant->verdict));
+		callback(0, text, data);
+		free(text);
+		return;
+	}
 	if (variant->verdict == NULL || variant->speedup <= 0 || variant->commit_id == NULL) {
 		text = kagent_asprintf("%s cannot become the best: only a correct, evaluated "
 				       "variant can (its status: %s)",

@@ -38,6 +38,7 @@ static const char *const all_keys[] = {
     "evaluation.gpu",
     "evaluation.call_timeout_seconds",
     "evaluation.measure_compile",
+    "evaluation.credit_threshold",
     "evaluation.worker_socket",
     "output_directory",
     "prompts_directory",
@@ -95,6 +96,7 @@ test_defaults(void)
 	CHECK_STRING(config.evaluation.device, "cuda");
 	CHECK_INT(config.evaluation.gpu_index, 0);
 	CHECK_INT(config.evaluation.measure_compile, 1);
+	CHECK(config.evaluation.credit_threshold == 0.05);
 	CHECK(config.evaluation.worker_socket == NULL);
 	CHECK_STRING(config.output_directory, "kagent-runs");
 	CHECK(config.prompts_directory == NULL);
@@ -392,6 +394,13 @@ test_flags_override_file(void)
 	CHECK(config.provider.output_price == 15);
 	CHECK_INT(config.evaluation.measure_compile, 0);
 	CHECK_INT(config.target.baseline, KAGENT_TARGET_EAGER);
+	CHECK_INT(kagent_config_set(&config, "evaluation.credit_threshold", "0.2", &error), 0);
+	CHECK(config.evaluation.credit_threshold == 0.2);
+	CHECK_INT(kagent_config_set(&config, "evaluation.credit_threshold", "1.5", &error),
+		  -EINVAL);
+	CHECK_STRING(error,
+		     "evaluation.credit_threshold: expected a number from 0 to 1, got '1.5'");
+	free(error);
 
 	/* The same checks and messages as the file, without a line. */
 	CHECK_INT(kagent_config_set(&config, "budget.max_turns", "many", &error), -EINVAL);

@@ -373,12 +373,84 @@ test_resume_takes_back_files_and_records(void)
 	fixture_close(&fixture);
 }
 
+/* verdict(), judged by the credit rule (docs/verdict.md). */
+static json_t *
+judged(const char *status, double eager, long long seed, int credited)
+{
+	json_t *object = verdict(status, eager, 0, seed);
+
+	json_object_set_new(object, "credit",
+			    json_pack("{s:b, s:s}", "credited", credited, "reason",
+				      credited ? "own kernels ran 20% of the GPU time"
+					       : "own kernels ran 0.015% of the GPU time"));
+	return object;
+}
+
+static void
+test_uncredited_speedups_never_count(void)
+{
+	struct fixture fixture;
+	struct promoted promoted = {0};
+	struct kagent_variant *library, *own;
+	json_t *uncredited = judged("correct", 1.6, 7, 0), *credited = judged("correct", 1.2, 8, 1);
+	json_t *rejected = judged("rejected", 0, 9, 0), *record;
+	char *cause = NULL;
+
+	fixture_open(&fixture, KAGENT_TARGET_BEST);
+	CHECK(kagent_variants_speedup(fixture.variants, uncredited) == 0.0);
+	CHECK(kagent_variants_speedup(fixture.variants, credited) == 1.2);
+	CHECK(kagent_variants_speedup(fixture.variants, rejected) == 0.0);
+
+	/* Traced with its measured speedup, credited: false, and a credited speedup of 0. */
+	library = kagent_variants_add(fixture.variants, VARIANT_SOURCE, NULL, 1, &cause);
+	kagent_variants_take_verdict(fixture.variants, library, KAGENT_VARIANTS_EVALUATE, 0,
+				     uncredited);
+	record = json_array_get(fixture.records, 0);
+	CHECK(json_is_false(json_object_get(record, "credited")));
+	CHECK(json_real_value(json_object_get(record, "speedup")) == 0.0);
+	CHECK(json_real_value(json_object_get(record, "speedup_vs_eager")) == 1.6);
+	CHECK(library->speedup == 0.0);
+	CHECK(library->commit_id != NULL);
+	CHECK(kagent_variants_final_candidate(fixture.variants) == NULL);
+
+	/* Never the best: refused without an evaluation, and the model told why. */
+	kagent_variants_promote(fixture.variants, library, "", promote_done, &promoted);
+	CHECK_INT(promoted.moved, 0);
+	CHECK_INT(fixture.evaluations, 0);
+	CHECK_CONTAINS(promoted.message, "v1 cannot become the best: its speedup is not credited "
+					 "(own kernels ran 0.015% of the GPU time)");
+
+	/* A credited variant whose confirmation is not credited stays out too. */
+	own = kagent_variants_add(fixture.variants, VARIANT_SOURCE "# 2\n", NULL, 2, &cause);
+	kagent_variants_take_verdict(fixture.variants, own, KAGENT_VARIANTS_EVALUATE, 0, credited);
+	CHECK(json_is_true(json_object_get(json_array_get(fixture.records, 2), "credited")));
+	CHECK(kagent_variants_final_candidate(fixture.variants) == own);
+	fixture.confirmation = json_incref(uncredited);
+	kagent_variants_promote(fixture.variants, own, "", promote_done, &promoted);
+	CHECK_INT(fixture.evaluations, 1);
+	CHECK_INT(promoted.moved, 0);
+	CHECK_CONTAINS(promoted.message, "v2 is not credited on unseen seeds");
+	CHECK(kagent_variants_best(fixture.variants) == NULL);
+	json_decref(fixture.confirmation);
+	fixture.confirmation = json_incref(credited);
+	kagent_variants_promote(fixture.variants, own, "", promote_done, &promoted);
+	CHECK_INT(promoted.moved, 1);
+	CHECK(kagent_variants_best(fixture.variants) == own);
+
+	free(promoted.message);
+	json_decref(uncredited);
+	json_decref(credited);
+	json_decref(rejected);
+	fixture_close(&fixture);
+}
+
 static const struct kagent_test tests[] = {
     {"add_and_find", test_add_and_find},
     {"speedup_follows_the_baseline", test_speedup_follows_the_baseline},
     {"verdicts_are_traced_and_committed", test_verdicts_are_traced_and_committed},
     {"promotion_moves_best_on_a_faster_confirmation",
      test_promotion_moves_best_on_a_faster_confirmation},
+    {"uncredited_speedups_never_count", test_uncredited_speedups_never_count},
     {"unseen_seeds_avoid_the_seen_ones", test_unseen_seeds_avoid_the_seen_ones},
     {"resume_takes_back_files_and_records", test_resume_takes_back_files_and_records},
     {NULL, NULL},

@@ -5,6 +5,7 @@
 #include "test.h"
 
 #include <errno.h>
+#include <math.h>
 
 /* A correct CUDA result, which each test bends into the case it checks. */
 static const char base_result[] =
@@ -81,9 +82,9 @@ fail_trial(json_t *result, size_t trial)
 	json_object_set_new(json_array_get(trials, trial), "passed", json_false());
 }
 
-/* Builds a verdict; expects success. */
+/* Builds a verdict under a credit threshold (0: the default); expects success. */
 static json_t *
-build(json_t *result)
+build_with_threshold(json_t *result, double credit_threshold)
 {
 	struct kagent_gpu_info gpu = {.index = 0, .device_count = 1};
 	struct kagent_verdict_input in = {
@@ -96,6 +97,7 @@ build(json_t *result)
 	    .device = "cuda",
 	    .gpu = &gpu,
 	    .wall_seconds = 3.5,
+	    .credit_threshold = credit_threshold,
 	};
 	json_t *verdict = NULL;
 	char *cause = NULL;
@@ -108,6 +110,13 @@ build(json_t *result)
 	CHECK_INT(error, 0);
 	CHECK(verdict != NULL);
 	return verdict;
+}
+
+/* Builds a verdict; expects success. */
+static json_t *
+build(json_t *result)
+{
+	return build_with_threshold(result, 0);
 }
 
 /* Builds a verdict; expects failure with a cause containing the text. */
@@ -396,6 +405,215 @@ test_cpu_skips_gpu_checks(void)
 	CHECK_STRING(status_of(verdict), "correct");
 	CHECK(json_is_null(json_object_get(verdict, "kernels")));
 	CHECK_INT(json_array_size(json_object_get(verdict, "warnings")), 0);
+	json_decref(verdict);
+	json_decref(result);
+}
+
+/* A kernel profile of one forward: own_ms of the candidate's kernels in total_ms. */
+static json_t *
+profile_of(double own_ms, double total_ms)
+{
+	return json_pack("{s:f, s:f, s:f, s:[s], s:[]}", "own_ms", own_ms, "total_ms", total_ms,
+			 "own_share", own_ms / total_ms, "own_names", "own_kernel", "launches");
+}
+
+static int
+credited(const json_t *credit)
+{
+	return json_is_true(json_object_get(credit, "credited"));
+}
+
+static void
+test_credit_rule(void)
+{
+	json_t *profile, *credit;
+
+	/* At the threshold counts; just under does not; the default is 5%. */
+	profile = profile_of(0.05, 1.0);
+	credit = kagent_verdict_credit(profile, 0);
+	CHECK(credited(credit));
+	CHECK(json_real_value(json_object_get(credit, "threshold")) == 0.05);
+	CHECK(json_real_value(json_object_get(credit, "own_share")) == 0.05);
+	CHECK(json_real_value(json_object_get(credit, "library_share")) == 0.95);
+	CHECK(json_real_value(json_object_get(credit, "library_ms")) == 0.95);
+	json_decref(credit);
+	json_decref(profile);
+	profile = profile_of(0.0499, 1.0);
+	credit = kagent_verdict_credit(profile, 0);
+	CHECK(!credited(credit));
+	CHECK_CONTAINS(json_string_value(json_object_get(credit, "reason")),
+		       "own kernels ran 4.99% of the GPU time, under the 5% threshold");
+	json_decref(credit);
+	/* A threshold of the caller's. */
+	credit = kagent_verdict_credit(profile, 0.04);
+	CHECK(credited(credit));
+	json_decref(credit);
+	json_decref(profile);
+	profile = profile_of(0.9, 1.0);
+	credit = kagent_verdict_credit(profile, 0);
+	CHECK(credited(credit));
+	CHECK_CONTAINS(json_string_value(json_object_get(credit, "reason")),
+		       "own kernels ran 90% of the GPU time, at least the 5% threshold");
+	json_decref(credit);
+	credit = kagent_verdict_credit(profile, 0.95);
+	CHECK(!credited(credit));
+	json_decref(credit);
+	json_decref(profile);
+	/* The profile comes from the candidate's process: more own time than total is capped. */
+	profile = profile_of(7.0, 1.0);
+	credit = kagent_verdict_credit(profile, 0);
+	CHECK(json_real_value(json_object_get(credit, "own_share")) == 1.0);
+	CHECK(json_real_value(json_object_get(credit, "library_ms")) == 0.0);
+	json_decref(credit);
+	json_decref(profile);
+	/* No profile, or one without times: not measured, and credited. */
+	credit = kagent_verdict_credit(NULL, 0);
+	CHECK(credited(credit));
+	CHECK(json_is_null(json_object_get(credit, "own_share")));
+	CHECK_CONTAINS(json_string_value(json_object_get(credit, "reason")), "share not measured");
+	json_decref(credit);
+	profile = load("{\"own_ms\": \"a lot\", \"total_ms\": 0}");
+	credit = kagent_verdict_credit(profile, 0);
+	CHECK(credited(credit));
+	CHECK(json_is_null(json_object_get(credit, "library_share")));
+	json_decref(credit);
+	json_decref(profile);
+}
+
+/* The level2 pattern: cuDNN's convolution and the candidate's fused epilogue, own about 20%. */
+static void
+test_credit_level2_pattern(void)
+{
+	json_t *result = load(base_result), *verdict, *credit;
+
+	json_object_set_new(judge_of(result), "kernels", profile_of(0.4, 2.0));
+	verdict = build(result);
+	credit = json_object_get(verdict, "credit");
+	CHECK_STRING(status_of(verdict), "correct");
+	CHECK(credited(credit));
+	CHECK(json_real_value(json_object_get(credit, "own_share")) == 0.2);
+	CHECK_STRING(reason_of(verdict), "all 3 trials passed; 1.50x the speed of eager PyTorch");
+	CHECK_INT(json_array_size(json_object_get(verdict, "warnings")), 0);
+	json_decref(verdict);
+	/* A stricter threshold of the caller's takes its credit away. */
+	verdict = build_with_threshold(result, 0.25);
+	CHECK(!credited(json_object_get(verdict, "credit")));
+	CHECK(json_real_value(json_object_get(json_object_get(verdict, "credit"), "threshold")) ==
+	      0.25);
+	json_decref(verdict);
+	json_decref(result);
+}
+
+/* The SDPA pattern: an empty kernel of its own, torch's attention for the work (0.015%). */
+static void
+test_credit_library_pattern(void)
+{
+	json_t *result = load(base_result), *verdict, *credit;
+	char *text = NULL;
+	size_t size = 0;
+	FILE *stream;
+
+	json_object_set_new(judge_of(result), "kernels", profile_of(0.0003, 2.0));
+	verdict = build(result);
+	credit = json_object_get(verdict, "credit");
+	/* Correct all the same, and its speedup reported. */
+	CHECK_STRING(status_of(verdict), "correct");
+	CHECK(json_real_value(
+		  json_object_get(json_object_get(verdict, "timing"), "speedup_vs_eager")) == 1.5);
+	CHECK(!credited(credit));
+	CHECK(fabs(json_real_value(json_object_get(credit, "own_share")) - 0.00015) < 1e-12);
+	CHECK_CONTAINS(reason_of(verdict), "1.50x the speed of eager PyTorch, not credited: own "
+					   "kernels ran 0.015% of the GPU time, under the 5% "
+					   "threshold");
+	CHECK_INT(json_array_size(json_object_get(verdict, "warnings")), 1);
+	CHECK_CONTAINS(json_string_value(json_array_get(json_object_get(verdict, "warnings"), 0)),
+		       "counts toward no best variant, target or report");
+	stream = open_memstream(&text, &size);
+	kagent_verdict_render_text(verdict, stream);
+	fclose(stream);
+	CHECK_CONTAINS(text, "credit     not credited: own kernels ran 0.015% of the GPU time");
+	free(text);
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_credit_not_measured(void)
+{
+	json_t *result = load(base_result), *verdict, *credit;
+
+	/* On the CPU a profile, if any, is not the candidate's GPU time. */
+	json_object_set_new(json_object_get(judge_of(result), "environment"), "device",
+			    json_string("cpu"));
+	verdict = build(result);
+	credit = json_object_get(verdict, "credit");
+	CHECK(credited(credit));
+	CHECK(json_is_null(json_object_get(credit, "own_share")));
+	CHECK_CONTAINS(json_string_value(json_object_get(credit, "reason")), "share not measured");
+	json_decref(verdict);
+	json_decref(result);
+}
+
+/* Sets an arm's samples_ms to count values from first, stepping by step. */
+static void
+set_samples(json_t *summary, size_t count, double first, double step)
+{
+	json_t *samples = json_array();
+	size_t index;
+
+	for (index = 0; index < count; index++)
+		json_array_append_new(samples, json_real(first + step * (double)(index % 7)));
+	json_object_set_new(summary, "samples_ms", samples);
+}
+
+static void
+test_samples_and_intervals(void)
+{
+	json_t *result = load(base_result), *verdict, *timing, *candidate, *eager, *interval;
+
+	set_samples(json_object_get(json_object_get(judge_of(result), "timing"), "candidate"), 40,
+		    1.7, 0.1);
+	set_samples(json_object_get(json_object_get(judge_of(result), "baselines"), "eager"), 5000,
+		    2.7, 0.1);
+	json_object_set_new(
+	    json_object_get(json_object_get(judge_of(result), "baselines"), "compile"),
+	    "samples_ms", load("[4.0, \"fast\", 4.1]"));
+	verdict = build(result);
+	timing = json_object_get(verdict, "timing");
+	candidate = json_object_get(timing, "candidate");
+	eager = json_object_get(timing, "eager");
+	/* The median from the samples (1.7 to 2.3, 1.7 + 0.3 in the middle), the rest kept. */
+	CHECK(fabs(json_real_value(json_object_get(candidate, "median_ms")) - 2.0) < 1e-12);
+	CHECK(json_real_value(json_object_get(candidate, "p90_ms")) == 2.1);
+	CHECK_INT(json_array_size(json_object_get(candidate, "samples_ms")), 40);
+	interval = json_object_get(candidate, "ci95_ms");
+	CHECK_INT(json_array_size(interval), 2);
+	CHECK(json_real_value(json_array_get(interval, 0)) <= 2.0 &&
+	      json_real_value(json_array_get(interval, 1)) >= 2.0);
+	/* Capped: the first 4096 calls. */
+	CHECK_INT(json_array_size(json_object_get(eager, "samples_ms")), 4096);
+	CHECK_INT(json_integer_value(json_object_get(eager, "calls")), 40);
+	interval = json_object_get(timing, "speedup_vs_eager_ci95");
+	CHECK_INT(json_array_size(interval), 2);
+	CHECK(json_real_value(json_array_get(interval, 0)) <=
+	      json_real_value(json_object_get(timing, "speedup_vs_eager")));
+	CHECK(json_real_value(json_array_get(interval, 1)) >=
+	      json_real_value(json_object_get(timing, "speedup_vs_eager")));
+	/* Garbage samples are dropped whole: the judge's median stays, with no interval. */
+	CHECK(json_is_null(json_object_get(json_object_get(timing, "compile"), "samples_ms")));
+	CHECK(json_is_null(json_object_get(json_object_get(timing, "compile"), "ci95_ms")));
+	CHECK(json_real_value(json_object_get(timing, "speedup_vs_compile")) == 2.0);
+	CHECK(json_is_null(json_object_get(timing, "speedup_vs_compile_ci95")));
+	json_decref(verdict);
+	json_decref(result);
+	/* Without samples (an older cache, another judge), no intervals. */
+	result = load(base_result);
+	verdict = build(result);
+	timing = json_object_get(verdict, "timing");
+	CHECK(json_is_null(json_object_get(json_object_get(timing, "candidate"), "ci95_ms")));
+	CHECK(json_is_null(json_object_get(timing, "speedup_vs_eager_ci95")));
+	CHECK(json_real_value(json_object_get(json_object_get(timing, "candidate"), "median_ms")) ==
+	      2.0);
 	json_decref(verdict);
 	json_decref(result);
 }
@@ -715,6 +933,11 @@ static const struct kagent_test tests[] = {
     {"judge_failures", test_judge_failures},
     {"error_json", test_error_json},
     {"render_text", test_render_text},
+    {"credit_rule", test_credit_rule},
+    {"credit_level2_pattern", test_credit_level2_pattern},
+    {"credit_library_pattern", test_credit_library_pattern},
+    {"credit_not_measured", test_credit_not_measured},
+    {"samples_and_intervals", test_samples_and_intervals},
     {NULL, NULL},
 };
 

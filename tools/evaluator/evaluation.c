@@ -408,6 +408,7 @@ evaluation__on_response(kagent_worker_client_t *worker, int status, const json_t
 	    .device = state->device,
 	    .gpu = state->have_gpu ? &state->gpu : NULL,
 	    .baselines_cached = state->cached_baselines != NULL,
+	    .credit_threshold = state->options.credit_threshold,
 	};
 	const json_t *baselines;
 	json_t *verdict = NULL;

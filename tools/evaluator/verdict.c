@@ -8,6 +8,7 @@
 #include "kagent/evaluator/verdict.h"
 #include "kagent/base/alloc.h"
 #include "kagent/cuda/cuda_driver.h"
+#include "kagent/evaluator/statistics.h"
 #include "kagent/evaluator/tolerance.h"
 
 #include <errno.h>
@@ -38,6 +39,8 @@ struct verdict__state {
 	json_t *warnings;
 	char *incorrect_reason; /* the first failing trial's explanation */
 	char *rejected_reason;	/* the first rejection's explanation, after tampering */
+	json_t *timing;		/* the verdict's timing object */
+	json_t *credit;		/* the verdict's credit object */
 };
 
 const char *
@@ -594,22 +597,91 @@ out:
 	return status;
 }
 
-/* {"calls", "median_ms", ...} or null, copied. */
+/* One timing arm: the judge's summary and the per-call samples kept from it. */
+struct verdict__arm {
+	json_t *summary; /* the verdict's copy, or null */
+	double *samples; /* the first KAGENT_STATISTICS_SAMPLE_CAP, in call order */
+	size_t count;	 /* 0 when the judge sent none, or sent something else */
+};
+
 static json_t *
-verdict__summary(const json_t *summary)
+verdict__interval_json(const struct kagent_interval *interval)
 {
-	return json_is_object(summary) ? json_deep_copy(summary) : json_null();
+	return json_pack("[f, f]", interval->low, interval->high);
 }
 
-static json_t *
-verdict__speedup(const json_t *baseline, const json_t *candidate)
+/*
+ * Reads an arm's summary: a copy whose samples_ms is the checked, capped list (null when
+ * there is none), whose median_ms is computed from it and ci95_ms is its bootstrap interval.
+ * Samples that are not all finite, non-negative numbers are dropped whole.
+ */
+static void
+verdict__arm_read(struct verdict__arm *arm, const json_t *summary)
 {
-	double base = 0, own = 0;
+	const json_t *list = json_object_get(summary, "samples_ms"), *item;
+	struct kagent_interval interval;
+	json_t *kept;
+	double median;
+	size_t index;
 
-	if (!verdict__number(baseline, "median_ms", &base) ||
-	    !verdict__number(candidate, "median_ms", &own) || own <= 0 || base <= 0)
-		return json_null();
-	return json_real(base / own);
+	memset(arm, 0, sizeof *arm);
+	if (!json_is_object(summary)) {
+		arm->summary = json_null();
+		return;
+	}
+	arm->summary = json_deep_copy(summary);
+	arm->samples = kagent_malloc(KAGENT_STATISTICS_SAMPLE_CAP * sizeof *arm->samples);
+	json_array_foreach(list, index, item)
+	{
+		double value = json_number_value(item);
+
+		if (!json_is_number(item) || !isfinite(value) || value < 0) {
+			arm->count = 0;
+			break;
+		}
+		if (arm->count < KAGENT_STATISTICS_SAMPLE_CAP)
+			arm->samples[arm->count++] = value;
+	}
+	kept = arm->count > 0 ? json_array() : json_null();
+	for (index = 0; index < arm->count; index++)
+		json_array_append_new(kept, json_real(arm->samples[index]));
+	json_object_set_new(arm->summary, "samples_ms", kept);
+	if (kagent_statistics_median(arm->samples, arm->count, &median) == 0 &&
+	    kagent_statistics_median_interval(arm->samples, arm->count, &interval) == 0) {
+		json_object_set_new(arm->summary, "median_ms", json_real(median));
+		json_object_set_new(arm->summary, "ci95_ms", verdict__interval_json(&interval));
+	} else {
+		json_object_set_new(arm->summary, "ci95_ms", json_null());
+	}
+}
+
+static void
+verdict__arm_free(struct verdict__arm *arm)
+{
+	json_decref(arm->summary);
+	free(arm->samples);
+}
+
+/* baseline / candidate median into timing[key], and its bootstrap interval into key_ci95. */
+static void
+verdict__speedup(json_t *timing, const char *key, const struct verdict__arm *baseline,
+		 const struct verdict__arm *candidate)
+{
+	struct kagent_interval interval;
+	char ci_key[48];
+	double base = 0, own = 0;
+	int measured = verdict__number(baseline->summary, "median_ms", &base) &&
+		       verdict__number(candidate->summary, "median_ms", &own) && own > 0 &&
+		       base > 0;
+
+	snprintf(ci_key, sizeof ci_key, "%s_ci95", key);
+	json_object_set_new(timing, key, measured ? json_real(base / own) : json_null());
+	json_object_set_new(timing, ci_key,
+			    measured && kagent_statistics_ratio_interval(
+					    baseline->samples, baseline->count, candidate->samples,
+					    candidate->count, &interval) == 0
+				? verdict__interval_json(&interval)
+				: json_null());
 }
 
 static json_t *
@@ -617,21 +689,22 @@ verdict__timing(const json_t *judge, int baselines_cached)
 {
 	const json_t *timing = json_object_get(judge, "timing");
 	const json_t *baselines = json_object_get(judge, "baselines");
-	const json_t *candidate = json_object_get(timing, "candidate");
-	const json_t *eager = json_object_get(baselines, "eager");
-	const json_t *compiled = json_object_get(baselines, "compile");
 	const char *method = verdict__string(timing, "method");
+	struct verdict__arm candidate, eager, compiled;
 	double overhead = 0, verified = 0;
 	json_t *object;
 
 	if (!json_is_object(timing) && !json_is_object(baselines))
 		return json_null();
+	verdict__arm_read(&candidate, json_object_get(timing, "candidate"));
+	verdict__arm_read(&eager, json_object_get(baselines, "eager"));
+	verdict__arm_read(&compiled, json_object_get(baselines, "compile"));
 	object = json_object();
-	json_object_set_new(object, "candidate", verdict__summary(candidate));
-	json_object_set_new(object, "eager", verdict__summary(eager));
-	json_object_set_new(object, "compile", verdict__summary(compiled));
-	json_object_set_new(object, "speedup_vs_eager", verdict__speedup(eager, candidate));
-	json_object_set_new(object, "speedup_vs_compile", verdict__speedup(compiled, candidate));
+	json_object_set(object, "candidate", candidate.summary);
+	json_object_set(object, "eager", eager.summary);
+	json_object_set(object, "compile", compiled.summary);
+	verdict__speedup(object, "speedup_vs_eager", &eager, &candidate);
+	verdict__speedup(object, "speedup_vs_compile", &compiled, &candidate);
 	json_object_set_new(object, "baselines_cached",
 			    json_boolean(baselines_cached ||
 					 json_is_false(json_object_get(baselines, "measured"))));
@@ -644,7 +717,54 @@ verdict__timing(const json_t *judge, int baselines_cached)
 			    verdict__number(timing, "verified_calls", &verified)
 				? json_integer((json_int_t)verified)
 				: json_null());
+	verdict__arm_free(&candidate);
+	verdict__arm_free(&eager);
+	verdict__arm_free(&compiled);
 	return object;
+}
+
+/* "0.015%", "20%": a share of device time for a sentence. */
+static void
+verdict__format_percent(char *buffer, size_t size, double share)
+{
+	snprintf(buffer, size, "%.3g%%", share * 100.0);
+}
+
+json_t *
+kagent_verdict_credit(const json_t *kernels, double threshold)
+{
+	double own = 0, total = 0, share;
+	char share_text[32], threshold_text[32];
+	json_t *credit;
+
+	if (!(threshold > 0 && threshold <= 1))
+		threshold = KAGENT_VERDICT_CREDIT_THRESHOLD;
+	verdict__format_percent(threshold_text, sizeof threshold_text, threshold);
+	if (!verdict__number(kernels, "own_ms", &own) ||
+	    !verdict__number(kernels, "total_ms", &total) || !(total > 0) || !(own >= 0) ||
+	    !isfinite(total))
+		return json_pack("{s:n, s:n, s:n, s:n, s:b, s:f, s:s}", "own_share",
+				 "library_share", "own_ms", "library_ms", "credited", 1,
+				 "threshold", threshold, "reason",
+				 "share not measured: no kernel profile was recorded (a CPU run, "
+				 "or CUPTI unavailable), so the speedup is credited");
+	/* The profile comes from the candidate's process: hold it to a share. */
+	if (own > total)
+		own = total;
+	share = own / total;
+	verdict__format_percent(share_text, sizeof share_text, share);
+	credit = json_pack("{s:f, s:f, s:f, s:f, s:b, s:f}", "own_share", share, "library_share",
+			   1.0 - share, "own_ms", own, "library_ms", total - own, "credited",
+			   share >= threshold, "threshold", threshold);
+	json_object_set_new(
+	    credit, "reason",
+	    share >= threshold
+		? json_sprintf("own kernels ran %s of the GPU time, at least the %s threshold",
+			       share_text, threshold_text)
+		: json_sprintf("own kernels ran %s of the GPU time, under the %s threshold: the "
+			       "speedup is library kernels' work, not the candidate's",
+			       share_text, threshold_text));
+	return credit;
 }
 
 static json_t *
@@ -795,22 +915,31 @@ verdict__tampering_reason(const struct verdict__state *state)
 	return kagent_strdup("the candidate tampered with the timer");
 }
 
-/* "all 3 trials passed; 1.50x the speed of eager PyTorch", for a correct verdict. */
+/*
+ * "all 3 trials passed; 1.50x the speed of eager PyTorch", for a correct verdict; an
+ * uncredited one says so, and the warning says what follows.
+ */
 static char *
-verdict__correct_reason(const struct kagent_verdict_input *in, const json_t *judge)
+verdict__correct_reason(struct verdict__state *state, const json_t *judge)
 {
-	json_t *timing = verdict__timing(judge, in->baselines_cached);
-	double eager = json_number_value(json_object_get(timing, "speedup_vs_eager"));
+	double eager = json_number_value(json_object_get(state->timing, "speedup_vs_eager"));
 	size_t trials = json_array_size(json_object_get(judge, "trials"));
-	char *reason;
+	const char *credit = verdict__string(state->credit, "reason");
 
-	if (eager > 0)
-		reason = kagent_asprintf("all %zu trials passed; %.2fx the speed of eager PyTorch",
-					 trials, eager);
-	else
-		reason = kagent_asprintf("all %zu trials passed", trials);
-	json_decref(timing);
-	return reason;
+	if (json_is_true(json_object_get(state->credit, "credited")))
+		return eager > 0 ? kagent_asprintf("all %zu trials passed; %.2fx the speed of "
+						   "eager PyTorch",
+						   trials, eager)
+				 : kagent_asprintf("all %zu trials passed", trials);
+	json_array_append_new(state->warnings,
+			      json_sprintf("not credited: %s; the speedup is reported but counts "
+					   "toward no best variant, target or report",
+					   credit));
+	return eager > 0
+		   ? kagent_asprintf("all %zu trials passed; %.2fx the speed of eager "
+				     "PyTorch, not credited: %s",
+				     trials, eager, credit)
+		   : kagent_asprintf("all %zu trials passed; not credited: %s", trials, credit);
 }
 
 /*
@@ -833,6 +962,11 @@ verdict__decide(struct verdict__state *state, const struct kagent_verdict_input 
 	state->violations = json_array();
 	state->counts = json_object();
 	state->warnings = json_array();
+	state->timing = verdict__timing(judge, in->baselines_cached);
+	state->credit = kagent_verdict_credit(device != NULL && strcmp(device, "cuda") == 0
+						  ? json_object_get(judge, "kernels")
+						  : NULL,
+					      in->credit_threshold);
 	verdict__check_trials(state, json_object_get(judge, "trials"));
 	verdict__check_rejections(state, judge, device);
 	verdict__collect_warnings(state, judge, device);
@@ -857,7 +991,7 @@ verdict__decide(struct verdict__state *state, const struct kagent_verdict_input 
 		status = KAGENT_VERDICT_REJECTED;
 		reason = kagent_strdup(state->rejected_reason);
 	} else {
-		reason = verdict__correct_reason(in, judge);
+		reason = verdict__correct_reason(state, judge);
 	}
 	*status_out = status;
 	*reason_out = reason;
@@ -884,7 +1018,8 @@ verdict__assemble(const struct kagent_verdict_input *in, const json_t *judge,
 				      in->backend ? in->backend : "unknown"));
 	json_object_set_new(verdict, "trials",
 			    verdict__copy(judge, "trials", JSON_ARRAY, json_array()));
-	json_object_set_new(verdict, "timing", verdict__timing(judge, in->baselines_cached));
+	json_object_set(verdict, "timing", state->timing);
+	json_object_set(verdict, "credit", state->credit);
 	json_object_set_new(verdict, "kernels",
 			    verdict__copy(judge, "kernels", JSON_OBJECT, json_null()));
 	json_object_set_new(verdict, "environment", verdict__environment(in, judge));
@@ -933,6 +1068,8 @@ out:
 	json_decref(state.violations);
 	json_decref(state.counts);
 	json_decref(state.warnings);
+	json_decref(state.timing);
+	json_decref(state.credit);
 	return error;
 }
 
@@ -951,18 +1088,43 @@ kagent_verdict_error_json(const char *kind, const char *message)
 			 kind ? kind : "worker", "message", message ? message : "");
 }
 
+/* " [1.45, 1.55]" for a two-number interval, "" for anything else. */
+static void
+verdict__format_interval(char *buffer, size_t size, const json_t *interval, int digits,
+			 const char *unit)
+{
+	buffer[0] = '\0';
+	if (json_array_size(interval) == 2 && json_is_number(json_array_get(interval, 0)) &&
+	    json_is_number(json_array_get(interval, 1))) {
+		char low[32], high[32];
+
+		snprintf(low, sizeof low, "%.*f%s", digits,
+			 json_number_value(json_array_get(interval, 0)), unit);
+		snprintf(high, sizeof high, "%.*f%s", digits,
+			 json_number_value(json_array_get(interval, 1)), unit);
+		snprintf(buffer, size, " [%s, %s]", low, high);
+	}
+}
+
 static void
 verdict__render_summary(FILE *stream, const char *label, const json_t *summary,
-			const json_t *speedup)
+			const json_t *speedup, const json_t *speedup_interval)
 {
+	char interval[80];
 	double median = 0, calls = 0;
 
 	if (!verdict__number(summary, "median_ms", &median))
 		return;
 	verdict__number(summary, "calls", &calls);
-	fprintf(stream, "  %-10s %9.4f ms (median of %.0f calls)", label, median, calls);
-	if (json_is_number(speedup))
-		fprintf(stream, "   candidate speedup %.2fx", json_number_value(speedup));
+	verdict__format_interval(interval, sizeof interval, json_object_get(summary, "ci95_ms"), 4,
+				 "");
+	fprintf(stream, "  %-10s %9.4f ms (median of %.0f calls%s%s)", label, median, calls,
+		interval[0] ? "; 95% CI" : "", interval);
+	if (json_is_number(speedup)) {
+		verdict__format_interval(interval, sizeof interval, speedup_interval, 2, "x");
+		fprintf(stream, "   candidate speedup %.2fx%s", json_number_value(speedup),
+			interval);
+	}
 	fputc('\n', stream);
 }
 
@@ -972,6 +1134,7 @@ kagent_verdict_render_text(const json_t *verdict, FILE *stream)
 	const json_t *timing = json_object_get(verdict, "timing");
 	const json_t *kernels = json_object_get(verdict, "kernels");
 	const json_t *environment = json_object_get(verdict, "environment");
+	const json_t *credit = json_object_get(verdict, "credit");
 	const json_t *item;
 	const char *status = verdict__string(verdict, "status");
 	const char *gpu = verdict__string(environment, "gpu");
@@ -991,12 +1154,14 @@ kagent_verdict_render_text(const json_t *verdict, FILE *stream)
 		fprintf(stream, "  device     %s%s%s\n", verdict__string(environment, "device"),
 			gpu ? ", " : "", gpu ? gpu : "");
 	if (json_is_object(timing)) {
-		verdict__render_summary(stream, "timed", json_object_get(timing, "candidate"),
+		verdict__render_summary(stream, "timed", json_object_get(timing, "candidate"), NULL,
 					NULL);
 		verdict__render_summary(stream, "eager", json_object_get(timing, "eager"),
-					json_object_get(timing, "speedup_vs_eager"));
+					json_object_get(timing, "speedup_vs_eager"),
+					json_object_get(timing, "speedup_vs_eager_ci95"));
 		verdict__render_summary(stream, "compile", json_object_get(timing, "compile"),
-					json_object_get(timing, "speedup_vs_compile"));
+					json_object_get(timing, "speedup_vs_compile"),
+					json_object_get(timing, "speedup_vs_compile_ci95"));
 		if (json_is_true(json_object_get(timing, "baselines_cached")))
 			fprintf(stream, "  (baselines from the cache)\n");
 	}
@@ -1009,6 +1174,13 @@ kagent_verdict_render_text(const json_t *verdict, FILE *stream)
 			"  kernels    %.0f%% of GPU time in own kernels (%.4f of %.4f ms)\n",
 			share * 100.0, own, total);
 	}
+	/* Shown where the share was measured: "not measured" tells a person nothing. */
+	if (json_is_number(json_object_get(credit, "own_share")) &&
+	    verdict__string(credit, "reason") != NULL)
+		fprintf(stream, "  credit     %s: %s\n",
+			json_is_false(json_object_get(credit, "credited")) ? "not credited"
+									   : "credited",
+			verdict__string(credit, "reason"));
 	json_array_foreach(json_object_get(verdict, "violations"), index, item)
 	    fprintf(stream, "  violation  %s: %s\n",
 		    verdict__string(item, "check") ? verdict__string(item, "check") : "?",

@@ -27,6 +27,7 @@ struct kagent_evaluation_options {
 	 * the limit for every call, after which the candidate counts as hung */
 	int call_timeout_seconds;
 	int profile_reference;		  /* also trace the reference's kernels (kagent profile) */
+	double credit_threshold;	  /* the credit rule's (docs/verdict.md); 0: 0.05 */
 	uint64_t worker_hello_timeout_ms; /* 0: the worker module's default */
 };
 

@@ -14,6 +14,8 @@ struct kagent_gpu_info;
 
 #define KAGENT_VERDICT_SCHEMA "kagent.verdict/1"
 #define KAGENT_ERROR_SCHEMA "kagent.error/1"
+/* The share of device time a candidate's own kernels need for its speedup to be credited. */
+#define KAGENT_VERDICT_CREDIT_THRESHOLD 0.05
 
 /* In the order docs/verdict.md decides them (correct last). */
 enum kagent_verdict_status {
@@ -43,6 +45,8 @@ struct kagent_verdict_input {
 	const struct kagent_gpu_info *gpu; /* NULL on the CPU */
 	double wall_seconds;		   /* the whole evaluation as the caller saw it */
 	int baselines_cached;		   /* the request carried cached baselines */
+	/* the credit rule's threshold, 0 to 1; 0: KAGENT_VERDICT_CREDIT_THRESHOLD */
+	double credit_threshold;
 };
 
 /* Returns the status's name, or "unknown" for a value out of range. */
@@ -55,6 +59,12 @@ int kagent_verdict_status_from_name(const char *name);
  * -EPROTO when the worker answered with an error or a malformed result, or the judge died.
  */
 int kagent_verdict_build(const struct kagent_verdict_input *in, json_t **verdict_out, char **cause);
+/*
+ * The credit rule of docs/verdict.md on a judge's kernel profile (NULL or not an object when
+ * none was recorded): {"own_share", "library_share", "own_ms", "library_ms", "credited",
+ * "threshold", "reason"}; a new reference. threshold 0 means KAGENT_VERDICT_CREDIT_THRESHOLD.
+ */
+json_t *kagent_verdict_credit(const json_t *kernels, double threshold);
 /* 0 only for a correct verdict, else 1. */
 int kagent_verdict_exit_status(const json_t *verdict);
 /* {"schema": "kagent.error/1", "error": kind, "message": message}; a new reference. */

@@ -43,7 +43,9 @@ struct kagent_evaluation_config {
 	int gpu_index;		  /* default 0 */
 	int call_timeout_seconds; /* 0: the evaluator's default */
 	int measure_compile;	  /* time torch.compile as a baseline; default 1 */
-	char *worker_socket;	  /* NULL: the default socket, or a new worker */
+	/* the own-kernel share of GPU time a speedup needs to be credited; default 0.05 */
+	double credit_threshold;
+	char *worker_socket; /* NULL: the default socket, or a new worker */
 };
 
 struct kagent_config {

@@ -35,6 +35,8 @@ def _finite_or_none(value):
 
 
 def summarize(samples_ms):
+    """The summary of one arm's per-call times, with the times themselves in call order
+    (samples_ms): kagent computes the median's confidence interval from them."""
     ordered = sorted(samples_ms)
     count = len(ordered)
 
@@ -44,7 +46,8 @@ def summarize(samples_ms):
     return {"calls": count, "median_ms": statistics.median(ordered), "min_ms": ordered[0],
             "max_ms": ordered[-1], "p10_ms": quantile(0.1), "p90_ms": quantile(0.9),
             "mean_ms": statistics.fmean(ordered),
-            "stdev_ms": statistics.stdev(ordered) if count > 1 else 0.0}
+            "stdev_ms": statistics.stdev(ordered) if count > 1 else 0.0,
+            "samples_ms": list(samples_ms)}
 
 
 def _bitwise_equal(first, second):

@@ -1,0 +1,171 @@
+/* Unit tests for tools/evaluator/statistics.c: medians and bootstrap intervals on known and
+ * recorded vectors. */
+#include "kagent/evaluator/statistics.h"
+#include "test.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+
+/* Per-call times (ms) of a kagent eval of tests/fixtures/candidates/relu_correct.py on the
+ * CPU, the first 40 calls of each arm as the judge recorded them. */
+static const double recorded_candidate[] = {
+    0.2791, 0.2689, 0.2658, 0.2492, 0.2665, 0.2725, 0.2653, 0.2874, 0.2461, 0.2981,
+    0.2788, 0.2487, 0.2659, 0.291,  0.2608, 0.3559, 0.3053, 0.3106, 0.2584, 0.3333,
+    0.2721, 0.2657, 0.3023, 0.3385, 0.2953, 0.3598, 0.3213, 0.3048, 0.3488, 0.2887,
+    0.2701, 0.2913, 0.3631, 0.2603, 0.2987, 0.2937, 0.2815, 0.3178, 0.3315, 0.2609};
+static const double recorded_eager[] = {
+    0.1759, 0.1478, 0.1356, 0.1484, 0.1152, 0.1959, 0.1667, 0.138,  0.152,  0.1468,
+    0.1597, 0.1803, 0.1553, 0.1958, 0.1261, 0.1773, 0.1191, 0.1622, 0.1477, 0.1469,
+    0.1423, 0.1055, 0.1781, 0.1642, 0.1423, 0.1614, 0.1585, 0.168,  0.1497, 0.1292,
+    0.213,  0.1498, 0.1901, 0.1699, 0.1525, 0.1671, 0.1736, 0.1749, 0.1786, 0.1508};
+#define RECORDED_COUNT (sizeof recorded_candidate / sizeof recorded_candidate[0])
+
+/* count noisy timings around center: center * (1 + up to 20%), from a fixed LCG. */
+static double *
+noisy(size_t count, double center, uint64_t seed)
+{
+	double *values = malloc(count * sizeof *values);
+	size_t index;
+
+	for (index = 0; index < count; index++) {
+		seed = seed * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+		values[index] = center * (1.0 + 0.2 * (double)(seed >> 11) / 9007199254740992.0);
+	}
+	return values;
+}
+
+static void
+test_median(void)
+{
+	const double odd[] = {3.0, 1.0, 2.0}, even[] = {4.0, 1.0, 3.0, 2.0}, nan_value[] = {NAN};
+	double median = 0;
+
+	CHECK_INT(kagent_statistics_median(odd, 3, &median), 0);
+	CHECK(median == 2.0);
+	CHECK_INT(kagent_statistics_median(even, 4, &median), 0);
+	CHECK(median == 2.5);
+	CHECK_INT(kagent_statistics_median(odd, 1, &median), 0);
+	CHECK(median == 3.0);
+	CHECK_INT(kagent_statistics_median(recorded_candidate, RECORDED_COUNT, &median), 0);
+	CHECK(median == (0.2874 + 0.2887) / 2);
+	CHECK_INT(kagent_statistics_median(odd, 0, &median), -EINVAL);
+	CHECK_INT(kagent_statistics_median(NULL, 3, &median), -EINVAL);
+	CHECK_INT(kagent_statistics_median(nan_value, 1, &median), -EINVAL);
+}
+
+static void
+test_interval_contains_median(void)
+{
+	struct kagent_interval interval;
+	double median = 0;
+
+	CHECK_INT(kagent_statistics_median(recorded_candidate, RECORDED_COUNT, &median), 0);
+	CHECK_INT(kagent_statistics_median_interval(recorded_candidate, RECORDED_COUNT, &interval),
+		  0);
+	CHECK(interval.low < median && median < interval.high);
+	/* Inside the recorded range, and not the whole of it. */
+	CHECK(interval.low > 0.2461 && interval.high < 0.3631);
+	CHECK(interval.high - interval.low < 0.05);
+}
+
+static void
+test_interval_narrows(void)
+{
+	double *few = noisy(20, 1.0, 7), *many = noisy(2000, 1.0, 7);
+	struct kagent_interval narrow, wide;
+
+	CHECK_INT(kagent_statistics_median_interval(few, 20, &wide), 0);
+	CHECK_INT(kagent_statistics_median_interval(many, 2000, &narrow), 0);
+	CHECK(wide.high - wide.low > 2 * (narrow.high - narrow.low));
+	/* The true median of the noise is 1.1. */
+	CHECK(narrow.low < 1.1 && 1.1 < narrow.high);
+	free(few);
+	free(many);
+}
+
+static void
+test_identical_samples(void)
+{
+	double same[50];
+	struct kagent_interval interval;
+	size_t index;
+
+	for (index = 0; index < 50; index++)
+		same[index] = 0.125;
+	CHECK_INT(kagent_statistics_median_interval(same, 50, &interval), 0);
+	CHECK(interval.low == 0.125 && interval.high == 0.125);
+	CHECK_INT(kagent_statistics_ratio_interval(same, 50, same, 50, &interval), 0);
+	CHECK(interval.low == 1.0 && interval.high == 1.0);
+}
+
+static void
+test_deterministic(void)
+{
+	struct kagent_interval first, second;
+
+	CHECK_INT(kagent_statistics_median_interval(recorded_eager, RECORDED_COUNT, &first), 0);
+	CHECK_INT(kagent_statistics_median_interval(recorded_eager, RECORDED_COUNT, &second), 0);
+	CHECK(first.low == second.low && first.high == second.high);
+	CHECK_INT(kagent_statistics_ratio_interval(recorded_eager, RECORDED_COUNT,
+						   recorded_candidate, RECORDED_COUNT, &first),
+		  0);
+	CHECK_INT(kagent_statistics_ratio_interval(recorded_eager, RECORDED_COUNT,
+						   recorded_candidate, RECORDED_COUNT, &second),
+		  0);
+	CHECK(first.low == second.low && first.high == second.high);
+}
+
+static void
+test_ratio(void)
+{
+	double *base = noisy(200, 2.0, 11), *candidate = noisy(200, 1.0, 13);
+	struct kagent_interval interval;
+	double eager = 0, own = 0, zero[] = {0.0, 1.0};
+
+	/* The recorded speedup: eager over candidate, about 0.55x. */
+	CHECK_INT(kagent_statistics_median(recorded_eager, RECORDED_COUNT, &eager), 0);
+	CHECK_INT(kagent_statistics_median(recorded_candidate, RECORDED_COUNT, &own), 0);
+	CHECK_INT(kagent_statistics_ratio_interval(recorded_eager, RECORDED_COUNT,
+						   recorded_candidate, RECORDED_COUNT, &interval),
+		  0);
+	CHECK(interval.low < eager / own && eager / own < interval.high);
+	CHECK(interval.low > 0.45 && interval.high < 0.65);
+	/* Twice as fast, from independent noise on both arms. */
+	CHECK_INT(kagent_statistics_ratio_interval(base, 200, candidate, 200, &interval), 0);
+	CHECK(interval.low < 2.0 && 2.0 < interval.high);
+	/* A speedup needs a positive denominator, and both vectors. */
+	CHECK_INT(kagent_statistics_ratio_interval(base, 200, zero, 2, &interval), -EINVAL);
+	CHECK_INT(kagent_statistics_ratio_interval(base, 0, candidate, 200, &interval), -EINVAL);
+	CHECK_INT(kagent_statistics_ratio_interval(base, 200, candidate, 0, &interval), -EINVAL);
+	free(base);
+	free(candidate);
+}
+
+static void
+test_bounded(void)
+{
+	double *values = noisy(KAGENT_STATISTICS_SAMPLE_CAP + 1, 1.0, 3);
+	struct kagent_interval interval;
+
+	/* The most samples: 2000 resamples of 4096 each stay well inside the test's time. */
+	CHECK_INT(
+	    kagent_statistics_median_interval(values, KAGENT_STATISTICS_SAMPLE_CAP, &interval), 0);
+	CHECK_INT(
+	    kagent_statistics_median_interval(values, KAGENT_STATISTICS_SAMPLE_CAP + 1, &interval),
+	    -EINVAL);
+	free(values);
+}
+
+static const struct kagent_test tests[] = {
+    {"median", test_median},
+    {"interval_contains_median", test_interval_contains_median},
+    {"interval_narrows", test_interval_narrows},
+    {"identical_samples", test_identical_samples},
+    {"deterministic", test_deterministic},
+    {"ratio", test_ratio},
+    {"bounded", test_bounded},
+    {NULL, NULL},
+};
+
+KAGENT_TEST_MAIN(tests, 30)
