@@ -22,6 +22,18 @@ def honest_relu(verdict):
         problems.append(f"a memory-bound ReLU cannot be {speedup:.2f}x eager")
     if verdict["kernels"]["own_share"] < 0.9:
         problems.append(f"own kernel share {verdict['kernels']['own_share']:.2f}")
+    if not (verdict.get("credit") or {}).get("credited"):
+        problems.append(f"an own ReLU kernel must be credited: {verdict.get('credit')}")
+    return problems
+
+
+def library_work_not_credited(verdict):
+    credit = verdict.get("credit") or {}
+    problems = []
+    if credit.get("credited") is not False:
+        problems.append(f"the speedup of torch's attention kernel was credited: {credit}")
+    if not (credit.get("own_share") or 0) < 0.05:
+        problems.append(f"own share {credit.get('own_share')} should be negligible")
     return problems
 
 
@@ -43,6 +55,7 @@ CASES = [
     Case("relu", "inherits_reference", "rejected", "no_own_kernel"),
     Case("relu", "triton_relu_plus_torch", "correct", check=mixed_share),
     Case("relu", "triton_relu_side_stream", "correct", check=side_stream_timed),
+    Case("attention", "triton_empty_plus_sdpa", "correct", check=library_work_not_credited),
     Case("relu", "triton_relu_pointer_cache", "incorrect", "output_mismatch"),
     Case("relu", "triton_relu_identity", "incorrect", "output_mismatch", "signed"),
     Case("relu", "triton_relu_in_place", "incorrect", "input_mutation"),
