@@ -5,7 +5,7 @@
  * context can take, and the helpers handlers share. A call that fails a check
  * ends at once with an error the model can correct.
  */
-#include "kagent/model_tools/tool.h"
+#include "kagent/model_tools/tool_call.h"
 
 #include "kagent/base/alloc.h"
 

@@ -4,7 +4,7 @@
  * and faster than the current best.
  */
 #include "kagent/base/alloc.h"
-#include "kagent/model_tools/tool.h"
+#include "kagent/model_tools/tool_call.h"
 
 static void
 tool_commit__done(int moved, const char *message, void *data)

@@ -6,7 +6,7 @@
  */
 #include "kagent/base/alloc.h"
 #include "kagent/cuda/compile.h"
-#include "kagent/model_tools/tool.h"
+#include "kagent/model_tools/tool_call.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  */
 #include "kagent/base/alloc.h"
 #include "kagent/base/buffer.h"
-#include "kagent/model_tools/tool.h"
+#include "kagent/model_tools/tool_call.h"
 #include "kagent/records/variant_repository.h"
 
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * evaluator (kagent eval) and committed to the run's branch with its verdict.
  */
 #include "kagent/base/alloc.h"
-#include "kagent/model_tools/tool.h"
+#include "kagent/model_tools/tool_call.h"
 #include "kagent/evaluator/verdict.h"
 
 #include <stdlib.h>

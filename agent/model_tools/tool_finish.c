@@ -1,6 +1,6 @@
 /* finish: the model ends the run; kagent then confirms the best variant before announcing it. */
 #include "kagent/base/alloc.h"
-#include "kagent/model_tools/tool.h"
+#include "kagent/model_tools/tool_call.h"
 
 static void
 tool_finish__run(struct kagent_tool_call *call)

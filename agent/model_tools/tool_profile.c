@@ -1,7 +1,7 @@
 /* profile: where a variant's GPU time goes, against the reference and the roofline. */
 #include "kagent/base/alloc.h"
 #include "kagent/evaluator/profile.h"
-#include "kagent/model_tools/tool.h"
+#include "kagent/model_tools/tool_call.h"
 
 #include <stdlib.h>
 

@@ -1,6 +1,6 @@
 /* read_problem: the problem's source, so the model can look at it again at any turn. */
 #include "kagent/base/alloc.h"
-#include "kagent/model_tools/tool.h"
+#include "kagent/model_tools/tool_call.h"
 
 static void
 tool_read_problem__run(struct kagent_tool_call *call)

@@ -1,6 +1,6 @@
 /* read_variant: an earlier variant's source and the verdict it got. */
 #include "kagent/base/alloc.h"
-#include "kagent/model_tools/tool.h"
+#include "kagent/model_tools/tool_call.h"
 #include "kagent/evaluator/verdict.h"
 
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * The table of tools the model may call, and their definitions as offered to
  * the model (descriptions from prompts/tools/NAME.md).
  */
-#include "kagent/model_tools/tool.h"
+#include "kagent/model_tools/tool_table.h"
 
 #include "kagent/base/alloc.h"
 #include "kagent/base/fileio.h"

@@ -20,7 +20,7 @@
 #include "kagent/llm/llm_client.h"
 #include "kagent/base/log.h"
 #include "kagent/base/sha256.h"
-#include "kagent/model_tools/tool.h"
+#include "kagent/model_tools/tool_table.h"
 #include "kagent/records/trace.h"
 #include "kagent/records/variants.h"
 #include "kagent/base/units.h"

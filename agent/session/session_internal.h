@@ -6,7 +6,7 @@
 #define KAGENT_SESSION_INTERNAL_H
 
 #include "kagent/session/session.h"
-#include "kagent/model_tools/tool.h"
+#include "kagent/model_tools/tool_table.h"
 #include "warm_worker.h"
 
 struct kagent_llm_call;

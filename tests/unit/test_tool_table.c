@@ -1,6 +1,6 @@
 /* Tests of the tool table: the definitions offered to the model, the argument checks
  * every call passes before a handler runs, and the tools acting through a stand-in host. */
-#include "kagent/model_tools/tool.h"
+#include "kagent/model_tools/tool_table.h"
 
 #include "kagent/base/alloc.h"
 #include "kagent/base/paths.h"

@@ -1,16 +1,16 @@
 /*
- * The tools the model calls, as a table of structs (agent/model_tools/tool_table.c), one
- * file per tool (agent/model_tools/tool_NAME.c): name, a JSON schema of the parameters,
- * and a handler that starts the work and completes the call once, possibly
- * later from the loop, with one text result for the model and one JSON object
- * for the trace (agent/model_tools/tool_call.c checks and ends each call). The
- * descriptions the model reads are prompts/tools/NAME.md.
+ * A tool the model calls and one call of it: name, a JSON schema of the parameters, and a
+ * handler that starts the work and completes the call once, possibly later from the loop,
+ * with one text result for the model and one JSON object for the trace
+ * (agent/model_tools/tool_call.c checks and ends each call). One file per tool
+ * (agent/model_tools/tool_NAME.c), collected in the table of tool_table.h. The descriptions
+ * the model reads are prompts/tools/NAME.md.
  *
  * A tool knows the run it serves only through the host its call carries
  * (struct kagent_tool_host), which the run's owner (the session) fills.
  */
-#ifndef KAGENT_TOOL_H
-#define KAGENT_TOOL_H
+#ifndef KAGENT_TOOL_CALL_H
+#define KAGENT_TOOL_CALL_H
 
 #include <jansson.h>
 #include <stdio.h>
@@ -64,16 +64,6 @@ struct kagent_tool_call {
 	void *state; /* the tool's own, freed by the tool before finishing */
 };
 
-/* NULL-terminated. */
-extern const struct kagent_tool *const kagent_tool_table[];
-
-const struct kagent_tool *kagent_tool_find(const char *name);
-/*
- * The tool definitions the model is offered: [{"name", "description",
- * "parameters"}], descriptions read from <prompts>/tools/NAME.md. The caller
- * releases it; NULL with *cause when a description is missing.
- */
-json_t *kagent_tool_definitions(const char *prompts_directory, char **cause);
 /*
  * Runs one call the model made: unknown tools, unparsable arguments and
  * missing or mistyped required arguments finish at once with an error the
