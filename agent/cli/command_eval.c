@@ -30,6 +30,7 @@ enum {
 	COMMAND_EVAL_TRIALS,
 	COMMAND_EVAL_SIGNED_TRIALS,
 	COMMAND_EVAL_CALL_TIMEOUT,
+	COMMAND_EVAL_GENERALISE,
 };
 
 /* clang-format off */
@@ -57,6 +58,9 @@ const struct kagent_command_option kagent_command_eval_options[] = {
 	[COMMAND_EVAL_CALL_TIMEOUT] = {"call-timeout", 0, "SECONDS",
 		"seconds one call of the candidate may take, 1 to 3600",
 		"120 for the first call, 20 for later ones", NULL},
+	[COMMAND_EVAL_GENERALISE] = {"generalise", 0, NULL,
+		"also check correctness once with the problem's integer sizes halved and made "
+		"odd (the verdict's generalisation)", NULL, NULL},
 	{0},
 };
 /* clang-format on */
@@ -136,6 +140,9 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 				    command, json, "usage",
 				    "--call-timeout needs seconds, 1 to 3600");
 			options.call_timeout_seconds = (int)number;
+			break;
+		case COMMAND_EVAL_GENERALISE:
+			options.generalisation = 1;
 			break;
 		case KAGENT_COMMAND_HELP:
 			kagent_command_print_help(command, stdout);

@@ -256,6 +256,8 @@ static void
 command_optimize__print_final(const json_t *final, FILE *stream)
 {
 	const char *path = json_string_value(json_object_get(final, "path"));
+	const json_t *generalisation =
+	    json_object_get(json_object_get(final, "confirmation"), "generalisation");
 
 	if (path != NULL) {
 		fprintf(stream, "best kernel: %s\n", path);
@@ -267,6 +269,10 @@ command_optimize__print_final(const json_t *final, FILE *stream)
 			"noise, large on a CPU\n");
 	} else
 		fprintf(stream, "no correct variant was confirmed\n");
+	if (json_is_false(json_object_get(generalisation, "generalises")) &&
+	    json_is_string(json_object_get(generalisation, "reason")))
+		fprintf(stream, "does not generalise: %s\n",
+			json_string_value(json_object_get(generalisation, "reason")));
 	fprintf(stream, "trace: %s\nworktree: %s\n",
 		json_string_value(json_object_get(final, "trace")),
 		json_string_value(json_object_get(final, "worktree")));

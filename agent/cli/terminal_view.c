@@ -712,6 +712,7 @@ terminal_view__final(struct kagent_terminal_view *view, const json_t *record,
 		     struct kagent_buffer *line)
 {
 	const json_t *confirmation = json_object_get(record, "confirmation");
+	const json_t *generalisation = json_object_get(confirmation, "generalisation");
 	const json_t *totals = json_object_get(record, "totals");
 	const char *variant = terminal_view__string(record, "variant");
 	const char *path = terminal_view__string(record, "path");
@@ -738,6 +739,12 @@ terminal_view__final(struct kagent_terminal_view *view, const json_t *record,
 			}
 			kagent_buffer_append_string(line, ")");
 		}
+	}
+	if (json_is_false(json_object_get(generalisation, "generalises")) &&
+	    terminal_view__string(generalisation, "reason") != NULL) {
+		kagent_buffer_append_string(line, "; does not generalise: ");
+		terminal_view__append_first_line(
+		    line, terminal_view__string(generalisation, "reason"), VIEW_SNIPPET_BYTES);
 	}
 	if (path != NULL) {
 		kagent_buffer_append_string(line, "; best kernel: ");

@@ -291,6 +291,7 @@ session__evaluation_run(void *data)
 	/* The final check runs in a fresh worker process: nothing the candidate left behind in a
 	 * warm one can help it. */
 	options.cold = evaluation->purpose == KAGENT_VARIANTS_FINAL;
+	options.generalisation = evaluation->purpose == KAGENT_VARIANTS_FINAL;
 	evaluation->started = session__now();
 	kagent_evaluation_start(session->loop, &options, session__evaluated, evaluation);
 }
@@ -669,9 +670,11 @@ session__announce(struct kagent_session *session, struct kagent_variant *variant
 	if (confirmation != NULL)
 		json_object_set_new(
 		    final, "confirmation",
-		    json_pack("{s:O, s:O, s:f}", "status", json_object_get(confirmation, "status"),
-			      "reason", json_object_get(confirmation, "reason"), "speedup",
-			      kagent_variants_speedup(session->variants, confirmation)));
+		    json_pack("{s:O, s:O, s:f, s:O?}", "status",
+			      json_object_get(confirmation, "status"), "reason",
+			      json_object_get(confirmation, "reason"), "speedup",
+			      kagent_variants_speedup(session->variants, confirmation),
+			      "generalisation", json_object_get(confirmation, "generalisation")));
 	else
 		json_object_set_new(final, "confirmation", json_null());
 	kagent_session_record(session, "final", json_incref(final));

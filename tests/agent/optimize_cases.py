@@ -316,6 +316,34 @@ def budget_turns():
         run.close()
 
 
+def hard_coded_shape():
+    """The final check asks for the generalisation gate (and only it does): a best variant
+    that fails at other sizes is still the best, but the final summary says it does not
+    generalise, in the JSON and in the text."""
+    fixed = candidate({"speedup": 2.0, "generalises": False}, "fixed")
+    run = Run([chat_reply([("evaluate", {"source": fixed})]),
+               chat_reply([("finish", {"summary": "done"})])])
+    try:
+        run.optimize("--target", "1.5")
+        final = run.final or {}
+        if run.code != 0 or not final.get("confirmed"):
+            return ["the variant should be confirmed: " + run.describe()]
+        problems = []
+        outcome = (final.get("confirmation") or {}).get("generalisation") or {}
+        if outcome.get("generalises") is not False or "dim 4096 -> 2049" not in str(
+                outcome.get("reason")):
+            problems.append(f"the final summary's generalisation: {outcome}")
+        if "does not generalise: at sizes batch_size 64 -> 33" not in run.stderr:
+            problems.append("the final line does not say it: " + run.stderr[-1500:])
+        with open(run.worker_log) as f:
+            asked = [json.loads(line).get("generalisation") for line in f]
+        if asked.count(True) != 1 or asked[-1] is not True:
+            problems.append(f"only the final check should ask for it: {asked}")
+        return problems
+    finally:
+        run.close()
+
+
 def budget_cost():
     """Prices from the config make each turn cost $1.20: a $1 budget stops after one turn,
     and the cost is accounted in the reply and the totals."""
@@ -720,6 +748,7 @@ CASES = [
     ("faults: 429, 500, a cut stream, split and malformed tool calls", faults),
     ("turn budget ends the run; the fastest correct variant is confirmed", budget_turns),
     ("a target missed on unseen seeds does not end the run", unconfirmed_target),
+    ("the final summary says when the best variant does not generalise", hard_coded_shape),
     ("the cost budget, from the configured prices, ends the run", budget_cost),
     ("no model configured: says what to set", no_model_configured),
     ("a refused key: says what to set, no retry", refused_key),

@@ -33,6 +33,19 @@ def baselines_cached(verdict):
     return [] if verdict["timing"]["baselines_cached"] else ["baselines were measured again"]
 
 
+def generalises(expected):
+    """The generalisation gate's outcome (docs/verdict.md): True, False or None (unchecked)."""
+
+    def check(verdict):
+        outcome = verdict.get("generalisation") or {}
+        if outcome.get("generalises") is not expected or outcome.get("checked") is not (
+                expected is not None):
+            return [f"generalisation {outcome}, expected generalises {expected}"]
+        return []
+
+    return check
+
+
 CASES = [
     Case("relu", "relu_correct", "correct"),
     Case("relu", "relu_identity", "incorrect", "output_mismatch", "signed"),
@@ -62,6 +75,14 @@ CASES = [
     Case("tuple_outputs", "tuple_wrong_index", "incorrect", "output_mismatch", "output[1]"),
     Case("row_sum_softmax", "row_sum_ones", "correct", needle="degenerate"),
     Case("relu", "relu_correct", "correct", check=baselines_cached),
+    # the generalisation gate: sizes halved and made odd (batch_size 16 -> 9, features 256 -> 129)
+    Case("scale_rows", "scale_rows_shape", "correct", needle="features 256 -> 129",
+         check=generalises(True), arguments=("--generalise",)),
+    Case("scale_rows", "scale_rows_fixed", "correct", needle="is invalid for input",
+         check=generalises(False), arguments=("--generalise",)),
+    Case("tuple_outputs", "tuple_correct", "correct", needle="read no integer size",
+         check=generalises(None), arguments=("--generalise",)),
+    Case("scale_rows", "scale_rows_fixed", "correct", check=generalises(None)),  # not asked
 ]
 BAD_PROBLEMS = [("not_python", "not valid Python"), ("syntax_error", "not valid Python"),
                 ("no_model", "no class Model"),
@@ -130,7 +151,7 @@ def main():
         os.unlink(ESCAPE)
     suite.start_worker()
     for case in CASES:
-        case.arguments = ("--no-compile-baseline",)
+        case.arguments = ("--no-compile-baseline",) + case.arguments
         suite.run_case(case)
     for problem, needle in BAD_PROBLEMS:
         suite.run_bad_problem(problem, needle, "relu_correct")

@@ -149,6 +149,7 @@ check_protocol_keys(const json_t *request)
 						   "judge_directory",
 						   "judge_cache_directory",
 						   "profile_reference",
+						   "generalisation",
 						   "sandbox_uid",
 						   NULL};
 	static const char *const limit_keys[] = {"wall_seconds",
@@ -177,7 +178,8 @@ test_request_and_worker_errors(void)
 						    .candidate_path = candidate,
 						    .device = "cpu",
 						    .seed = 500,
-						    .measure_compile = 1};
+						    .measure_compile = 1,
+						    .generalisation = 1};
 	json_t *object = NULL, *request;
 	json_error_t error;
 	FILE *file;
@@ -205,6 +207,7 @@ test_request_and_worker_errors(void)
 	CHECK_INT(json_integer_value(json_array_get(json_object_get(request, "seeds"), 2)), 502);
 	CHECK_INT(json_array_size(json_object_get(request, "signed_seeds")), 2);
 	CHECK(json_is_null(json_object_get(request, "baselines")));
+	CHECK(json_is_true(json_object_get(request, "generalisation")));
 	CHECK(json_is_object(json_object_get(json_object_get(request, "tolerances"), "float32")));
 	CHECK_INT(
 	    json_integer_value(json_object_get(json_object_get(request, "limits"), "output_bytes")),

@@ -908,6 +908,97 @@ test_render_text(void)
 	json_decref(verdict);
 }
 
+/* The judge's generalisation report for a base result, from a JSON text. */
+static json_t *
+generalisation_of(const char *report)
+{
+	json_t *result = load(base_result), *verdict, *outcome;
+
+	json_object_set_new(judge_of(result), "generalisation", load(report));
+	verdict = build(result);
+	CHECK_STRING(status_of(verdict), "correct");
+	outcome = json_incref(json_object_get(verdict, "generalisation"));
+	json_decref(verdict);
+	json_decref(result);
+	return outcome;
+}
+
+static void
+test_generalisation(void)
+{
+	json_t *result = load(base_result), *verdict = build(result), *outcome;
+	char *text = NULL;
+	size_t size = 0;
+	FILE *stream;
+
+	/* Not asked (or not reached): not checked, and nothing is rendered. */
+	outcome = json_object_get(verdict, "generalisation");
+	CHECK(json_is_false(json_object_get(outcome, "checked")));
+	CHECK(json_is_null(json_object_get(outcome, "generalises")));
+	CHECK_STRING(json_string_value(json_object_get(outcome, "reason")), "not checked");
+	json_decref(verdict);
+	json_decref(result);
+	/* Correct at the other sizes. */
+	outcome = generalisation_of(
+	    "{\"sizes\": {\"batch_size\": [16, 9], \"dim\": [16384, 8193]}, \"skipped\": null,"
+	    " \"candidate_error\": null, \"trial\": {\"seed\": 1, \"passed\": true}}");
+	CHECK(json_is_true(json_object_get(outcome, "checked")));
+	CHECK(json_is_true(json_object_get(outcome, "generalises")));
+	CHECK_STRING(json_string_value(json_object_get(outcome, "reason")),
+		     "correct at sizes batch_size 16 -> 9, dim 16384 -> 8193");
+	CHECK_INT(json_integer_value(
+		      json_array_get(json_object_get(json_object_get(outcome, "sizes"), "dim"), 1)),
+		  8193);
+	CHECK(json_is_object(json_object_get(outcome, "trial")));
+	json_decref(outcome);
+	/* A wrong output there: still correct at the problem's sizes, but does not generalise. */
+	outcome = generalisation_of(
+	    "{\"sizes\": {\"n\": [64, 33], \"bad\": \"x\"}, \"candidate_error\": null,"
+	    " \"trial\": {\"passed\": false, \"reason\": \"output: shape [64], expected [33]\"}}");
+	CHECK(json_is_true(json_object_get(outcome, "checked")));
+	CHECK(json_is_false(json_object_get(outcome, "generalises")));
+	CHECK_STRING(json_string_value(json_object_get(outcome, "reason")),
+		     "at sizes n 64 -> 33 the output is wrong: output: shape [64], expected [33]");
+	CHECK_INT(json_object_size(json_object_get(outcome, "sizes")), 1);
+	json_decref(outcome);
+	/* An exception there (a hard-coded reshape, a crash, a timeout): the same. */
+	outcome = generalisation_of(
+	    "{\"sizes\": {\"n\": [64, 33]}, \"trial\": null, \"candidate_error\":"
+	    " {\"kind\": \"runtime\", \"message\": \"forward failed: bad shape\\nmore\"}}");
+	CHECK(json_is_false(json_object_get(outcome, "generalises")));
+	CHECK_STRING(
+	    json_string_value(json_object_get(outcome, "reason")),
+	    "at sizes n 64 -> 33 the candidate failed (runtime): forward failed: bad shape");
+	CHECK(json_is_null(json_object_get(outcome, "trial")));
+	json_decref(outcome);
+	/* No sizes, or a problem that cannot run at other sizes: not checked, with the reason. */
+	outcome = generalisation_of("{\"sizes\": {}, \"trial\": null, \"candidate_error\": null,"
+				    " \"skipped\": \"the problem's input functions read no "
+				    "integer size\"}");
+	CHECK(json_is_false(json_object_get(outcome, "checked")));
+	CHECK(json_is_null(json_object_get(outcome, "generalises")));
+	CHECK_CONTAINS(json_string_value(json_object_get(outcome, "reason")), "no integer size");
+	json_decref(outcome);
+	/* A report with neither a trial nor an error proves nothing. */
+	outcome = generalisation_of("{\"sizes\": {\"n\": [64, 33]}}");
+	CHECK(json_is_false(json_object_get(outcome, "checked")));
+	CHECK(json_is_null(json_object_get(outcome, "generalises")));
+	json_decref(outcome);
+	/* The text verdict says so. */
+	result = load(base_result);
+	json_object_set_new(judge_of(result), "generalisation",
+			    load("{\"sizes\": {\"n\": [64, 33]}, \"candidate_error\":"
+				 " {\"kind\": \"runtime\", \"message\": \"boom\"}}"));
+	verdict = build(result);
+	stream = open_memstream(&text, &size);
+	kagent_verdict_render_text(verdict, stream);
+	fclose(stream);
+	CHECK_CONTAINS(text, "does not generalise: at sizes n 64 -> 33 the candidate failed");
+	free(text);
+	json_decref(verdict);
+	json_decref(result);
+}
+
 static const struct kagent_test tests[] = {
     {"status_names", test_status_names},
     {"correct", test_correct},
@@ -933,6 +1024,7 @@ static const struct kagent_test tests[] = {
     {"judge_failures", test_judge_failures},
     {"error_json", test_error_json},
     {"render_text", test_render_text},
+    {"generalisation", test_generalisation},
     {"credit_rule", test_credit_rule},
     {"credit_level2_pattern", test_credit_level2_pattern},
     {"credit_library_pattern", test_credit_library_pattern},

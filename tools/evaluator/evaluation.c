@@ -326,6 +326,7 @@ evaluation__request(struct evaluation__state *state)
 			    evaluation__sibling_library(sandbox_library, "libkagent-cuda.so"));
 	json_object_set_new(request, "profile_reference",
 			    json_boolean(options->profile_reference != 0));
+	json_object_set_new(request, "generalisation", json_boolean(options->generalisation != 0));
 	free(candidate_cache);
 	free(sandbox_library);
 	return request;

@@ -7,6 +7,7 @@
  */
 #include "kagent/evaluator/verdict.h"
 #include "kagent/base/alloc.h"
+#include "kagent/base/buffer.h"
 #include "kagent/cuda/cuda_driver.h"
 #include "kagent/evaluator/statistics.h"
 #include "kagent/evaluator/tolerance.h"
@@ -998,6 +999,75 @@ verdict__decide(struct verdict__state *state, const struct kagent_verdict_input 
 	return 0;
 }
 
+/*
+ * The sizes of a generalisation report, kept where each is [old, new] in integers: the copy
+ * goes into *sizes_out, "batch_size 16 -> 9, dim 16384 -> 8193" is returned.
+ */
+static char *
+verdict__generalisation_sizes(const json_t *sizes, json_t **sizes_out)
+{
+	struct kagent_buffer text = {0};
+	const char *name;
+	const json_t *pair;
+
+	*sizes_out = json_object();
+	json_object_foreach((json_t *)sizes, name, pair)
+	{
+		const json_t *old = json_array_get(pair, 0), *new = json_array_get(pair, 1);
+
+		if (json_array_size(pair) != 2 || !json_is_integer(old) || !json_is_integer(new))
+			continue;
+		json_object_set_new(*sizes_out, name, json_deep_copy(pair));
+		kagent_buffer_appendf(&text, "%s%s %lld -> %lld", text.length > 0 ? ", " : "", name,
+				      (long long)json_integer_value(old),
+				      (long long)json_integer_value(new));
+	}
+	return text.length > 0 ? kagent_buffer_take(&text) : kagent_strdup("(none)");
+}
+
+json_t *
+kagent_verdict_generalisation(const json_t *report)
+{
+	const json_t *trial = json_object_get(report, "trial");
+	const json_t *error = json_object_get(report, "candidate_error");
+	const char *skipped = verdict__string(report, "skipped");
+	json_t *sizes = NULL, *generalises = json_null(), *object;
+	char *listed = verdict__generalisation_sizes(json_object_get(report, "sizes"), &sizes);
+	char *reason, *message;
+	int checked = 1;
+
+	if (!json_is_object(report) || skipped != NULL) {
+		checked = 0;
+		reason = kagent_strdup(skipped != NULL ? skipped : "not checked");
+	} else if (json_is_object(error)) {
+		message = verdict__first_line(verdict__string(error, "message"));
+		generalises = json_false();
+		reason = kagent_asprintf(
+		    "at sizes %s the candidate failed (%s)%s%s", listed,
+		    verdict__string(error, "kind") ? verdict__string(error, "kind") : "unknown",
+		    message[0] ? ": " : "", message);
+		free(message);
+	} else if (json_is_object(trial) && json_is_true(json_object_get(trial, "passed"))) {
+		generalises = json_true();
+		reason = kagent_asprintf("correct at sizes %s", listed);
+	} else if (json_is_object(trial)) {
+		message = verdict__first_line(verdict__string(trial, "reason"));
+		generalises = json_false();
+		reason = kagent_asprintf("at sizes %s the output is wrong%s%s", listed,
+					 message[0] ? ": " : "", message);
+		free(message);
+	} else {
+		checked = 0;
+		reason = kagent_strdup("the judge reported neither a trial nor an error");
+	}
+	object = json_pack("{s:b, s:o, s:o, s:s, s:o}", "checked", checked, "sizes", sizes,
+			   "generalises", generalises, "reason", reason, "trial",
+			   json_is_object(trial) && checked ? json_deep_copy(trial) : json_null());
+	free(listed);
+	free(reason);
+	return object;
+}
+
 /* A build's last step: the verdict object of docs/verdict.md, from the decision and the judge. */
 static json_t *
 verdict__assemble(const struct kagent_verdict_input *in, const json_t *judge,
@@ -1020,6 +1090,9 @@ verdict__assemble(const struct kagent_verdict_input *in, const json_t *judge,
 			    verdict__copy(judge, "trials", JSON_ARRAY, json_array()));
 	json_object_set(verdict, "timing", state->timing);
 	json_object_set(verdict, "credit", state->credit);
+	json_object_set_new(
+	    verdict, "generalisation",
+	    kagent_verdict_generalisation(json_object_get(judge, "generalisation")));
 	json_object_set_new(verdict, "kernels",
 			    verdict__copy(judge, "kernels", JSON_OBJECT, json_null()));
 	json_object_set_new(verdict, "environment", verdict__environment(in, judge));
@@ -1135,6 +1208,7 @@ kagent_verdict_render_text(const json_t *verdict, FILE *stream)
 	const json_t *kernels = json_object_get(verdict, "kernels");
 	const json_t *environment = json_object_get(verdict, "environment");
 	const json_t *credit = json_object_get(verdict, "credit");
+	const json_t *generalisation = json_object_get(verdict, "generalisation");
 	const json_t *item;
 	const char *status = verdict__string(verdict, "status");
 	const char *gpu = verdict__string(environment, "gpu");
@@ -1181,6 +1255,12 @@ kagent_verdict_render_text(const json_t *verdict, FILE *stream)
 			json_is_false(json_object_get(credit, "credited")) ? "not credited"
 									   : "credited",
 			verdict__string(credit, "reason"));
+	if (json_is_true(json_object_get(generalisation, "checked")))
+		fprintf(stream, "  sizes      %s: %s\n",
+			json_is_true(json_object_get(generalisation, "generalises"))
+			    ? "generalises"
+			    : "does not generalise",
+			verdict__string(generalisation, "reason"));
 	json_array_foreach(json_object_get(verdict, "violations"), index, item)
 	    fprintf(stream, "  violation  %s: %s\n",
 		    verdict__string(item, "check") ? verdict__string(item, "check") : "?",

@@ -29,6 +29,8 @@ struct kagent_evaluation_options {
 	int profile_reference;		  /* also trace the reference's kernels (kagent profile) */
 	double credit_threshold;	  /* the credit rule's (docs/verdict.md); 0: 0.05 */
 	uint64_t worker_hello_timeout_ms; /* 0: the worker module's default */
+	/* also check correctness once at other sizes (the verdict's generalisation) */
+	int generalisation;
 };
 
 /*

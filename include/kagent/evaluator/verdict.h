@@ -65,6 +65,13 @@ int kagent_verdict_build(const struct kagent_verdict_input *in, json_t **verdict
  * "threshold", "reason"}; a new reference. threshold 0 means KAGENT_VERDICT_CREDIT_THRESHOLD.
  */
 json_t *kagent_verdict_credit(const json_t *kernels, double threshold);
+/*
+ * The generalisation gate of docs/verdict.md on a judge's report (NULL or not an object when
+ * it did not run): {"checked", "sizes", "generalises" (true, false, or null when not checked),
+ * "reason", "trial"}; a new reference. A candidate that fails at the other sizes does not
+ * generalise; its status is not changed by it.
+ */
+json_t *kagent_verdict_generalisation(const json_t *report);
 /* 0 only for a correct verdict, else 1. */
 int kagent_verdict_exit_status(const json_t *verdict);
 /* {"schema": "kagent.error/1", "error": kind, "message": message}; a new reference. */

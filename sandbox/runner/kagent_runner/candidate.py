@@ -93,6 +93,7 @@ class CandidateRunner:
         self.request = request
         self.device = request["device"]
         self.model = None
+        self.model_class = None
         self.inputs = []
         self.receive = []
         self.expected = []
@@ -181,10 +182,17 @@ class CandidateRunner:
         model_class = getattr(module, "ModelNew", None)
         if not isinstance(model_class, type):
             raise CandidateFailure("structure", "candidate defines no class ModelNew")
+        self.model_class = model_class
+        return self.build(setup)
+
+    def build(self, setup):
+        """ModelNew from the judge's seed and init inputs, with the reference's parameters
+        copied in by name; the number copied. Again, at other sizes, for the judge's
+        generalisation check."""
         problem.seed_everything(setup["seed"])
         try:
             with torch.device(self.device):
-                model = model_class(*setup["init_inputs"])
+                model = self.model_class(*setup["init_inputs"])
             if isinstance(model, torch.nn.Module):
                 model = model.to(self.device)
         except BaseException as error:  # noqa: B902
@@ -300,6 +308,9 @@ class CandidateRunner:
                 self.receive = tensors.open_shared(message["receive"])
                 self.expected = message["expected"]
                 self.channel.send_json({"op": "ok"})
+            elif operation == "rebuild":
+                copied = self.build(message)
+                self.channel.send_json({"op": "ready", "copied_parameters": copied})
             elif operation == "run":
                 self.poison()
                 self.forward()

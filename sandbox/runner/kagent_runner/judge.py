@@ -97,7 +97,7 @@ class Judge:
                        "degenerate": None, "timing": None, "baselines": None, "kernels": None,
                        "tamper": [], "roofline": None, "compute": None,
                        "reference_kernels": None, "counters": None, "reference_counters": None,
-                       "phase_seconds": {}}
+                       "generalisation": None, "phase_seconds": {}}
         self.phase_started = time.monotonic()
 
     # -- talking to the candidate --------------------------------------------------------
@@ -169,13 +169,8 @@ class Judge:
         self.module = problem.load_problem(self.request["problem_path"])
         model, init_inputs, seed = build_reference(self.module, self.request, self.device)
         self.model = model
-        state = {}
-        if isinstance(model, torch.nn.Module):
-            state = {name: value.detach() for name, value in model.state_dict().items()}
-        setup = {"seed": seed, "init_inputs": init_inputs, "state": state,
-                 "tf32": {"matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-                          "cudnn": bool(torch.backends.cudnn.allow_tf32)}}
-        self.ask(setup, float(self.limits.get("wall_seconds", 300)), pickled=True)
+        self.ask(setup_message(model, init_inputs, seed),
+                 float(self.limits.get("wall_seconds", 300)), pickled=True)
 
     def reference(self, inputs):
         return run_reference(self.model, inputs)
@@ -298,9 +293,10 @@ class Judge:
                 return False
         return True
 
-    def trials(self, probe_degenerate):
-        plan = [(int(s), "problem") for s in self.request.get("seeds", [])]
-        plan += [(int(s), "signed") for s in self.request.get("signed_seeds", [])]
+    def trials(self, probe_degenerate, plan=None):
+        if plan is None:
+            plan = [(int(s), "problem") for s in self.request.get("seeds", [])]
+            plan += [(int(s), "signed") for s in self.request.get("signed_seeds", [])]
         degenerate = {"constant_output": None, "zeros_pass": True, "identity_pass": True}
         first_reference = {}
         all_passed = True
@@ -361,6 +357,60 @@ class Judge:
                 first_reference[distribution] = tensors_out
             else:
                 degenerate["constant_output"] = self.passes(leaves, first_reference[distribution])
+
+    # -- generalisation ----------------------------------------------------------------------
+    def generalise(self):
+        """The generalisation gate (docs/verdict.md): one more correctness trial with the
+        problem's module-level sizes halved and made odd, against a fresh Model and a fresh
+        ModelNew built from the new init inputs. Tried first with every size the input
+        functions read; where the problem itself cannot run at those (a size that must divide
+        another), with the sizes only get_inputs reads. A candidate that fails there keeps
+        its verdict: the report says so."""
+        report = {"sizes": {}, "trial": None, "candidate_error": None, "skipped": None}
+        self.result["generalisation"] = report
+        try:
+            self.resized_trial(report)
+        except Exception as error:  # noqa: BLE001 - the gate must not cost the verdict
+            report.update(trial=None, candidate_error=None,
+                          skipped=f"the check failed: {type(error).__name__}: {error}"[:4000])
+
+    def resized_trial(self, report):
+        """generalise()'s work: fills the report from the first usable set of sizes."""
+        every = problem.size_globals(self.module, ("get_inputs", "get_init_inputs"))
+        init_only = problem.size_globals(self.module, ("get_init_inputs",))
+        attempts = [every, {name: value for name, value in every.items()
+                            if name not in init_only}]
+        problem_errors = []
+        for sizes in attempts:
+            changed = {name: [value, problem.smaller_size(value)]
+                       for name, value in sizes.items() if problem.smaller_size(value) != value}
+            if not changed or changed == report["sizes"]:
+                continue
+            report["sizes"] = changed
+            with problem.resized(self.module, {name: new for name, (_, new) in changed.items()}):
+                try:
+                    model, init_inputs, seed = build_reference(self.module, self.request,
+                                                               self.device)
+                    run_reference(model, problem.make_inputs(self.module, seed, "problem",
+                                                             self.device))
+                except problem.ProblemError as error:
+                    problem_errors.append(f"{sizes_text(changed)}: {error}")
+                    continue
+                self.model = model
+                try:
+                    self.ask(dict(setup_message(model, init_inputs, seed), op="rebuild"),
+                             float(self.limits.get("wall_seconds", 300)), pickled=True)
+                    self.trials(False, [(seed, "problem")])
+                    # the trial belongs to this report, not to the problem's own trials
+                    report["trial"] = self.result["trials"].pop()
+                except CandidateFailure as failure:
+                    report["candidate_error"] = {"kind": failure.kind,
+                                                 "message": failure.message[:4000]}
+            return
+        report["sizes"] = {}
+        report["skipped"] = ("the problem cannot run at smaller sizes: "
+                             + "; ".join(problem_errors) if problem_errors else
+                             "the problem's input functions read no integer size")
 
     # -- timing ----------------------------------------------------------------------------
     def fresh_inputs(self, seed):
@@ -623,6 +673,10 @@ class Judge:
                 # dies under replay must not lose its verdict)
                 self.enter("counters")
                 self.result["counters"] = self.counters()
+            if self.request.get("generalisation"):
+                # last: a candidate that fails at other sizes has its verdict already
+                self.enter("generalisation")
+                self.generalise()
             self.enter("done")
             try:
                 self.channel.send_json({"op": "exit"})
@@ -654,6 +708,22 @@ def build_reference(module, request, device):
         raise problem.ProblemError(f"Model(*get_init_inputs()) failed: "
                                    f"{type(error).__name__}: {error}")
     return model, init_inputs, seed
+
+
+def setup_message(model, init_inputs, seed):
+    """What the candidate child builds ModelNew from: the seed and init inputs the reference
+    was built with, and the reference's parameters (copied by name where shapes match)."""
+    state = {}
+    if isinstance(model, torch.nn.Module):
+        state = {name: value.detach() for name, value in model.state_dict().items()}
+    return {"seed": seed, "init_inputs": init_inputs, "state": state,
+            "tf32": {"matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+                     "cudnn": bool(torch.backends.cudnn.allow_tf32)}}
+
+
+def sizes_text(sizes):
+    """"batch_size 16 -> 9, dim 16384 -> 8193" for a {name: [old, new]} mapping."""
+    return ", ".join(f"{name} {old} -> {new}" for name, (old, new) in sizes.items())
 
 
 def run_reference(model, inputs):

@@ -4,10 +4,12 @@ A problem is a KernelBench-format file taken as-is: class Model, get_inputs(),
 get_init_inputs() and module constants. Inputs are built directly on the evaluation device
 (under `with torch.device(...)`), so a 6 GB input costs milliseconds, not a host copy.
 """
+import contextlib
 import importlib.machinery
 import importlib.util
 import random
 import sys
+import types
 
 import torch
 
@@ -104,6 +106,47 @@ def make_inputs(module, seed, distribution, device):
             for value in values
         ]
     return values
+
+
+def _global_names(code):
+    """Every name `code` and the code nested in it (comprehensions, lambdas) load by name."""
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            names |= _global_names(constant)
+    return names
+
+
+def size_globals(module, function_names):
+    """The problem's sizes as the generalisation gate sees them: its module-level positive
+    integers (booleans are not sizes) that the named input functions read, {name: value} in
+    the order the module defines them."""
+    names = set()
+    for function_name in function_names:
+        code = getattr(getattr(module, function_name, None), "__code__", None)
+        if code is not None:
+            names |= _global_names(code)
+    return {name: value for name, value in vars(module).items()
+            if name in names and type(value) is int and value > 0}
+
+
+def smaller_size(value):
+    """The size the generalisation gate tries instead of `value`: halved and made odd, so
+    that a kernel written for the visible power of two meets a ragged edge."""
+    return max(1, value // 2) | 1
+
+
+@contextlib.contextmanager
+def resized(module, sizes):
+    """The problem module with some module-level sizes replaced, restored on leaving."""
+    old = {name: getattr(module, name) for name in sizes}
+    try:
+        for name, value in sizes.items():
+            setattr(module, name, value)
+        yield
+    finally:
+        for name, value in old.items():
+            setattr(module, name, value)
 
 
 def own_kernel_names(source):
