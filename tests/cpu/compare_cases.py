@@ -16,7 +16,7 @@ except ImportError:
     print("1..0 # SKIP no torch in this Python")
     sys.exit(0)
 
-from kagent_runner import compare  # noqa: E402
+from kagent_runner import compare, tensors  # noqa: E402
 
 FLOAT32 = {"atol": 1e-2, "rtol": 1e-2, "norm": 2e-3}
 TESTS = []
@@ -156,6 +156,66 @@ def flatten_names_every_leaf():
     leaves = compare.flatten((torch.zeros(1), [torch.ones(2), 3], None))
     assert [path for path, _ in leaves] == ["output[0]", "output[1][0]", "output[1][1]",
                                            "output[2]"]
+
+
+def _with_chunk(elements, function):
+    os.environ["KAGENT_JUDGE_CHUNK_ELEMENTS"] = str(elements)
+    try:
+        return function()
+    finally:
+        del os.environ["KAGENT_JUDGE_CHUNK_ELEMENTS"]
+
+
+@test
+def chunked_comparison_gives_the_same_metrics():
+    torch.manual_seed(3)
+    reference = torch.randn(40, 97)
+    passing = reference + torch.randn(40, 97) * 1e-4
+    failing = passing.clone()
+    failing[17, 5] += 1.0
+    failing[31, 90] = float("nan")
+    for candidate in (passing, failing):
+        whole = compare.compare_tensors(reference, candidate, FLOAT32)
+        chunked = _with_chunk(64, lambda: compare.compare_tensors(reference, candidate, FLOAT32))
+        for key in ("max_abs", "max_rel", "norm_rel"):
+            assert math.isclose(whole[key], chunked[key], rel_tol=1e-6, abs_tol=1e-12), key
+        for key in ("passed", "mismatch_fraction", "first_mismatch", "nonfinite"):
+            assert whole[key] == chunked[key], key
+    assert chunked["first_mismatch"] == [17, 5] and chunked["nonfinite"] == 1
+
+
+@test
+def a_broadcast_zero_is_compared_without_materialising_it():
+    reference = torch.full((8, 4096), 2.5e-6)
+    zero = torch.zeros((), dtype=reference.dtype).expand(reference.shape)
+    metrics = _with_chunk(1000, lambda: compare.compare_tensors(reference, zero, FLOAT32))
+    assert not metrics["passed"] and math.isclose(metrics["norm_rel"], 1.0)
+    assert compare._flat(zero).stride() == (0,)
+
+
+@test
+def the_input_fingerprint_catches_one_changed_element():
+    torch.manual_seed(5)
+    inputs = [torch.rand(300, 301), torch.randint(0, 9, (5,), dtype=torch.int8), 4,
+              torch.rand(7, dtype=torch.float16)]
+    fingerprint = tensors.Fingerprint(20260101)
+    before = _with_chunk(256, lambda: fingerprint(inputs))
+    copies = [value.clone() if isinstance(value, torch.Tensor) else value for value in inputs]
+    assert _with_chunk(256, lambda: fingerprint(copies)) == before
+    for index, position in ((0, 45_000), (1, 4), (3, 6)):
+        changed = [value.clone() if isinstance(value, torch.Tensor) else value for value in inputs]
+        flat = changed[index].view(-1)
+        if flat.is_floating_point():  # the smallest change there is: one unit in the last place
+            flat[position] = torch.nextafter(flat[position], torch.tensor(2.0, dtype=flat.dtype))
+        else:
+            flat[position] += 1
+        assert _with_chunk(256, lambda: fingerprint(changed)) != before, index
+    # in place on many elements: abs_ of float64 flips sign bits only, two chunks swapped
+    signed = torch.randn(2048, dtype=torch.float64)
+    assert fingerprint([signed]) != fingerprint([signed.abs()])
+    swapped = inputs[0].clone().view(-1)
+    swapped[:256], swapped[256:512] = inputs[0].view(-1)[256:512], inputs[0].view(-1)[:256]
+    assert _with_chunk(256, lambda: fingerprint([swapped.view(300, 301)])) != before[:1]
 
 
 def main():

@@ -54,6 +54,7 @@ CASES = [
     Case("relu", "relu_wrong_dtype", "incorrect", "dtype_mismatch"),
     Case("relu", "relu_wrong_shape", "incorrect", "shape_mismatch"),
     Case("relu", "relu_mutates_input", "incorrect", "input_mutation"),
+    Case("relu", "relu_mutates_one_element", "incorrect", "input_mutation"),
     Case("relu", "relu_nan", "incorrect", "nonfinite_output"),
     Case("relu", "relu_raises", "runtime_error", needle="not finished"),
     Case("relu", "relu_exit_zero", "crashed", needle="status 0"),
@@ -88,7 +89,9 @@ BAD_PROBLEMS = [("not_python", "not valid Python"), ("syntax_error", "not valid 
                 ("no_model", "no class Model"),
                 ("import_error", "does not import"), ("returns_nothing", "returned nothing"),
                 ("no_get_inputs", "no function get_inputs()"),
-                ("inputs_raise", "get_inputs() failed: ValueError: no inputs today")]
+                ("inputs_raise", "get_inputs() failed: ValueError: no inputs today"),
+                # a problem larger than the device: how much it needs, not a bare error
+                ("too_large", "needs about 32.2 GB (inputs 6.44 GB, outputs 6.44 GB")]
 
 
 def optimize_refuses(suite, problem, needle):
@@ -149,6 +152,8 @@ def main():
     os.environ["KAGENT_TEST_PORT"] = str(listener.getsockname()[1])
     if os.path.exists(ESCAPE):
         os.unlink(ESCAPE)
+    # the judge's chunked work (comparison, input fingerprint) over many small chunks
+    os.environ["KAGENT_JUDGE_CHUNK_ELEMENTS"] = "4096"
     suite.start_worker()
     for case in CASES:
         case.arguments = ("--no-compile-baseline",) + case.arguments

@@ -1112,6 +1112,8 @@ verdict__assemble(const struct kagent_verdict_input *in, const json_t *judge,
 			    verdict__copy(judge, "reference_counters", JSON_OBJECT, json_null()));
 	json_object_set_new(verdict, "phase_seconds",
 			    verdict__copy(judge, "phase_seconds", JSON_OBJECT, json_object()));
+	json_object_set_new(verdict, "phase_peak_bytes",
+			    verdict__copy(judge, "phase_peak_bytes", JSON_OBJECT, json_object()));
 	json_object_set_new(verdict, "candidate_output", verdict__candidate_output(in->result));
 	json_object_set_new(verdict, "wall_seconds", json_real(in->wall_seconds));
 	return verdict;

@@ -22,6 +22,7 @@ from .channel import Channel, ChannelClosed
 _synchronize = torch.cuda.synchronize
 _no_grad = torch.no_grad
 _profile = torch.profiler.profile
+_empty_cache = torch.cuda.empty_cache
 
 
 def _watched_objects():
@@ -259,6 +260,14 @@ class CandidateRunner:
         self.synchronize()
         return described
 
+    def release(self):
+        """After a trial the outputs are in the judge's buffers: the child lets go of them
+        and of its cached device memory, which the judge needs for the next trial's inputs
+        and reference (a 6 GB problem does not fit twice)."""
+        self.last_output = None
+        if self.device == "cuda":
+            _empty_cache()
+
     def flush_l2(self):
         if self.flush_buffer is not None:
             self.flush_buffer.zero_()
@@ -315,6 +324,7 @@ class CandidateRunner:
                 self.poison()
                 self.forward()
                 self.channel.send_json({"op": "result", "outputs": self.deliver()})
+                self.release()
             elif operation == "prepare":
                 self.flush_l2()
                 self.synchronize()

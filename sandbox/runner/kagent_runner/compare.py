@@ -5,14 +5,29 @@ Python scalars. Floating outputs must pass BOTH an elementwise check (|c - r| <=
 rtol*|r|) and a norm-relative check (||c - r|| / ||r|| <= norm), so that near-zero outputs
 cannot pass on an absolute tolerance; NaN or Inf never passes unless the reference has the very
 same value there. Integer and bool outputs must be equal.
+
+The comparison works in chunks of tensors.chunk_elements() elements, so its temporaries stay a few
+hundred MB however large the output; the candidate's side may be a broadcast scalar (a trivial
+answer the judge probes, never materialised) or live on another device (a reference the judge
+keeps in host memory between trials).
 """
 import math
 
 import torch
 
-from .tensors import dtype_name
+from .tensors import chunk_elements, dtype_name
 
-CHUNK = 1 << 26  # elements per step, to bound the memory of the comparison temporaries
+def _flat(tensor):
+    """A one-dimensional view of `tensor` in element order, without a copy where one can be
+    avoided: a broadcast scalar (every stride 0) stays one element seen numel() times."""
+    if tensor.numel() and all(stride == 0 for stride in tensor.stride()):
+        return tensor.as_strided((tensor.numel(),), (0,))
+    return tensor.reshape(-1)
+
+
+def _piece(flat, start, chunk, work, device):
+    """One chunk of a flat tensor, in the working dtype on the comparison's device."""
+    return flat[start:start + chunk].to(device=device, dtype=work)
 
 
 def flatten(value, path="output"):
@@ -61,13 +76,14 @@ def _compare_fast(reference, candidate, tolerance):
     atol, rtol = tolerance["atol"], tolerance["rtol"]
     work = torch.float64 if reference.dtype == torch.float64 else torch.float32
     count = reference.numel()
-    reference_flat = reference.reshape(-1)
-    candidate_flat = candidate.reshape(-1)
+    reference_flat = _flat(reference)
+    candidate_flat = _flat(candidate)
+    chunk = chunk_elements()
     max_abs, max_rel, squared_difference, squared_reference = [], [], [], []
-    for start in range(0, count, CHUNK):
-        r = reference_flat[start:start + CHUNK].to(work)
+    for start in range(0, count, chunk):
+        r = reference_flat[start:start + chunk].to(work)
         # a new tensor: .to() of the same dtype is the caller's data, which must not change
-        difference = torch.sub(candidate_flat[start:start + CHUNK].to(work), r).abs_()
+        difference = torch.sub(_piece(candidate_flat, start, chunk, work, r.device), r).abs_()
         magnitude = r.abs()
         within = difference <= magnitude.mul(rtol).add_(atol)
         if not bool(within.all()):
@@ -95,8 +111,8 @@ def _compare_exact(reference, candidate, tolerance):
     outputs with at least one element outside tolerance."""
     metrics = _empty_metrics()
     count = reference.numel()
-    reference_flat = reference.reshape(-1)
-    candidate_flat = candidate.reshape(-1)
+    reference_flat = _flat(reference)
+    candidate_flat = _flat(candidate)
     if reference.is_complex():
         reference_flat = torch.view_as_real(reference_flat).reshape(-1)
         candidate_flat = torch.view_as_real(candidate_flat).reshape(-1)
@@ -106,9 +122,10 @@ def _compare_exact(reference, candidate, tolerance):
     atol, rtol = (0.0, 0.0) if exact else (tolerance["atol"], tolerance["rtol"])
     mismatches, nonfinites, max_abs, max_rel, first, squared_difference, squared_reference = (
         [], [], [], [], [], [], [])
-    for start in range(0, count, CHUNK):
-        r = reference_flat[start:start + CHUNK].to(work)
-        c = candidate_flat[start:start + CHUNK].to(work)
+    chunk = chunk_elements()
+    for start in range(0, count, chunk):
+        r = reference_flat[start:start + chunk].to(work)
+        c = _piece(candidate_flat, start, chunk, work, r.device)
         finite_r = torch.isfinite(r)
         finite_c = torch.isfinite(c)
         same_nonfinite = ~finite_r & ((c == r) | (torch.isnan(c) & torch.isnan(r)))

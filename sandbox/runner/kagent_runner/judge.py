@@ -50,15 +50,13 @@ def summarize(samples_ms):
             "samples_ms": list(samples_ms)}
 
 
-def _bitwise_equal(first, second):
-    if first.shape != second.shape or first.dtype != second.dtype:
-        return False
-    if torch.equal(first, second):
-        return True  # equal values; only NaN (never equal to itself) needs the bitwise look
-    try:
-        return torch.equal(first.contiguous().view(torch.uint8), second.contiguous().view(torch.uint8))
-    except RuntimeError:
-        return torch.equal(first, second)
+# how many input-sized and output-sized buffers exist at once at an evaluation's peak: the
+# judge's own inputs and the shared copy; the reference outputs, the receive buffers and
+# the candidate's outputs (bench/eval_memory.py measures it on a GPU)
+JUDGE_INPUT_COPIES = 2
+JUDGE_OUTPUT_COPIES = 3
+# cached but unused device memory above which the judge hands it back before the candidate runs
+RELEASE_BYTES = 256 << 20
 
 
 def _poison(tensor):
@@ -92,12 +90,15 @@ class Judge:
         self.compile_error = None
         self.pickler = tensors.pickler_for(self.device)
         self.secret = random.Random(int.from_bytes(os.urandom(8), "little"))
+        # detects changed inputs; its key never leaves this process
+        self.fingerprint = tensors.Fingerprint(int.from_bytes(os.urandom(8), "little") >> 1)
+        self.free_bytes = None  # the device's free memory before the judge allocated any
         self.result = {"problem_error": None, "phase": "load", "candidate_error": None,
                        "environment": None, "trials": [], "signed_skipped": None,
                        "degenerate": None, "timing": None, "baselines": None, "kernels": None,
                        "tamper": [], "roofline": None, "compute": None,
                        "reference_kernels": None, "counters": None, "reference_counters": None,
-                       "generalisation": None, "phase_seconds": {}}
+                       "generalisation": None, "phase_seconds": {}, "phase_peak_bytes": {}}
         self.phase_started = time.monotonic()
 
     # -- talking to the candidate --------------------------------------------------------
@@ -159,6 +160,7 @@ class Judge:
     def start(self):
         if self.device == "cuda":
             torch.cuda.set_device(int(self.request.get("gpu_index", 0)))
+            self.free_bytes = torch.cuda.mem_get_info()[0]
             properties = torch.cuda.get_device_properties(torch.cuda.current_device())
             l2_bytes = int(getattr(properties, "L2_cache_size", 50 << 20) or (50 << 20))
             self.flush_buffer = torch.empty(2 * l2_bytes, dtype=torch.int8, device="cuda")
@@ -294,6 +296,12 @@ class Judge:
         return True
 
     def trials(self, probe_degenerate, plan=None):
+        """The correctness trials (plan: (seed, distribution) pairs, the request's by default).
+        At any moment the judge holds the shared inputs and receive buffers, one trial's own
+        inputs (until they are in the shared buffers) and its reference outputs: every earlier
+        trial's data is gone before the next is made, the inputs are checked for changes by a
+        fingerprint instead of a second copy, and the trivial answers are probed before the
+        candidate runs, while the trial's own inputs are still there."""
         if plan is None:
             plan = [(int(s), "problem") for s in self.request.get("seeds", [])]
             plan += [(int(s), "signed") for s in self.request.get("signed_seeds", [])]
@@ -303,20 +311,26 @@ class Judge:
         first_call = True
         for seed, distribution in plan:
             inputs = problem.make_inputs(self.module, seed, distribution, self.device)
-            reference = self.reference(inputs)
-            leaves = compare.flatten(reference)
+            leaves = compare.flatten(self.reference(inputs))
             if distribution == "signed" and any(
                     isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
                     and not bool(torch.isfinite(v).all()) for _, v in leaves):
                 self.result["signed_skipped"] = ("the reference is not finite on signed inputs, "
                                                  "so only the problem's own inputs were used")
+                inputs = leaves = None
                 continue
+            if probe_degenerate:
+                self.probe(degenerate, leaves, inputs, distribution, first_reference)
             self.share(inputs, leaves)
+            # taken of the judge's own inputs, before the candidate can reach the shared copy
+            before = self.fingerprint(inputs)
             self.load_inputs(inputs)
+            inputs = None  # the shared buffers hold them now
             with torch.no_grad():
                 for buffer in self.candidate_receive:
                     _poison(buffer)
             self.synchronize()
+            self.release_cache()
             # the first call may compile the candidate's kernels (Triton JIT, load_inline)
             timeout = float(self.limits.get("first_call_seconds" if first_call else "call_seconds",
                                             120 if first_call else 20))
@@ -324,8 +338,7 @@ class Judge:
             reply = self.ask({"op": "run"}, timeout)
             described = reply.get("outputs") if isinstance(reply.get("outputs"), list) else []
             records = self.check_outputs(leaves, described)
-            unchanged = all(_bitwise_equal(shared, value) for shared, value in zip(
-                self.shared.tensors, [v for v in inputs if isinstance(v, torch.Tensor)]))
+            unchanged = self.fingerprint(self.shared.tensors) == before
             passed = unchanged and all(record.get("passed") for record in records)
             trial = {"seed": seed, "distribution": distribution, "passed": passed,
                      "inputs_unchanged": unchanged, "outputs": records,
@@ -335,18 +348,30 @@ class Judge:
                               if not r.get("passed")))}
             self.result["trials"].append(trial)
             all_passed = all_passed and passed
-            if probe_degenerate:
-                self.probe(degenerate, leaves, inputs, distribution, first_reference)
+            leaves = None  # this trial's reference outputs, before the next trial's are made
+        first_reference.clear()
+        self.release_cache()
         if probe_degenerate:
             degenerate["constant_output"] = bool(degenerate["constant_output"])
             self.result["degenerate"] = degenerate
         return all_passed
 
+    def release_cache(self):
+        """Hands the judge's cached but unused device memory back to the driver, so that the
+        candidate (another process) can use it: only where that is worth the cost."""
+        if self.device == "cuda" and torch.cuda.memory_reserved() - torch.cuda.memory_allocated() \
+                >= RELEASE_BYTES:
+            torch.cuda.empty_cache()
+
     def probe(self, degenerate, leaves, inputs, distribution, first_reference):
+        """Which trivial answers would pass: zeros (a broadcast zero, never materialised), the
+        first input, and the first reference of the distribution (kept in host memory between
+        trials when the judge runs on a GPU, so that it takes no device memory)."""
         tensors_out = [v for _, v in leaves]
         if degenerate["zeros_pass"]:
             degenerate["zeros_pass"] = all(isinstance(v, torch.Tensor) for v in tensors_out) and \
-                self.passes(leaves, [torch.zeros_like(v) for v in tensors_out])
+                self.passes(leaves, [torch.zeros((), dtype=v.dtype, device=v.device).expand(v.shape)
+                                     for v in tensors_out])
         if degenerate["identity_pass"]:
             first_input = next((v for v in inputs if isinstance(v, torch.Tensor)), None)
             degenerate["identity_pass"] = (len(tensors_out) == 1 and first_input is not None
@@ -354,7 +379,8 @@ class Judge:
         # constant_output: None until two references of one distribution have been compared
         if degenerate["constant_output"] is not False:
             if distribution not in first_reference:
-                first_reference[distribution] = tensors_out
+                first_reference[distribution] = [
+                    v.to("cpu") if isinstance(v, torch.Tensor) else v for v in tensors_out]
             else:
                 degenerate["constant_output"] = self.passes(leaves, first_reference[distribution])
 
@@ -505,12 +531,18 @@ class Judge:
         judge waits for it before anything is timed, since both share the GPU."""
         if self.compiler is None:
             return
+        # its own phase: on a large model (DenseNet121) the first evaluation's time is here
+        self.enter("compile_wait")
         try:
             message = self.compiler.receive(float(self.limits.get("wall_seconds", 300)))
         except (ChannelClosed, ChannelTimeout, ChannelProtocolError) as error:
             message = {"op": "error", "message": f"the compile process failed: {error}"}
         if message.get("op") == "compiled":
             self.compiler_ready = True
+            seconds = message.get("seconds")
+            if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+                # the compile child's load, compile and first call, beside the trials
+                self.result["phase_seconds"]["compile_child"] = float(seconds)
         else:
             self.compile_error = str(message.get("message", "torch.compile failed"))[:600]
 
@@ -551,12 +583,11 @@ class Judge:
         self.enter("baselines")
         self.result["baselines"] = self.baselines(warmup, calls)
 
-    def roofline(self, inputs, leaves):
+    def roofline(self, total):
+        """The bandwidth floor of `total` bytes (the inputs and the outputs of one call)."""
         bandwidth = (self.result.get("baselines") or {}).get("bandwidth_bytes_per_second")
         if not bandwidth:
             return None
-        total = sum(v.numel() * v.element_size() for v in inputs if isinstance(v, torch.Tensor))
-        total += sum(v.numel() * v.element_size() for _, v in leaves if isinstance(v, torch.Tensor))
         return {"bytes": total, "bandwidth_bytes_per_second": bandwidth,
                 "floor_ms": total / bandwidth * 1e3}
 
@@ -633,11 +664,22 @@ class Judge:
 
     # -- the whole evaluation --------------------------------------------------------------
     def enter(self, phase):
-        """Starts a phase; the time spent in the previous one goes into phase_seconds."""
+        """Starts a phase; the time spent in the previous one goes into phase_seconds, its
+        peak of device memory into phase_peak_bytes."""
         now = time.monotonic()
         self.result["phase_seconds"][self.phase] = round(now - self.phase_started, 4)
+        self.result["phase_peak_bytes"][self.phase] = self.peak_bytes()
         self.phase_started = now
         self.phase = self.result["phase"] = phase
+
+    def peak_bytes(self):
+        """The most device memory the judge's tensors held since the last call (null on the
+        CPU); the candidate's and the compile child's memory is their own processes'."""
+        if self.device != "cuda" or not torch.cuda.is_initialized():
+            return None
+        peak = int(torch.cuda.max_memory_allocated())
+        torch.cuda.reset_peak_memory_stats()
+        return peak
 
     def run(self):
         try:
@@ -652,15 +694,18 @@ class Judge:
                 self.result["tamper"] = self.ask({"op": "tamper"}, 20).get("findings", [])
                 return
             self.result_inputs = problem.make_inputs(self.module, 0, "problem", self.device)
-            leaves = compare.flatten(self.reference(self.result_inputs))
+            self.result_bytes = tensors.tensor_bytes(self.result_inputs) + tensors.tensor_bytes(
+                value for _, value in compare.flatten(self.reference(self.result_inputs)))
             self.wait_for_compiler()
             self.enter("profile")
             if self.device == "cuda":
                 self.load_inputs(self.result_inputs)
                 self.result["kernels"] = self.kernels()
+            if not self.request.get("profile_reference"):
+                self.result_inputs = None  # only kagent profile runs the reference again
             self.enter("timing")
             self.timing()
-            self.result["roofline"] = self.roofline(self.result_inputs, leaves)
+            self.result["roofline"] = self.roofline(self.result_bytes)
             if self.request.get("profile_reference"):
                 self.enter("profile_reference")
                 self.result["compute"] = self.compute_bound()
@@ -682,8 +727,10 @@ class Judge:
                 self.channel.send_json({"op": "exit"})
             except ChannelClosed:
                 pass
-        except problem.ProblemError as error:
-            self.result["problem_error"] = str(error)
+        except (problem.ProblemError, torch.OutOfMemoryError) as error:
+            # an OutOfMemoryError of the judge's own (shared buffers, a fingerprint) too
+            self.result["problem_error"] = explain_memory(error, self.module, self.request,
+                                                          self.device, self.free_bytes)
         except CandidateFailure as failure:
             self.result["candidate_error"] = {"kind": failure.kind, "phase": self.phase,
                                               "message": failure.message,
@@ -692,6 +739,7 @@ class Judge:
             if self.phase != "done":
                 self.result["phase_seconds"][self.phase] = round(
                     time.monotonic() - self.phase_started, 4)
+                self.result["phase_peak_bytes"][self.phase] = self.peak_bytes()
 
 
 def build_reference(module, request, device):
@@ -739,6 +787,53 @@ def run_reference(model, inputs):
     return output
 
 
+def _is_out_of_memory(error):
+    while error is not None:
+        if isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower():
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _gigabytes(count):
+    return f"{count / 1e9:.3g} GB"
+
+
+def explain_memory(error, module, request, device, free_bytes):
+    """The problem error for `error`: as it is, unless the device ran out of memory; then
+    how much the problem needs, from its inputs' and outputs' sizes found on the meta
+    device (shapes without memory), against what the device had free."""
+    if not _is_out_of_memory(error) or module is None:
+        return str(error)
+    sizes = ""
+    try:
+        seed = int(request["seeds"][0]) if request.get("seeds") else 0
+        inputs = problem.call_input_function(module, "get_inputs", seed, "meta")
+        input_bytes = tensors.tensor_bytes(inputs)
+        init_inputs = problem.call_input_function(module, "get_init_inputs", seed, "meta")
+        with torch.device("meta"), torch.no_grad():
+            outputs = module.Model(*init_inputs)(*inputs)
+        output_bytes = tensors.tensor_bytes(value for _, value in compare.flatten(outputs))
+        # the judge holds its own inputs, the shared copy, the receive buffers and the
+        # reference outputs; the candidate its outputs: the problem's own temporaries besides
+        needed = JUDGE_INPUT_COPIES * input_bytes + JUDGE_OUTPUT_COPIES * output_bytes
+        sizes = (f"needs about {_gigabytes(needed)} (inputs {_gigabytes(input_bytes)}, outputs "
+                 f"{_gigabytes(output_bytes)}; an evaluation holds "
+                 f"{JUDGE_INPUT_COPIES} x inputs + {JUDGE_OUTPUT_COPIES} x outputs at once, "
+                 f"{needed / max(1, input_bytes + output_bytes):.2g} x their sum, "
+                 "plus the reference's own temporaries)")
+    except BaseException as failure:  # noqa: B902 - the sizes are a courtesy
+        sizes = f"needs more memory than there is (its sizes are unknown: " \
+                f"{type(failure).__name__}: {str(failure)[:200]})"
+    if device == "cuda":
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        free = free_bytes if free_bytes is not None else torch.cuda.mem_get_info()[0]
+        room = f"the GPU has {_gigabytes(free)} free of {_gigabytes(total)}"
+    else:
+        room = f"the {device} device ran out of memory"
+    return f"it does not fit in memory: it {sizes}; {room} ({str(error)[:300]})"
+
+
 def check_problem_child(request, result_fd):
     """Entry point of the child of a check_problem request (docs/worker-protocol.md): what the
     judge does with the problem before any candidate runs (load it, build Model from
@@ -746,15 +841,17 @@ def check_problem_child(request, result_fd):
     problem that cannot be used is refused before a model is asked for candidates. Writes
     {"problem_error", "internal_error"} as one JSON line to result_fd; never returns."""
     result = {"problem_error": None, "internal_error": None}
+    module, device, free_bytes = None, request.get("device"), None
     try:
-        device = request["device"]
         if device == "cuda":
             torch.cuda.set_device(int(request.get("gpu_index", 0)))
+            free_bytes = torch.cuda.mem_get_info()[0]
         module = problem.load_problem(request["problem_path"])
         model, _, seed = build_reference(module, request, device)
         run_reference(model, problem.make_inputs(module, seed, "problem", device))
-    except problem.ProblemError as error:
-        result["problem_error"] = str(error)[:4000]
+    except (problem.ProblemError, torch.OutOfMemoryError) as error:
+        result["problem_error"] = explain_memory(error, module, request, device,
+                                                 free_bytes)[:4000]
     except BaseException as error:  # noqa: B902 - an internal failure is still reported
         result["internal_error"] = f"{type(error).__name__}: {str(error)[:4000]}"
     # a few KiB at most: one write into an empty pipe
@@ -808,6 +905,7 @@ def compile_baseline_child(request, sock):
     judge runs the trials, says so, and times the compiled model when the judge asks, while
     the judge waits. Never returns."""
     channel = Channel(sock, accept_pickles=False)
+    started = time.monotonic()
     try:
         device = request["device"]
         flush_buffer = None
@@ -823,7 +921,10 @@ def compile_baseline_child(request, sock):
         with torch.no_grad():
             compiled(*inputs)
         del inputs
-        channel.send_json({"op": "compiled"})
+        if device == "cuda":
+            # the judge's trials and the candidate need the device's memory meanwhile
+            torch.cuda.empty_cache()
+        channel.send_json({"op": "compiled", "seconds": round(time.monotonic() - started, 3)})
         order = channel.receive()
         summary = time_in_process(compiled, module, device, flush_buffer, int(order["calls"]),
                                   int(order["warmup"]), int(order["seed"]))

@@ -4,8 +4,13 @@ On a GPU the judge allocates the buffers and sends CUDA IPC handles (torch's own
 on the CPU both sides map the same file in the candidate's scratch folder. Either way the
 buffers belong to the judge: it fills the inputs, the candidate writes its outputs into the
 receive buffers, and the judge reads both after the candidate has answered.
+
+The judge checks that the candidate left its inputs alone with a keyed fingerprint of their
+bytes (fingerprint), not with a second copy of every input: a 6 GB input costs a few chunks of
+temporaries instead of 6 GB more.
 """
 import os
+import random
 
 import torch
 
@@ -19,6 +24,85 @@ def dtype_from_name(name):
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"unknown dtype {name!r}")
     return dtype
+
+
+# the fingerprint's modulus, a prime larger than any word and any weight
+_PRIME = (1 << 31) - 1
+# weights below 2**24 and words below 2**16: a chunk of up to 2**23 products sums within int64
+_WEIGHT_LIMIT = 1 << 24
+_MAX_WORDS = 1 << 23
+CHUNK = 1 << 24  # elements per step of the judge's chunked work (comparison, fingerprint)
+
+
+def chunk_elements():
+    """Elements per step of the judge's chunked work, which bounds its temporaries: CHUNK, or
+    KAGENT_JUDGE_CHUNK_ELEMENTS (tests use a small one to span many chunks)."""
+    try:
+        return max(1, int(os.environ.get("KAGENT_JUDGE_CHUNK_ELEMENTS", CHUNK)))
+    except ValueError:
+        return CHUNK
+
+
+def tensor_bytes(values):
+    """Bytes held by the tensors among `values`."""
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
+class Fingerprint:
+    """A keyed checksum of tensors' bytes, computed on their device in bounded chunks.
+
+    The bytes are read as 16-bit words w (1..65536); the fingerprint is the sum of
+    w[i] * a[i % chunk] * m[chunk] modulo the prime p = 2**31 - 1, with secret weights a in
+    1..2**24 - 1 and chunk multipliers m in 1..p - 1 drawn from `key`. Any change of a single
+    word changes it (the change, a and m are nonzero and below a prime); changes of several
+    words cancel out with a probability of about 2**-24 for weights the candidate cannot see,
+    and the key is new for every evaluation. No full copy is made: a 6 GB input costs a few
+    chunk-sized int64 temporaries."""
+
+    def __init__(self, key):
+        self.key = key
+        self.weights = {}
+
+    def _weights(self, device, count):
+        """Weights for a tensor of `count` words: drawn from the key and the length alone, so
+        that a tensor and its copy get the same ones whatever was fingerprinted between."""
+        length = min(max(count, 1), chunk_elements(), _MAX_WORDS)
+        weights = self.weights.get((str(device), length))
+        if weights is None:
+            generator = torch.Generator(device=device)
+            generator.manual_seed((self.key * 1000003 + length) % (1 << 63))
+            weights = torch.randint(1, _WEIGHT_LIMIT, (length,), generator=generator,
+                                    dtype=torch.int64, device=device)
+            self.weights[(str(device), length)] = weights
+        return weights
+
+    def __call__(self, values):
+        """[one int per tensor of `values`] (non-tensors are skipped)."""
+        prints = []
+        for value in values:
+            if not isinstance(value, torch.Tensor):
+                continue
+            flat = value.detach().reshape(-1)
+            if not flat.is_contiguous():
+                flat = flat.contiguous()
+            raw = flat.view(torch.uint8) if flat.numel() else flat.new_empty(0, dtype=torch.uint8)
+            even = raw.numel() // 2 * 2
+            words = raw[:even].view(torch.int16)
+            count = words.numel()
+            weights = self._weights(words.device, count)
+            step = weights.numel()
+            generator = random.Random(self.key ^ count)
+            total = torch.zeros((), dtype=torch.int64, device=words.device)
+            for start in range(0, count, step):
+                piece = words[start:start + step].to(torch.int64).add_((1 << 15) + 1)
+                chunk = piece.mul_(weights[:piece.numel()]).sum().remainder_(_PRIME)
+                # on the device: one synchronisation per tensor, not per chunk
+                total = total.add_(chunk.mul_(generator.randrange(1, _PRIME))).remainder_(_PRIME)
+            result = int(total)
+            if even < raw.numel():  # an odd byte count: the last byte on its own
+                result = (result + (int(raw[-1]) + 1) * generator.randrange(1, _PRIME)) % _PRIME
+            prints.append((str(value.dtype), tuple(value.shape), result))
+        return prints
 
 
 class SharedBuffers:
