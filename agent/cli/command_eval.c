@@ -8,6 +8,7 @@
 #include "kagent/base/alloc.h"
 #include "kagent/cli/command.h"
 #include "kagent/evaluator/evaluation.h"
+#include "kagent/evaluator/evidence.h"
 #include "kagent/evaluator/verdict.h"
 
 #include <limits.h>
@@ -30,6 +31,7 @@ enum {
 	COMMAND_EVAL_TRIALS,
 	COMMAND_EVAL_SIGNED_TRIALS,
 	COMMAND_EVAL_CALL_TIMEOUT,
+	COMMAND_EVAL_EVIDENCE,
 };
 
 /* clang-format off */
@@ -57,6 +59,9 @@ const struct kagent_command_option kagent_command_eval_options[] = {
 	[COMMAND_EVAL_CALL_TIMEOUT] = {"call-timeout", 0, "SECONDS",
 		"seconds one call of the candidate may take, 1 to 3600",
 		"120 for the first call, 20 for later ones", NULL},
+	[COMMAND_EVAL_EVIDENCE] = {"evidence", 0, "DIR",
+		"also write an evidence bundle there (the verdict, raw samples, environment, "
+		"seeds, the files); kagent verify DIR re-checks it", NULL, NULL},
 	{0},
 };
 /* clang-format on */
@@ -78,6 +83,8 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 	    .device = "cuda", .measure_compile = 1, .profile_reference = profile_reference};
 	struct kagent_command_parser parser;
 	json_t *object = NULL;
+	const char *evidence = NULL;
+	char *cause = NULL;
 	long long number;
 	int json = 0, option, status, index;
 
@@ -137,6 +144,9 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 				    "--call-timeout needs seconds, 1 to 3600");
 			options.call_timeout_seconds = (int)number;
 			break;
+		case COMMAND_EVAL_EVIDENCE:
+			evidence = optarg;
+			break;
 		case KAGENT_COMMAND_HELP:
 			kagent_command_print_help(command, stdout);
 			return 0;
@@ -180,6 +190,12 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 		}
 		json_decref(object);
 		return KAGENT_COMMAND_EXIT_ERROR;
+	}
+	if (evidence != NULL && kagent_evidence_write(evidence, object, &options, &cause) < 0) {
+		status = kagent_command_fail(command, json, "io", cause);
+		free(cause);
+		json_decref(object);
+		return status;
 	}
 	if (json) {
 		json_dumpf(object, stdout, JSON_INDENT(2));
