@@ -8,6 +8,7 @@
 #include "kagent/base/alloc.h"
 #include "kagent/cli/command.h"
 #include "kagent/evaluator/evaluation.h"
+#include "kagent/evaluator/evidence.h"
 #include "kagent/evaluator/verdict.h"
 
 #include <limits.h>
@@ -31,6 +32,7 @@ enum {
 	COMMAND_EVAL_SIGNED_TRIALS,
 	COMMAND_EVAL_CALL_TIMEOUT,
 	COMMAND_EVAL_GENERALISE,
+	COMMAND_EVAL_EVIDENCE,
 };
 
 /* clang-format off */
@@ -61,6 +63,9 @@ const struct kagent_command_option kagent_command_eval_options[] = {
 	[COMMAND_EVAL_GENERALISE] = {"generalise", 0, NULL,
 		"also check correctness once with the problem's integer sizes halved and made "
 		"odd (the verdict's generalisation)", NULL, NULL},
+	[COMMAND_EVAL_EVIDENCE] = {"evidence", 0, "DIR",
+		"also write an evidence bundle there (the verdict, raw samples, environment, "
+		"seeds, the files); kagent verify DIR re-checks it", NULL, NULL},
 	{0},
 };
 /* clang-format on */
@@ -82,6 +87,8 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 	    .device = "cuda", .measure_compile = 1, .profile_reference = profile_reference};
 	struct kagent_command_parser parser;
 	json_t *object = NULL;
+	const char *evidence = NULL;
+	char *cause = NULL;
 	long long number;
 	int json = 0, option, status, index;
 
@@ -144,6 +151,9 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 		case COMMAND_EVAL_GENERALISE:
 			options.generalisation = 1;
 			break;
+		case COMMAND_EVAL_EVIDENCE:
+			evidence = optarg;
+			break;
 		case KAGENT_COMMAND_HELP:
 			kagent_command_print_help(command, stdout);
 			return 0;
@@ -187,6 +197,12 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 		}
 		json_decref(object);
 		return KAGENT_COMMAND_EXIT_ERROR;
+	}
+	if (evidence != NULL && kagent_evidence_write(evidence, object, &options, &cause) < 0) {
+		status = kagent_command_fail(command, json, "io", cause);
+		free(cause);
+		json_decref(object);
+		return status;
 	}
 	if (json) {
 		json_dumpf(object, stdout, JSON_INDENT(2));

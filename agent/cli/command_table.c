@@ -13,6 +13,7 @@ const struct kagent_command *const kagent_command_table[] = {
 	&kagent_command_optimize,
 	&kagent_command_eval,
 	&kagent_command_profile,
+	&kagent_command_verify,
 #ifdef KAGENT_HAVE_NVRTC
 	&kagent_command_compile,
 #endif

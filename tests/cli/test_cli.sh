@@ -19,7 +19,7 @@ printf 'import triton\n@triton.jit\ndef k(): pass\nclass ModelNew: pass\n' > "$W
 json_field() { python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print($2)" "$1"; }
 one_object() { python3 -c "import json,sys; t=open(sys.argv[1]).read(); json.loads(t)" "$1"; }
 
-echo "1..33"
+echo "1..40"
 check "missing problem" 2 "" "cannot read the problem $WORK/missing.py" -- eval "$WORK/missing.py" "$WORK/c.py"
 check "missing candidate json" 2 '"error":"io"' "cannot read the candidate" -- eval "$WORK/p.py" "$WORK/nope.py" --json
 check "no gpu json" 2 '"error":"no_gpu"' "no NVIDIA driver found" -- eval "$WORK/p.py" "$WORK/c.py" --json
@@ -59,6 +59,22 @@ check "cpu correct again: baselines from the cache" 0 '"baselines_cached": true'
 export FAKE_WORKER_RESULT="$SOURCE/tests/fixtures/verdict/incorrect_cpu.json"
 check "cpu incorrect" 1 '"check": "output_mismatch"' "" -- eval "$WORK/p.py" "$WORK/c.py" --device cpu --json --no-cache
 check "cpu incorrect text" 1 "incorrect: output\[0\] mismatches in trial 2" "" -- eval "$WORK/p.py" "$WORK/c.py" --device cpu --no-cache
+
+# Evidence bundles: written by eval --evidence, re-run by verify; a bad bundle exits 2.
+export FAKE_WORKER_RESULT="$SOURCE/tests/fixtures/verdict/correct_cpu.json"
+check "eval --evidence" 0 '"status": "correct"' "" -- eval "$WORK/p.py" "$WORK/c.py" --device cpu --json --seed 7 --evidence "$WORK/bundle"
+if [ "$(json_field "$WORK/bundle/evidence.json" 'v["schema"], v["seeds"]["base"], v["options"]["device"]')" = "kagent.evidence/1 7 cpu" ] && cmp -s "$WORK/c.py" "$WORK/bundle/candidate.py"; then
+	ok "eval --evidence: the bundle records seeds, device and the files"
+else
+	not_ok "eval --evidence: bundle" "$(ls "$WORK/bundle"; cat "$WORK/bundle/evidence.json")"
+fi
+check "verify the bundle" 0 "verified: the status matches" "" -- verify "$WORK/bundle"
+check "verify a missing bundle" 2 '"error":"bundle"' "not a usable evidence bundle: cannot open $WORK/nothing/evidence.json" -- verify "$WORK/nothing" --json
+mkdir "$WORK/garbage" && echo '{"schema": "other"}' > "$WORK/garbage/evidence.json"
+check "verify a garbage bundle" 2 "" "is not a kagent.evidence/1 object" -- verify "$WORK/garbage"
+check "verify without a folder" 2 "" "give exactly one evidence folder" -- verify
+printf '# edited\n' >> "$WORK/bundle/problem.py"
+check "verify an edited bundle" 2 "" "problem.py does not match its sha256" -- verify "$WORK/bundle"
 
 # `kagent worker` refuses a socket path that would go wrong, saying what to do instead.
 check "worker on a folder" 2 "" "is a folder; name the socket inside it" -- worker --socket "$WORK"

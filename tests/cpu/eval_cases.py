@@ -131,10 +131,59 @@ def optimize_refuses(suite, problem, needle):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+EVIDENCE_KEYS = {"schema", "verdict", "status", "problem", "candidate", "seeds", "options",
+                 "environment", "samples", "speedup", "kernels", "credit", "roofline"}
+
+
+def evidence_cases(suite):
+    """kagent eval --evidence writes a whole bundle, kagent verify re-runs it (on the CPU only
+    the status must match: docs/verdict.md), and a bundle whose candidate was edited is
+    refused with exit 2 and the reason."""
+    folder = tempfile.mkdtemp(prefix="kagent-evidence-")
+    bundle = os.path.join(folder, "bundle")
+    try:
+        code, verdict, log, _ = suite.evaluate("relu", "relu_correct",
+                                               ("--no-compile-baseline", "--evidence", bundle))
+        try:
+            with open(os.path.join(bundle, "evidence.json")) as stream:
+                evidence = json.load(stream)
+            with open(os.path.join(bundle, "verdict.json")) as stream:
+                saved = json.load(stream)
+            candidate = evidence["samples"]["candidate"]
+            whole = (EVIDENCE_KEYS <= set(evidence) and evidence["schema"] == "kagent.evidence/1"
+                     and saved == verdict and evidence["status"] == "correct"
+                     and evidence["seeds"]["base"] == verdict["trials"][0]["seed"]
+                     and len(candidate["samples_ms"]) == candidate["calls"] >= 10
+                     and candidate["stop"] in ("tight", "time_cap", "call_cap")
+                     and evidence["environment"]["torch"]
+                     and os.path.exists(os.path.join(bundle, "problem.py"))
+                     and os.path.exists(os.path.join(bundle, "candidate.py")))
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
+            whole, log = False, f"{log}\n{error}"
+        suite.report(code == 0 and whole, "eval --evidence writes a whole bundle", log[-800:])
+        command = [suite.kagent, "verify", "--json", "--worker", suite.socket_path, bundle]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+        try:
+            comparison = json.loads(result.stdout)
+        except ValueError:
+            comparison = {}
+        suite.report(result.returncode == 0 and comparison.get("verified") is True
+                     and comparison.get("status_now") == "correct",
+                     "verify re-runs the bundle and the status matches",
+                     result.stdout[-600:] + result.stderr[-600:])
+        with open(os.path.join(bundle, "candidate.py"), "a") as stream:
+            stream.write("\n# edited after the verdict\n")
+        result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+        suite.report(result.returncode == 2 and "does not match its sha256" in result.stderr,
+                     "verify refuses an edited bundle", result.stdout + result.stderr)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main():
     suite = Suite("cpu", os.path.join(os.environ["KAGENT_SOURCE_DIR"], "tests", "fixtures"),
                   call_timeout=5)
-    print(f"1..{3 + len(CASES) + 2 * len(BAD_PROBLEMS) - 2}")
+    print(f"1..{6 + len(CASES) + 2 * len(BAD_PROBLEMS) - 2}")
     code, verdict, log, _ = suite.evaluate("relu", "relu_correct", ("--cold",), worker=False)
     if "No module named 'torch'" in log + json.dumps(verdict):
         if os.environ.get("KAGENT_REQUIRE_TORCH") == "1":
@@ -166,6 +215,7 @@ def main():
                if "class Model" in open(os.path.join(suite.problems, problem + ".py")).read()]
     for problem, needle in refused:
         optimize_refuses(suite, problem, needle)
+    evidence_cases(suite)
     # kagent profile: the reference's FLOPs (a 32x256 by 256x128 product: 2*32*256*128)
     code, verdict, log, _ = suite.evaluate("linear", "linear_correct", ("--no-compile-baseline",),
                                            command_name="profile")

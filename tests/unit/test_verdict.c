@@ -392,6 +392,28 @@ test_below_roofline(void)
 	json_decref(result);
 }
 
+/* sol_fraction: the higher of the roofline's and the compute floor over the median (2 ms). */
+static void
+test_sol_fraction(void)
+{
+	json_t *result = load(base_result), *verdict = build(result);
+
+	CHECK(json_real_value(
+		  json_object_get(json_object_get(verdict, "timing"), "sol_fraction")) == 0.5);
+	json_decref(verdict);
+	json_object_set_new(judge_of(result), "compute", json_pack("{s:f}", "floor_ms", 1.5));
+	verdict = build(result);
+	CHECK(json_real_value(
+		  json_object_get(json_object_get(verdict, "timing"), "sol_fraction")) == 0.75);
+	json_decref(verdict);
+	json_object_set_new(judge_of(result), "roofline", json_null());
+	json_object_set_new(judge_of(result), "compute", json_pack("{s:s}", "error", "no flops"));
+	verdict = build(result);
+	CHECK(json_is_null(json_object_get(json_object_get(verdict, "timing"), "sol_fraction")));
+	json_decref(verdict);
+	json_decref(result);
+}
+
 static void
 test_cpu_skips_gpu_checks(void)
 {
@@ -1012,6 +1034,7 @@ static const struct kagent_test tests[] = {
     {"timer_tampering", test_timer_tampering},
     {"no_own_kernel", test_no_own_kernel},
     {"below_roofline", test_below_roofline},
+    {"sol_fraction", test_sol_fraction},
     {"cpu_skips_gpu_checks", test_cpu_skips_gpu_checks},
     {"timeout", test_timeout},
     {"compile_error", test_compile_error},

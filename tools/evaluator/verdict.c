@@ -685,6 +685,25 @@ verdict__speedup(json_t *timing, const char *key, const struct verdict__arm *bas
 				: json_null());
 }
 
+/*
+ * The speed of light's share of the measured time: the higher of the roofline's floor (bytes
+ * over bandwidth) and the compute floor (kagent profile), over the candidate's median; null
+ * without a floor or a median.
+ */
+static json_t *
+verdict__sol_fraction(const json_t *judge, const json_t *candidate)
+{
+	double floor_ms = 0, compute_ms = 0, median = 0;
+
+	verdict__number(json_object_get(judge, "roofline"), "floor_ms", &floor_ms);
+	if (verdict__number(json_object_get(judge, "compute"), "floor_ms", &compute_ms) &&
+	    compute_ms > floor_ms)
+		floor_ms = compute_ms;
+	if (floor_ms <= 0 || !verdict__number(candidate, "median_ms", &median) || median <= 0)
+		return json_null();
+	return json_real(floor_ms / median);
+}
+
 static json_t *
 verdict__timing(const json_t *judge, int baselines_cached)
 {
@@ -706,6 +725,8 @@ verdict__timing(const json_t *judge, int baselines_cached)
 	json_object_set(object, "compile", compiled.summary);
 	verdict__speedup(object, "speedup_vs_eager", &eager, &candidate);
 	verdict__speedup(object, "speedup_vs_compile", &compiled, &candidate);
+	json_object_set_new(object, "sol_fraction",
+			    verdict__sol_fraction(judge, candidate.summary));
 	json_object_set_new(object, "baselines_cached",
 			    json_boolean(baselines_cached ||
 					 json_is_false(json_object_get(baselines, "measured"))));

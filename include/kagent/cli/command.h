@@ -38,6 +38,7 @@ extern const struct kagent_command kagent_command_gpu;
 extern const struct kagent_command kagent_command_optimize;
 extern const struct kagent_command kagent_command_profile;
 extern const struct kagent_command kagent_command_trace;
+extern const struct kagent_command kagent_command_verify;
 extern const struct kagent_command kagent_command_worker;
 /* Built only where NVRTC was found (KAGENT_HAVE_NVRTC). */
 extern const struct kagent_command kagent_command_compile;

@@ -19,7 +19,7 @@ import traceback
 
 import torch
 
-from . import compare, kernel_trace, problem, tensors
+from . import adaptive, compare, kernel_trace, problem, tensors
 from .problem import CandidateFailure
 from .channel import Channel, ChannelClosed, ChannelProtocolError, ChannelTimeout
 
@@ -34,9 +34,10 @@ def _finite_or_none(value):
     return value
 
 
-def summarize(samples_ms):
+def summarize(samples_ms, stop=None):
     """The summary of one arm's per-call times, with the times themselves in call order
-    (samples_ms): kagent computes the median's confidence interval from them."""
+    (samples_ms): kagent computes the median's confidence interval from them. stop says why
+    the adaptive repetitions ended (adaptive.stop_reason)."""
     ordered = sorted(samples_ms)
     count = len(ordered)
 
@@ -47,7 +48,7 @@ def summarize(samples_ms):
             "max_ms": ordered[-1], "p10_ms": quantile(0.1), "p90_ms": quantile(0.9),
             "mean_ms": statistics.fmean(ordered),
             "stdev_ms": statistics.stdev(ordered) if count > 1 else 0.0,
-            "samples_ms": list(samples_ms)}
+            "samples_ms": list(samples_ms), "stop": stop}
 
 
 # how many input-sized and output-sized buffers exist at once at an evaluation's peak: the
@@ -451,7 +452,8 @@ class Judge:
     def time_local(self, function, calls, warmup):
         """Eager PyTorch, timed in this process as the candidate is timed in its own."""
         return time_in_process(function, self.module, self.device, self.flush_buffer, calls,
-                               warmup, self.secret.randrange(1 << 30))
+                               warmup, self.secret.randrange(1 << 30),
+                               adaptive.plan(self.request.get("timing", {})))
 
     def time_candidate(self, warmup):
         timing = self.request.get("timing", {})
@@ -476,14 +478,16 @@ class Judge:
         calls = int(min(max(math.ceil(float(timing.get("target_seconds", 0.2)) / estimate),
                             int(timing.get("min_calls", 10))), int(timing.get("max_calls", 100))))
         verify = set(self.secret.sample(range(calls), min(calls, int(timing.get("verify_calls", 5)))))
-        samples, failures = [], 0
-        for index in range(calls):
+        failures = 0
+
+        def call(index):
+            nonlocal failures
             inputs = self.fresh_inputs(base + warmup + index)
             self.synchronize()
             self.ask({"op": "prepare"}, call_seconds)
             start = time.perf_counter()
             self.ask({"op": "go"}, call_seconds)
-            samples.append(max((time.perf_counter() - start) * 1e3 - null, 1e-6))
+            sample = max((time.perf_counter() - start) * 1e3 - null, 1e-6)
             if index in verify:
                 leaves = compare.flatten(self.reference(inputs))
                 with torch.no_grad():
@@ -494,7 +498,10 @@ class Judge:
                 described = reply.get("outputs") if isinstance(reply.get("outputs"), list) else []
                 if not all(r.get("passed") for r in self.check_outputs(leaves, described)):
                     failures += 1
-        return summarize(samples), null, calls, len(verify), failures
+            return sample
+
+        samples, stop = adaptive.measure(call, calls, adaptive.plan(timing))
+        return summarize(samples, stop), null, calls, len(verify), failures
 
     def measure_bandwidth(self):
         """Device memory bandwidth from a 1 GiB copy: the best of three rounds, since a low
@@ -550,7 +557,8 @@ class Judge:
         """The torch.compile baseline, timed by the compile child the judge's way."""
         try:
             self.compiler.send_json({"op": "time", "calls": calls, "warmup": warmup,
-                                     "seed": self.secret.randrange(1 << 30)})
+                                     "seed": self.secret.randrange(1 << 30),
+                                     "plan": adaptive.plan(self.request.get("timing", {}))})
             message = self.compiler.receive(float(self.limits.get("wall_seconds", 300)))
         except (ChannelClosed, ChannelTimeout, ChannelProtocolError) as error:
             return None, f"the compile process failed: {error}"
@@ -862,10 +870,11 @@ def check_problem_child(request, result_fd):
     os._exit(0)
 
 
-def time_in_process(function, module, device, flush_buffer, calls, warmup, base):
+def time_in_process(function, module, device, flush_buffer, calls, warmup, base, settings):
     """Times `function` the way the judge times a candidate: fresh inputs from the problem's
     get_inputs and an L2 flush before every call, wall clock around the call and a device
-    synchronisation, minus the null cost of that synchronisation."""
+    synchronisation, minus the null cost of that synchronisation; calls in the first round,
+    then adaptive rounds under settings (adaptive.plan)."""
 
     def synchronize():
         if device == "cuda":
@@ -884,9 +893,8 @@ def time_in_process(function, module, device, flush_buffer, calls, warmup, base)
         synchronize()
         nulls.append((time.perf_counter() - start) * 1e3)
     null = statistics.median(nulls)
-    samples = []
-    for index in range(calls):
-        inputs = None
+
+    def call(index):
         inputs = problem.make_inputs(module, base + warmup + index, "problem", device)
         if flush_buffer is not None:
             flush_buffer.zero_()
@@ -895,8 +903,10 @@ def time_in_process(function, module, device, flush_buffer, calls, warmup, base)
         with torch.no_grad():
             function(*inputs)
         synchronize()
-        samples.append(max((time.perf_counter() - start) * 1e3 - null, 1e-6))
-    return summarize(samples)
+        return max((time.perf_counter() - start) * 1e3 - null, 1e-6)
+
+    inputs = None  # the warm-up's last set, freed before timing
+    return summarize(*adaptive.measure(call, calls, settings))
 
 
 def compile_baseline_child(request, sock):
@@ -927,7 +937,8 @@ def compile_baseline_child(request, sock):
         channel.send_json({"op": "compiled", "seconds": round(time.monotonic() - started, 3)})
         order = channel.receive()
         summary = time_in_process(compiled, module, device, flush_buffer, int(order["calls"]),
-                                  int(order["warmup"]), int(order["seed"]))
+                                  int(order["warmup"]), int(order["seed"]),
+                                  adaptive.plan(order.get("plan") or {}))
         channel.send_json({"op": "timing", "summary": summary})
     except ChannelClosed:
         pass

@@ -1,0 +1,176 @@
+/* Unit tests for evidence bundles (tools/evaluator/evidence.c): write, load, refuse a changed
+ * bundle, and the comparison kagent verify prints. */
+#include "kagent/base/alloc.h"
+#include "kagent/base/fileio.h"
+#include "kagent/base/sha256.h"
+#include "kagent/evaluator/evidence.h"
+
+#include "test.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROBLEM_TEXT "class Model: pass\n"
+#define CANDIDATE_TEXT "class ModelNew: pass\n"
+
+/* A verdict as kagent eval builds one: status, a GPU and the eager speedup's interval. */
+static json_t *
+verdict(const char *status, const char *gpu, double low, double high)
+{
+	char problem[KAGENT_SHA256_HEX_SIZE], candidate[KAGENT_SHA256_HEX_SIZE];
+
+	kagent_sha256_hex(PROBLEM_TEXT, strlen(PROBLEM_TEXT), problem);
+	kagent_sha256_hex(CANDIDATE_TEXT, strlen(CANDIDATE_TEXT), candidate);
+	return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s}, s:[{s:i, s:s}], s:{s:s?}, "
+			 "s:{s:f, s:[f, f], s:n, s:n, s:{s:i, s:s, s:[f]}}}",
+			 "schema", "kagent.verdict/1", "status", status, "problem", "sha256",
+			 problem, "candidate", "sha256", candidate, "backend", "triton", "trials",
+			 "seed", 41, "distribution", "problem", "environment", "gpu", gpu, "timing",
+			 "speedup_vs_eager", (low + high) / 2, "speedup_vs_eager_ci95", low, high,
+			 "speedup_vs_compile", "speedup_vs_compile_ci95", "candidate", "calls", 1,
+			 "stop", "tight", "samples_ms", 1.0);
+}
+
+/* Writes the two sources into directory and returns options naming them. */
+static struct kagent_evaluation_options
+sources(const char *directory, char **problem, char **candidate)
+{
+	struct kagent_evaluation_options options = {.device = "cpu", .measure_compile = 1};
+	char *cause = NULL;
+
+	*problem = kagent_asprintf("%s/p.py", directory);
+	*candidate = kagent_asprintf("%s/c.py", directory);
+	CHECK_INT(kagent_fileio_write_atomic(*problem, PROBLEM_TEXT, strlen(PROBLEM_TEXT), &cause),
+		  0);
+	CHECK_INT(
+	    kagent_fileio_write_atomic(*candidate, CANDIDATE_TEXT, strlen(CANDIDATE_TEXT), &cause),
+	    0);
+	options.problem_path = *problem;
+	options.candidate_path = *candidate;
+	return options;
+}
+
+static void
+test_write_and_load(void)
+{
+	char *directory = kagent_test_make_directory(), *problem, *candidate, *cause = NULL;
+	struct kagent_evaluation_options options = sources(directory, &problem, &candidate),
+					 again = {0};
+	char *bundle_path = kagent_asprintf("%s/bundle/deeper", directory);
+	json_t *recorded = verdict("correct", "H100", 1.4, 1.6);
+	struct kagent_evidence bundle;
+
+	options.signed_trials = -1;
+	CHECK_INT(kagent_evidence_write(bundle_path, recorded, &options, &cause), 0);
+	CHECK_INT(kagent_evidence_load(bundle_path, &bundle, &cause), 0);
+	CHECK(json_equal(bundle.verdict, recorded));
+	CHECK_STRING(json_string_value(json_object_get(bundle.evidence, "schema")),
+		     KAGENT_EVIDENCE_SCHEMA);
+	CHECK_STRING(
+	    json_string_value(json_object_get(
+		json_object_get(json_object_get(bundle.evidence, "samples"), "candidate"), "stop")),
+	    "tight");
+	kagent_evidence_options(&bundle, &again);
+	CHECK_INT((int)again.seed, 41);
+	CHECK_INT(again.trials, 3);
+	CHECK_INT(again.signed_trials, -1);
+	CHECK_STRING(again.device, "cpu");
+	CHECK_CONTAINS(again.candidate_path, "/bundle/deeper/candidate.py");
+	kagent_evidence_free(&bundle);
+	json_decref(recorded);
+	free(bundle_path);
+	free(problem);
+	free(candidate);
+	free(directory);
+}
+
+static void
+test_changed_bundle(void)
+{
+	char *directory = kagent_test_make_directory(), *problem, *candidate, *cause = NULL;
+	struct kagent_evaluation_options options = sources(directory, &problem, &candidate);
+	char *bundle_path = kagent_asprintf("%s/bundle", directory);
+	char *copy = kagent_asprintf("%s/candidate.py", bundle_path);
+	json_t *recorded = verdict("correct", "H100", 1.4, 1.6);
+	struct kagent_evidence bundle;
+
+	CHECK_INT(kagent_evidence_write(bundle_path, recorded, &options, &cause), 0);
+	CHECK_INT(kagent_fileio_write_atomic(copy, "x", 1, &cause), 0);
+	CHECK_INT(kagent_evidence_load(bundle_path, &bundle, &cause), -EINVAL);
+	CHECK_CONTAINS(cause, "does not match its sha256");
+	free(cause);
+	cause = NULL;
+	/* a source edited between the verdict and the bundle is refused too */
+	CHECK_INT(kagent_fileio_write_atomic(candidate, "y", 1, &cause), 0);
+	CHECK_INT(kagent_evidence_write(bundle_path, recorded, &options, &cause), -ESTALE);
+	CHECK_CONTAINS(cause, "changed since it was evaluated");
+	free(cause);
+	cause = NULL;
+	CHECK_INT(kagent_evidence_load(directory, &bundle, &cause), -ENOENT);
+	free(cause);
+	json_decref(recorded);
+	free(copy);
+	free(bundle_path);
+	free(problem);
+	free(candidate);
+	free(directory);
+}
+
+/* verified: kagent_evidence_compare's verdict on then against now. */
+static int
+verified(json_t *then, json_t *now)
+{
+	json_t *comparison = kagent_evidence_compare(then, now);
+	int result = json_is_true(json_object_get(comparison, "verified"));
+
+	json_decref(comparison);
+	json_decref(then);
+	json_decref(now);
+	return result;
+}
+
+static void
+test_compare(void)
+{
+	json_t *then = verdict("correct", "H100", 1.4, 1.6),
+	       *now = verdict("correct", "H100", 1.7, 1.9);
+	json_t *comparison;
+	char *text = NULL;
+	size_t size = 0;
+	FILE *stream;
+
+	CHECK(verified(verdict("correct", "H100", 1.4, 1.6), verdict("correct", "H100", 1.5, 1.7)));
+	CHECK(
+	    !verified(verdict("correct", "H100", 1.4, 1.6), verdict("correct", "H100", 1.7, 1.9)));
+	/* another GPU model, or the CPU: only the status counts */
+	CHECK(verified(verdict("correct", "H100", 1.4, 1.6), verdict("correct", "H200", 2.0, 2.2)));
+	CHECK(verified(verdict("correct", NULL, 1.4, 1.6), verdict("correct", NULL, 0.2, 0.3)));
+	CHECK(!verified(verdict("correct", "H100", 1.4, 1.6),
+			verdict("incorrect", "H100", 1.4, 1.6)));
+	comparison = kagent_evidence_compare(then, now);
+	CHECK(json_is_false(
+	    json_object_get(json_object_get(comparison, "speedup_vs_eager"), "overlap")));
+	CHECK(json_is_null(
+	    json_object_get(json_object_get(comparison, "speedup_vs_compile"), "overlap")));
+	CHECK_CONTAINS(json_string_value(json_object_get(comparison, "reason")), "do not overlap");
+	stream = open_memstream(&text, &size);
+	kagent_evidence_render_comparison(comparison, stream);
+	fclose(stream);
+	CHECK_CONTAINS(text, "not verified: ");
+	CHECK_CONTAINS(text,
+		       "vs eager    then 1.50x [1.40, 1.60], now 1.80x [1.70, 1.90]: no overlap");
+	free(text);
+	json_decref(comparison);
+	json_decref(then);
+	json_decref(now);
+}
+
+static const struct kagent_test tests[] = {
+    {"write_and_load", test_write_and_load},
+    {"changed_bundle", test_changed_bundle},
+    {"compare", test_compare},
+    {NULL, NULL},
+};
+
+KAGENT_TEST_MAIN(tests, 30)
