@@ -58,6 +58,9 @@ JUDGE_INPUT_COPIES = 2
 JUDGE_OUTPUT_COPIES = 3
 # cached but unused device memory above which the judge hands it back before the candidate runs
 RELEASE_BYTES = 256 << 20
+# The first reference stays on the device when the free memory is this many times its size:
+# room for it, the next trial's inputs and outputs, and the comparison's chunks.
+KEEP_ON_DEVICE_ROOM = 3
 
 
 def _poison(tensor):
@@ -380,10 +383,20 @@ class Judge:
         # constant_output: None until two references of one distribution have been compared
         if degenerate["constant_output"] is not False:
             if distribution not in first_reference:
-                first_reference[distribution] = [
-                    v.to("cpu") if isinstance(v, torch.Tensor) else v for v in tensors_out]
+                first_reference[distribution] = self.keep_reference(tensors_out)
             else:
                 degenerate["constant_output"] = self.passes(leaves, first_reference[distribution])
+
+    def keep_reference(self, tensors_out):
+        """The first reference of a distribution, kept for the constant-output probe: on the
+        device while the device has room for it beside the next trials (the comparison then
+        costs no transfer: copying 6.4 GB out and back in took about 1 s a trial on an H100),
+        in host memory otherwise."""
+        size = sum(v.numel() * v.element_size() for v in tensors_out
+                   if isinstance(v, torch.Tensor))
+        if self.device == "cuda" and torch.cuda.mem_get_info()[0] > KEEP_ON_DEVICE_ROOM * size:
+            return list(tensors_out)
+        return [v.to("cpu") if isinstance(v, torch.Tensor) else v for v in tensors_out]
 
     # -- generalisation ----------------------------------------------------------------------
     def generalise(self):
