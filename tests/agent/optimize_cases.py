@@ -634,8 +634,9 @@ def start_and_wait(run, command):
     """Starts kagent optimize and waits until its first evaluation has begun."""
     process = subprocess.Popen(command, cwd=run.folder, env=run.environment,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # An evaluate request, not the worker log: the problem check writes the log first.
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not os.path.exists(run.worker_log):
+    while time.monotonic() < deadline and run.evaluations() < 1:
         time.sleep(0.05)
     return process
 
