@@ -742,8 +742,42 @@ out:
 	return result;
 }
 
+/*
+ * The timed calls' rule (docs/verdict.md, "The sealed boundary"): no new process, so that no
+ * device work can run in a process the device record does not see. Threads stay allowed
+ * (CUDA and torch make them); exec is refused too, since a thread could exec away from the
+ * record.
+ */
 static int
-sandbox__apply_seccomp(char *cause, size_t cause_size)
+sandbox__no_process_rules(scmp_filter_ctx filter)
+{
+	const uint32_t deny = SCMP_ACT_ERRNO(EPERM);
+	static const char *const calls[] = {"fork", "vfork", "execve", "execveat"};
+	size_t index;
+	int result = 0;
+
+	for (index = 0; index < sizeof calls / sizeof *calls; index++) {
+		int number = seccomp_syscall_resolve_name(calls[index]);
+
+		if (number == __NR_SCMP_ERROR)
+			continue;
+		result = seccomp_rule_add(filter, deny, number, 0);
+		if (result < 0)
+			return result;
+	}
+	result = seccomp_rule_add(filter, deny, SCMP_SYS(clone), 1,
+				  SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+	if (result < 0)
+		return result;
+	/* as at entry: clone3 hides its flags from seccomp, so glibc must fall back to clone */
+	return seccomp_rule_add(filter, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+}
+
+/* Builds a filter from `rules` and loads it; with every_thread, on all of the process's
+ * threads at once (TSYNC), which a process that already runs CUDA needs. */
+static int
+sandbox__load_filter(int (*rules)(scmp_filter_ctx), int every_thread, char *cause,
+		     size_t cause_size)
 {
 	scmp_filter_ctx filter;
 	int result;
@@ -760,6 +794,15 @@ sandbox__apply_seccomp(char *cause, size_t cause_size)
 					   "seccomp: bad-arch action: %s", strerror(-result));
 		goto out;
 	}
+	if (every_thread) {
+		result = seccomp_attr_set(filter, SCMP_FLTATR_CTL_TSYNC, 1);
+		if (result < 0) {
+			kagent_ctypes_buffer_error(cause, cause_size, result,
+						   "seccomp: synchronising threads: %s",
+						   strerror(-result));
+			goto out;
+		}
+	}
 	/* x32 calls arrive with the x86-64 audit arch, so they need rules of their own. */
 	if (seccomp_arch_native() == SCMP_ARCH_X86_64) {
 		result = seccomp_arch_add(filter, SCMP_ARCH_X32);
@@ -769,7 +812,7 @@ sandbox__apply_seccomp(char *cause, size_t cause_size)
 			goto out;
 		}
 	}
-	result = sandbox__seccomp_rules(filter);
+	result = rules(filter);
 	if (result < 0) {
 		kagent_ctypes_buffer_error(cause, cause_size, result, "seccomp: adding a rule: %s",
 					   strerror(-result));
@@ -781,10 +824,32 @@ sandbox__apply_seccomp(char *cause, size_t cause_size)
 					   "seccomp: loading the filter: %s", strerror(-result));
 		goto out;
 	}
-	sandbox__applied.seccomp = 1;
 out:
 	seccomp_release(filter);
 	return result;
+}
+
+static int
+sandbox__apply_seccomp(char *cause, size_t cause_size)
+{
+	int result = sandbox__load_filter(sandbox__seccomp_rules, 0, cause, cause_size);
+
+	if (result == 0)
+		sandbox__applied.seccomp = 1;
+	return result;
+}
+
+int
+kagent_sandbox_forbid_processes(char *cause, size_t cause_size)
+{
+	if (cause != NULL && cause_size > 0)
+		cause[0] = '\0';
+	/* seccomp without privilege needs no_new_privs; the sandbox set it, but a caller
+	 * outside one (the unit tests) may not have */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return kagent_ctypes_buffer_error(cause, cause_size, -errno,
+						  "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
+	return sandbox__load_filter(sandbox__no_process_rules, 1, cause, cause_size);
 }
 
 int

@@ -42,4 +42,20 @@ int kagent_kernel_counters_start(char *cause, size_t cause_size);
  */
 int kagent_kernel_counters_stop(char *buffer, size_t buffer_size, char *cause, size_t cause_size);
 
+/*
+ * The device record of timed calls (docs/verdict.md, "The sealed boundary"): every kernel,
+ * memcpy and memset the process runs, on any stream and from any thread, sent to the judge
+ * as JSON lines over a descriptor of its own, each line marked with a key only this library
+ * holds. Open before the candidate is imported: it reads the 8-byte key the judge wrote
+ * first. Start before the first timed call; flush writes everything recorded so far followed
+ * by {"flushed": n, "dropped": n}; stop flushes and ends recording. Each returns 0 or a
+ * negative errno with a message. A line: {"key", "records": [[kind, start_ns, end_ns, stream,
+ * name], ...]}, kind "k" (kernel, mangled name), "c" (memcpy) or "s" (memset), times in
+ * CUPTI's clock (CLOCK_REALTIME on Linux).
+ */
+int kagent_device_record_open(int fd, char *cause, size_t cause_size);
+int kagent_device_record_start(char *cause, size_t cause_size);
+int kagent_device_record_flush(char *cause, size_t cause_size);
+int kagent_device_record_stop(char *cause, size_t cause_size);
+
 #endif

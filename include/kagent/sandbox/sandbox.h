@@ -44,6 +44,13 @@ int kagent_sandbox_enter(const struct kagent_sandbox_policy *policy, char *cause
  */
 int kagent_sandbox_enter_json(const char *policy_json, char *cause, size_t cause_size);
 /*
+ * Forbids new processes and exec from now on, on every thread of the process (fork, vfork,
+ * execve, execveat, clone without CLONE_THREAD); threads stay allowed. Irreversible: the
+ * judge applies it to a timed child before its timed calls and checks it through the
+ * child's /proc/PID/status (Seccomp_filters). Returns 0 or a negative errno with a message.
+ */
+int kagent_sandbox_forbid_processes(char *cause, size_t cause_size);
+/*
  * Writes a JSON object saying what the library can apply here (Landlock ABI,
  * seccomp, root, ...) and what an earlier kagent_sandbox_enter applied in this
  * process. Returns the length written (without the NUL) or a negative errno

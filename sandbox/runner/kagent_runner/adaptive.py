@@ -64,16 +64,19 @@ def stop_reason(samples, elapsed_seconds, settings):
     return None
 
 
-def measure(call, first_calls, settings, clock=time.monotonic):
+def measure(call, first_calls, settings, clock=time.monotonic, judge_samples=None):
     """Times an arm: call(index) returns one call's milliseconds. The first round is
     first_calls calls, as many as a fixed count would make; each later round as many again,
     within the call cap, until stop_reason says stop (checked after every round, and the
-    time cap before every call of a later round). Returns (samples, stop reason)."""
+    time cap before every call of a later round). judge_samples, when given, returns the
+    samples the rule looks at after a round (the device times, read once per round) instead
+    of call's. Returns (samples, stop reason)."""
     started = clock()
     first_calls = max(1, first_calls)
     samples = [call(index) for index in range(first_calls)]
     while True:
-        reason = stop_reason(samples, clock() - started, settings)
+        judged = judge_samples() if judge_samples is not None else samples
+        reason = stop_reason(judged, clock() - started, settings)
         if reason is not None:
             return samples, reason
         for _ in range(min(first_calls, settings["call_cap"] - len(samples))):

@@ -1,9 +1,13 @@
-"""The sandboxed candidate child.
+"""The sandboxed timed child: the candidate's, or the reference's (eager and torch.compile).
 
-Forked by the worker, it confines itself through libkagent-sandbox.so before any of the
-candidate's code is imported, then loads ModelNew and runs it only when the judge asks. It
-never holds the reference outputs and never times anything: the judge's clock, in another
-process, does. What it sends back is JSON the judge checks; nothing it prints is read.
+Forked by the worker, it confines itself through libkagent-sandbox.so and opens its device
+record (device_record.py) before any untrusted code is imported, then loads ModelNew (or the
+problem's Model) and runs it only when the judge asks. Every arm is timed through this same
+code (docs/verdict.md, "One harness"). It never holds the reference outputs and never times
+anything: the judge owns the clock, reads the outputs of a timed call itself (CUDA IPC handles
+of the output allocations, or the judge's shared files on the CPU) and reads the device record
+the library writes; what this process sends back is JSON the judge checks, and nothing it
+prints is read. Everything here after the candidate's import is untrusted.
 """
 import ctypes
 import json
@@ -14,7 +18,7 @@ import traceback
 
 import torch
 
-from . import compare, kernel_trace, problem, tensors
+from . import compare, device_record, kernel_trace, problem, tensors
 from .problem import CandidateFailure
 from .channel import Channel, ChannelClosed
 
@@ -23,6 +27,8 @@ _synchronize = torch.cuda.synchronize
 _no_grad = torch.no_grad
 _profile = torch.profiler.profile
 _empty_cache = torch.cuda.empty_cache
+# a shifted pool's inputs start at multiples of this (vector loads stay aligned)
+POOL_ALIGNMENT = 256
 
 
 def _watched_objects():
@@ -54,8 +60,8 @@ def _watched_objects():
         ("the runner class", lambda: globals().get("CandidateRunner")),
         ("the channel class", lambda: Channel),
     ]
-    for name in ("forward", "synchronize", "serve", "deliver", "flush_l2", "poison", "profile",
-                 "counters", "tamper_check"):
+    for name in ("forward", "synchronize", "serve", "deliver", "publish", "poison", "profile",
+                 "counters", "tamper_check", "timed_call"):
         watched.append((f"CandidateRunner.{name}",
                         lambda name=name: getattr(globals().get("CandidateRunner"), name, None)))
     for name in ("send_json", "_send", "receive", "_fill"):
@@ -100,9 +106,17 @@ class CandidateRunner:
         self.expected = []
         self.last_output = None
         self.tf32 = {}
-        self.flush_buffer = None
         self.watched = []
         self.watched_identity = {}
+        # the models this child times, by arm: {"candidate"} or {"eager", "compile"}
+        self.arm = request.get("arm", "candidate")
+        self.models = {}
+        self.compile_error = None
+        self.pool = None
+        self.pool_layout = []
+        self.timed_receive = []
+        self.recorder = None
+        self.exporter = None
 
 
     # -- setup ---------------------------------------------------------------------------
@@ -112,7 +126,10 @@ class CandidateRunner:
         directories = {
             "TRITON_CACHE_DIR": os.path.join(cache, "triton"),
             "TORCH_EXTENSIONS_DIR": os.path.join(cache, "torch_extensions"),
-            "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
+            # the reference's compiled arm keeps its cache between evaluations (the candidate
+            # cannot write there); a candidate's is its own scratch
+            "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache if self.arm == "reference" else
+                                                    scratch, "inductor"),
             "XDG_CACHE_HOME": os.path.join(scratch, "cache"),
             "CUDA_CACHE_PATH": os.path.join(scratch, "nv"),
             "KAGENT_CUDA_CACHE_DIR": os.path.join(cache, "cuda"),
@@ -128,6 +145,8 @@ class CandidateRunner:
         if cuda_library and os.path.exists(cuda_library):
             os.environ["KAGENT_CUDA_LIBRARY"] = cuda_library
         os.environ["TMPDIR"] = scratch
+        # compile workers would be processes beside the timed one (the seal forbids them)
+        os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
         os.environ["HOME"] = scratch
         # the sandbox uid has no passwd entry; getpass.getuser() must not need one
         os.environ["USER"] = os.environ["LOGNAME"] = "kagent-sandbox"
@@ -158,9 +177,14 @@ class CandidateRunner:
     def start_device(self):
         if self.device == "cuda":
             torch.cuda.set_device(int(self.request.get("gpu_index", 0)))
-            properties = torch.cuda.get_device_properties(torch.cuda.current_device())
-            l2_bytes = int(getattr(properties, "L2_cache_size", 50 << 20) or (50 << 20))
-            self.flush_buffer = torch.empty(2 * l2_bytes, dtype=torch.int8, device="cuda")
+            torch.empty(1, device="cuda")  # the context exists before the record opens
+            from . import cuda_ipc
+
+            self.exporter = cuda_ipc.Exporter()
+        if self.device == "cuda" and self.request.get("record_fd") is not None:
+            # before the candidate's import: the library reads the judge's key itself
+            self.recorder = device_record.ChildRecorder(self.request.get("trace_library"),
+                                                        int(self.request["record_fd"]))
 
     def synchronize(self):
         if self.device == "cuda":
@@ -170,6 +194,8 @@ class CandidateRunner:
         self.watched = _watched_objects()
         self.watched_identity = {name: id(get()) for name, get in self.watched}
         self.tf32 = setup.get("tf32", {})
+        if self.arm == "reference":
+            return self.load_reference(setup)
         path = self.request["candidate_path"]
         try:
             module = problem.load_module(path, "kagent_candidate")
@@ -184,7 +210,32 @@ class CandidateRunner:
         if not isinstance(model_class, type):
             raise CandidateFailure("structure", "candidate defines no class ModelNew")
         self.model_class = model_class
-        return self.build(setup)
+        copied = self.build(setup)
+        self.models = {"candidate": self.model}
+        return copied
+
+    def load_reference(self, setup):
+        """The reference's arms: the problem's Model as eager PyTorch and, when asked, the same
+        module under torch.compile, compiled and called once now (beside the judge's
+        trials), so its timing starts warm."""
+        module = problem.load_problem(self.request["problem_path"])
+        self.model_class = module.Model
+        copied = self.build(setup)
+        self.models = {"eager": self.model}
+        if self.request.get("measure_compile"):
+            try:
+                compiled = torch.compile(self.model)
+                inputs = problem.make_inputs(module, 0, "problem", self.device)
+                with _no_grad():
+                    compiled(*inputs)
+                del inputs
+                self.synchronize()
+                self.models["compile"] = compiled
+            except Exception as error:  # noqa: BLE001 - the baseline's failure is reported
+                self.compile_error = f"{type(error).__name__}: {str(error)[:500]}"
+            if self.device == "cuda":
+                _empty_cache()  # the judge's trials and the candidate need the memory
+        return copied
 
     def build(self, setup):
         """ModelNew from the judge's seed and init inputs, with the reference's parameters
@@ -214,12 +265,14 @@ class CandidateRunner:
         return copied
 
     # -- running -------------------------------------------------------------------------
-    def forward(self):
+    def forward(self, model=None, inputs=None):
         torch.backends.cuda.matmul.allow_tf32 = bool(self.tf32.get("matmul", False))
         torch.backends.cudnn.allow_tf32 = bool(self.tf32.get("cudnn", True))
+        model = self.model if model is None else model
+        inputs = self.inputs if inputs is None else inputs
         try:
             with _no_grad():
-                output = self.model(*self.inputs)
+                output = model(*inputs)
             self.synchronize()
         except BaseException as error:  # noqa: B902
             raise CandidateFailure(_classify(error), f"forward failed: {type(error).__name__}: "
@@ -268,9 +321,61 @@ class CandidateRunner:
         if self.device == "cuda":
             _empty_cache()
 
-    def flush_l2(self):
-        if self.flush_buffer is not None:
-            self.flush_buffer.zero_()
+    # -- timed calls -------------------------------------------------------------------------
+    def set_pool(self, message):
+        """The judge's input pool (one allocation it owns) and where each input lies in it; on
+        the CPU also the judge's receive files for the outputs of timed calls."""
+        self.pool = tensors.open_shared(message["pool"])[0]
+        self.pool_layout = message["layout"]
+        self.timed_receive = tensors.open_shared(message.get("receive") or [])
+
+    def pool_inputs(self, shift):
+        """The inputs of one timed call: views of the pool, every tensor moved by `shift`
+        bytes, so no two neighbouring calls see the same addresses."""
+        inputs = []
+        for item in self.pool_layout:
+            if "value" in item:
+                inputs.append(item["value"])
+                continue
+            dtype = tensors.dtype_from_name(item["dtype"])
+            start = int(item["offset"]) + int(shift)
+            count = int(item["numel"]) * torch.empty((), dtype=dtype).element_size()
+            inputs.append(self.pool[start:start + count].view(dtype).view(item["shape"]))
+        return inputs
+
+    def timed_call(self, message):
+        """One timed call: forward on the shifted inputs, every stream synchronised, then the
+        outputs published for the judge to read. The judge's clock runs from its "go" to
+        this "done"; the device record shows what ran in between."""
+        model = self.models.get(message.get("arm"))
+        if model is None:
+            raise CandidateFailure("protocol", f"no arm {message.get('arm')!r} in this child")
+        self.last_output = None  # the previous call's outputs, kept until the judge read them
+        self.forward(model, self.pool_inputs(int(message.get("shift", 0))))
+        return self.publish()
+
+    def publish(self):
+        """Describes each output; a CUDA tensor with the IPC handle of its allocation (the judge
+        opens it and reads the output itself), a CPU tensor copied into the judge's receive
+        file."""
+        leaves = compare.flatten(self.last_output)
+        described = []
+        for index, (path, value) in enumerate(leaves):
+            info = compare.describe(path, value)
+            if isinstance(value, torch.Tensor) and not info.get("subclass"):
+                info["stride"] = list(value.stride())
+                if value.is_cuda and self.exporter is not None:
+                    try:
+                        info["memory"] = self.exporter.describe(value)
+                    except Exception as error:  # noqa: BLE001 - the judge fails this output
+                        info["memory_error"] = str(error)[:300]
+                elif index < len(self.timed_receive):
+                    slot = self.timed_receive[index]
+                    if slot.shape == value.shape and slot.dtype == value.dtype:
+                        with _no_grad():
+                            torch.Tensor.copy_(slot, value.detach())
+            described.append(info)
+        return described
 
     def profile(self):
         if self.device != "cuda":
@@ -286,9 +391,19 @@ class CandidateRunner:
         except kernel_trace.CountersUnavailable as error:
             return {"error": str(error)}
 
+    def seal(self):
+        """No new process from now on (the judge checks /proc/PID/status): device work in a
+        process the record does not see is then impossible. None, or why it failed."""
+        library = ctypes.CDLL(self.request["sandbox_library"])
+        cause = ctypes.create_string_buffer(1024)
+        if library.kagent_sandbox_forbid_processes(cause, ctypes.sizeof(cause)) != 0:
+            return cause.value.decode(errors="replace")
+        return None
+
     def tamper_check(self):
         findings = [f"CandidateRunner.{name} was replaced on the runner itself"
-                    for name in ("forward", "synchronize", "deliver", "flush_l2", "poison")
+                    for name in ("forward", "synchronize", "deliver", "publish", "poison",
+                                 "timed_call")
                     if name in vars(self)]
         findings += [f"Channel.{name} was replaced on the channel itself"
                      for name in ("send_json", "_send", "receive", "_fill")
@@ -306,7 +421,8 @@ class CandidateRunner:
     def serve(self):
         setup = self.channel.receive()
         copied = self.load(setup)
-        self.channel.send_json({"op": "ready", "copied_parameters": copied})
+        self.channel.send_json({"op": "ready", "copied_parameters": copied,
+                                "arms": sorted(self.models), "compile_error": self.compile_error})
         while True:
             message = self.channel.receive()
             operation = message.get("op") if isinstance(message, dict) else None
@@ -325,16 +441,27 @@ class CandidateRunner:
                 self.forward()
                 self.channel.send_json({"op": "result", "outputs": self.deliver()})
                 self.release()
-            elif operation == "prepare":
-                self.flush_l2()
-                self.synchronize()
-                self.channel.send_json({"op": "ready"})
+            elif operation == "pool":
+                self.set_pool(message)
+                self.channel.send_json({"op": "ok"})
             elif operation == "go":
-                self.forward()
-                self.channel.send_json({"op": "done"})
+                self.channel.send_json({"op": "done", "outputs": self.timed_call(message)})
             elif operation == "null":
                 self.synchronize()
-                self.channel.send_json({"op": "done"})
+                self.channel.send_json({"op": "done", "outputs": []})
+            elif operation == "record":
+                error = self.recorder.start() if self.recorder is not None else \
+                    "this child has no device record"
+                self.channel.send_json({"op": "recording", "error": error})
+            elif operation == "flush":
+                error = self.recorder.flush() if self.recorder is not None else \
+                    "this child has no device record"
+                self.channel.send_json({"op": "flushed", "error": error})
+            elif operation == "unrecord":
+                error = self.recorder.stop() if self.recorder is not None else None
+                self.channel.send_json({"op": "unrecorded", "error": error})
+            elif operation == "seal":
+                self.channel.send_json({"op": "sealed", "error": self.seal()})
             elif operation == "deliver":
                 self.channel.send_json({"op": "result", "outputs": self.deliver()})
             elif operation == "profile":

@@ -1,10 +1,11 @@
 """The trusted judge child.
 
 It loads the problem, builds every input on the device from seeds, runs the reference, shares
-inputs and receive buffers with the sandboxed candidate child, compares what comes back, and
-times the candidate with its own clock (wall time around a go/done exchange, after a device
-synchronisation in the candidate, minus the measured null round trip). The reference outputs
-and the clock never enter the candidate's address space.
+inputs and receive buffers with the sandboxed candidate child and compares what comes back;
+then it times eager PyTorch, torch.compile (in the reference's timed child) and the candidate
+with one harness (harness.py): device time from each child's device record and wall time on
+the judge's clock. The reference outputs, the clock and the verdict on the device record never
+enter a timed child's address space.
 """
 import json
 import math
@@ -12,14 +13,13 @@ import os
 import platform
 import random
 import signal
-import statistics
 import sys
 import time
 import traceback
 
 import torch
 
-from . import adaptive, compare, kernel_trace, problem, tensors
+from . import compare, cuda_ipc, device_record, harness, kernel_trace, problem, tensors
 from .problem import CandidateFailure
 from .channel import Channel, ChannelClosed, ChannelProtocolError, ChannelTimeout
 
@@ -32,23 +32,6 @@ def _finite_or_none(value):
     if isinstance(value, (list, tuple)):
         return [_finite_or_none(item) for item in value]
     return value
-
-
-def summarize(samples_ms, stop=None):
-    """The summary of one arm's per-call times, with the times themselves in call order
-    (samples_ms): kagent computes the median's confidence interval from them. stop says why
-    the adaptive repetitions ended (adaptive.stop_reason)."""
-    ordered = sorted(samples_ms)
-    count = len(ordered)
-
-    def quantile(fraction):
-        return ordered[min(count - 1, max(0, int(round(fraction * (count - 1)))))]
-
-    return {"calls": count, "median_ms": statistics.median(ordered), "min_ms": ordered[0],
-            "max_ms": ordered[-1], "p10_ms": quantile(0.1), "p90_ms": quantile(0.9),
-            "mean_ms": statistics.fmean(ordered),
-            "stdev_ms": statistics.stdev(ordered) if count > 1 else 0.0,
-            "samples_ms": list(samples_ms), "stop": stop}
 
 
 # how many input-sized and output-sized buffers exist at once at an evaluation's peak: the
@@ -86,7 +69,10 @@ def _poison(tensor):
 
 
 class Judge:
-    def __init__(self, channel, request, candidate_pid, compiler_socket=None):
+    def __init__(self, channel, request, candidate_pid, children):
+        """children: the worker's sockets and pids for the timed children: "candidate_record"
+        (the candidate's device record), and, when the baselines are not cached, "reference"
+        (the reference's timed child's channel), "reference_pid" and "reference_record"."""
         self.channel = channel
         self.request = request
         self.candidate_pid = candidate_pid
@@ -101,10 +87,20 @@ class Judge:
         self.input_slots = []
         self.expected = []
         self.flush_buffer = None
-        # the compile child (see compile_baseline_child), when the baseline is not cached
-        self.compiler = Channel(compiler_socket, accept_pickles=False) if compiler_socket else None
-        self.compiler_ready = False
+        self.l2_reset_error = None
+        self.children = children
+        self.candidate = harness.TimedChild(self, channel, candidate_pid,
+                                            children.get("candidate_record"), "candidate")
+        # the reference's timed child (eager and torch.compile), when the baselines are not
+        # cached: it loads and compiles beside the trials
+        self.baseline = None
+        if children.get("reference") is not None:
+            self.baseline = harness.TimedChild(
+                self, Channel(children["reference"], accept_pickles=False),
+                children["reference_pid"], children.get("reference_record"), "reference")
+        self.baseline_arms = []
         self.compile_error = None
+        self.importer = None
         self.pickler = tensors.pickler_for(self.device)
         self.secret = random.Random(int.from_bytes(os.urandom(8), "little"))
         # detects changed inputs; its key never leaves this process
@@ -116,20 +112,23 @@ class Judge:
                        "tamper": [], "roofline": None, "compute": None,
                        "reference_kernels": None, "counters": None, "reference_counters": None,
                        "generalisation": None, "phase_seconds": {}, "phase_peak_bytes": {}}
-        self.phase_started = time.monotonic()
+        self.phase_started = self.started = time.monotonic()
 
     # -- talking to the candidate --------------------------------------------------------
-    def ask(self, message, timeout, pickled=False):
+    def ask(self, message, timeout, pickled=False, channel=None):
+        """Sends a message to the candidate (or another timed child's channel) and returns
+        its answer; a child's failure is a CandidateFailure."""
+        channel = self.channel if channel is None else channel
         try:
             try:
                 if pickled:
-                    self.channel.send_pickle(message, self.pickler)
+                    channel.send_pickle(message, self.pickler)
                 else:
-                    self.channel.send_json(message)
+                    channel.send_json(message)
             except ChannelClosed:
                 # the candidate may have said why it left before the judge spoke
                 timeout = 1.0
-            reply = self.channel.receive(timeout)
+            reply = channel.receive(timeout)
         except ChannelTimeout:
             self.kill_candidate()
             raise CandidateFailure("timeout", f"the candidate did not answer within {timeout:g} s "
@@ -175,6 +174,10 @@ class Judge:
         return environment
 
     def start(self):
+        # first: each timed child's library waits for its key before untrusted code exists
+        self.candidate.send_key()
+        if self.baseline is not None:
+            self.baseline.send_key()
         if self.device == "cuda":
             torch.cuda.set_device(int(self.request.get("gpu_index", 0)))
             self.free_bytes = torch.cuda.mem_get_info()[0]
@@ -188,8 +191,14 @@ class Judge:
         self.module = problem.load_problem(self.request["problem_path"])
         model, init_inputs, seed = build_reference(self.module, self.request, self.device)
         self.model = model
-        self.ask(setup_message(model, init_inputs, seed),
-                 float(self.limits.get("wall_seconds", 300)), pickled=True)
+        setup = setup_message(model, init_inputs, seed)
+        if self.baseline is not None:
+            # answered later (wait_for_baselines): it compiles while the trials run
+            try:
+                self.baseline.channel.send_pickle(setup, self.pickler)
+            except ChannelClosed:
+                pass
+        self.ask(setup, float(self.limits.get("wall_seconds", 300)), pickled=True)
 
     def reference(self, inputs):
         return run_reference(self.model, inputs)
@@ -484,68 +493,16 @@ class Judge:
                              "the problem's input functions read no integer size")
 
     # -- timing ----------------------------------------------------------------------------
-    def fresh_inputs(self, seed):
-        inputs = problem.make_inputs(self.module, seed, "problem", self.device)
-        self.load_inputs(inputs)
-        return inputs
+    def make_problem_inputs(self, seed):
+        return problem.make_inputs(self.module, seed, "problem", self.device)
 
     def flush_l2(self):
+        """The judge's own pass over twice the L2, and persisting lines reset to normal: no
+        timed call starts with its data, or a child's access-policy window, in the cache."""
         if self.flush_buffer is not None:
             self.flush_buffer.zero_()
-
-    def time_local(self, function, calls, warmup):
-        """Eager PyTorch, timed in this process as the candidate is timed in its own."""
-        return time_in_process(function, self.module, self.device, self.flush_buffer, calls,
-                               warmup, self.secret.randrange(1 << 30),
-                               adaptive.plan(self.request.get("timing", {})))
-
-    def time_candidate(self, warmup):
-        timing = self.request.get("timing", {})
-        call_seconds = float(self.limits.get("call_seconds", 20))
-        base = self.secret.randrange(1 << 30)
-        estimates = []
-        for index in range(warmup):
-            self.fresh_inputs(base + index)
-            self.synchronize()
-            self.ask({"op": "prepare"}, call_seconds)
-            start = time.perf_counter()
-            self.ask({"op": "go"}, call_seconds)
-            estimates.append(time.perf_counter() - start)
-        nulls = []
-        for _ in range(max(5, warmup)):
-            self.ask({"op": "prepare"}, call_seconds)
-            start = time.perf_counter()
-            self.ask({"op": "null"}, call_seconds)
-            nulls.append((time.perf_counter() - start) * 1e3)
-        null = statistics.median(nulls)
-        estimate = max(min(estimates) if estimates else 1e-3, 1e-6)
-        calls = int(min(max(math.ceil(float(timing.get("target_seconds", 0.2)) / estimate),
-                            int(timing.get("min_calls", 10))), int(timing.get("max_calls", 100))))
-        verify = set(self.secret.sample(range(calls), min(calls, int(timing.get("verify_calls", 5)))))
-        failures = 0
-
-        def call(index):
-            nonlocal failures
-            inputs = self.fresh_inputs(base + warmup + index)
-            self.synchronize()
-            self.ask({"op": "prepare"}, call_seconds)
-            start = time.perf_counter()
-            self.ask({"op": "go"}, call_seconds)
-            sample = max((time.perf_counter() - start) * 1e3 - null, 1e-6)
-            if index in verify:
-                leaves = compare.flatten(self.reference(inputs))
-                with torch.no_grad():
-                    for buffer in self.candidate_receive:
-                        _poison(buffer)
-                self.synchronize()
-                reply = self.ask({"op": "deliver"}, call_seconds)
-                described = reply.get("outputs") if isinstance(reply.get("outputs"), list) else []
-                if not all(r.get("passed") for r in self.check_outputs(leaves, described)):
-                    failures += 1
-            return sample
-
-        samples, stop = adaptive.measure(call, calls, adaptive.plan(timing))
-        return summarize(samples, stop), null, calls, len(verify), failures
+            if self.l2_reset_error is None:
+                self.l2_reset_error = cuda_ipc.reset_persisting_l2()
 
     def measure_bandwidth(self):
         """Device memory bandwidth from a 1 GiB copy: the best of three rounds, since a low
@@ -577,63 +534,169 @@ class Judge:
         cached = self.request.get("baselines")
         return not (isinstance(cached, dict) and cached.get("eager"))
 
-    def wait_for_compiler(self):
-        """The compile child compiles the reference with torch.compile beside the trials; the
-        judge waits for it before anything is timed, since both share the GPU."""
-        if self.compiler is None:
+    def wait_for_baselines(self):
+        """The reference's timed child loads (and compiles) beside the trials; the judge waits
+        for it before anything is timed, since both share the GPU."""
+        if self.baseline is None:
             return
         # its own phase: on a large model (DenseNet121) the first evaluation's time is here
         self.enter("compile_wait")
         try:
-            message = self.compiler.receive(float(self.limits.get("wall_seconds", 300)))
+            message = self.baseline.channel.receive(float(self.limits.get("wall_seconds", 300)))
         except (ChannelClosed, ChannelTimeout, ChannelProtocolError) as error:
-            message = {"op": "error", "message": f"the compile process failed: {error}"}
-        if message.get("op") == "compiled":
-            self.compiler_ready = True
-            seconds = message.get("seconds")
-            if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
-                # the compile child's load, compile and first call, beside the trials
-                self.result["phase_seconds"]["compile_child"] = float(seconds)
+            message = {"op": "error", "message": f"the reference's timed child failed: {error}"}
+        if message.get("op") == "ready":
+            self.baseline_arms = [arm for arm in message.get("arms") or []
+                                  if arm in ("eager", "compile")]
+            if message.get("compile_error"):
+                self.compile_error = str(message["compile_error"])[:600]
+            # the child's load, compile and first call, from the judge's start (beside the
+            # trials until compile_wait began)
+            self.result["phase_seconds"]["compile_child"] = round(
+                time.monotonic() - self.started, 3)
         else:
-            self.compile_error = str(message.get("message", "torch.compile failed"))[:600]
+            self.compile_error = str(message.get("message", "the reference child failed"))[:600]
 
-    def compile_baseline(self, calls, warmup):
-        """The torch.compile baseline, timed by the compile child the judge's way."""
-        try:
-            self.compiler.send_json({"op": "time", "calls": calls, "warmup": warmup,
-                                     "seed": self.secret.randrange(1 << 30),
-                                     "plan": adaptive.plan(self.request.get("timing", {}))})
-            message = self.compiler.receive(float(self.limits.get("wall_seconds", 300)))
-        except (ChannelClosed, ChannelTimeout, ChannelProtocolError) as error:
-            return None, f"the compile process failed: {error}"
-        if message.get("op") == "timing" and isinstance(message.get("summary"), dict):
-            return message["summary"], None
-        return None, str(message.get("message", "torch.compile timing failed"))[:600]
+    def give_pool(self, child):
+        """A pool of the problem's input shapes for one timed child (its own: one child
+        cannot reach another's inputs), and on the CPU receive files for its outputs."""
+        template = self.make_problem_inputs(0)
+        scratch = self.request["scratch_directory"] if child is self.candidate else \
+            self.request.get("reference_scratch_directory") or self.request["scratch_directory"]
+        child.pool = tensors.InputPool(template, self.device, scratch)
+        message = {"op": "pool", "pool": child.pool.descriptors, "layout": child.pool.layout}
+        if self.device == "cpu":
+            outputs = [value for _, value in compare.flatten(self.reference(template))]
+            child.receive = tensors.SharedBuffers(
+                [value if isinstance(value, torch.Tensor) else torch.empty(0) for value in
+                 outputs], "cpu", scratch, f"timed-{child.label}")
+            message["receive"] = child.receive.descriptors
+        del template
+        self.ask(message, self.call_seconds(), pickled=True, channel=child.channel)
 
-    def baselines(self, warmup, calls):
+    def call_seconds(self):
+        return float(self.limits.get("call_seconds", 20))
+
+    def check_timed_outputs(self, leaves, described, child):
+        """A verified timed call's outputs, read by the judge itself right after the call:
+        through the IPC handle of each output's allocation on a GPU, from the judge's receive
+        files on the CPU."""
+        records = []
+        if len(described) != len(leaves):
+            return [{"passed": False, "reason": "wrong number of outputs"}]
+        for index, ((path, reference), info) in enumerate(zip(leaves, described)):
+            info = info if isinstance(info, dict) else {}
+            if not isinstance(reference, torch.Tensor):
+                records.append({"passed": info.get("kind") != "tensor"})
+                continue
+            if (info.get("kind") != "tensor" or info.get("subclass")
+                    or info.get("dtype") != tensors.dtype_name(reference.dtype)
+                    or info.get("shape") != list(reference.shape)):
+                records.append({"passed": False, "reason": "output description differs"})
+                continue
+            try:
+                if self.device == "cuda":
+                    if self.importer is None:
+                        self.importer = cuda_ipc.Importer()
+                    stride = info.get("stride")
+                    if not isinstance(info.get("memory"), dict) or not isinstance(stride, list):
+                        raise ValueError(info.get("memory_error") or "no output handle")
+                    value = self.importer.tensor(info["memory"], reference.dtype,
+                                                 list(reference.shape), [int(s) for s in stride])
+                else:
+                    value = child.receive.tensors[index]
+            except (ValueError, TypeError, cuda_ipc.DriverError) as error:
+                records.append({"passed": False, "reason": f"output not readable: {error}"})
+                continue
+            tolerance = compare.tolerance_for(reference.dtype, self.tolerances)
+            records.append(compare.compare_tensors(reference, value, tolerance))
+        return records
+
+    def other_process_findings(self):
+        """Processes beside the known ones that could run device work the record misses."""
+        known = {os.getpid(), os.getppid(), self.candidate.pid}
+        if self.baseline is not None:
+            known.add(self.baseline.pid)
+        roots = {self.candidate.pid} | ({self.baseline.pid} if self.baseline else set())
+        uid = self.request.get("sandbox_uid")
+        found = harness.other_processes(known, int(uid) if uid is not None else None, roots,
+                                        self.device)
+        if not found:
+            return []
+        shown = ", ".join(f"{pid} ({command})" for pid, command in found[:3])
+        return [f"{len(found)} other process(es) could run device work the record does not "
+                f"see: {shown}"]
+
+    def time_baselines(self, harness_):
+        """Eager and torch.compile in the reference's timed child, through the same harness."""
         if not self.needs_baselines():
             result = dict(self.request["baselines"])
             result["measured"] = False
             return result
-        result = {"eager": self.time_local(self.model, calls, warmup), "compile": None,
-                  "compile_error": self.compile_error,
+        result = {"eager": None, "compile": None, "compile_error": self.compile_error,
                   "bandwidth_bytes_per_second": self.measure_bandwidth(),
-                  "degenerate": self.result.get("degenerate"), "measured": True}
-        if self.compiler_ready:
-            result["compile"], result["compile_error"] = self.compile_baseline(calls, warmup)
+                  "degenerate": self.result.get("degenerate"), "measured": True,
+                  "boundary": {}}
+        if self.baseline is None or "eager" not in self.baseline_arms:
+            result["error"] = self.compile_error or "the reference's timed child is missing"
+            return result
+        self.baseline.start_record(self.call_seconds())
+        self.give_pool(self.baseline)
+        for arm in ("eager", "compile"):
+            if arm not in self.baseline_arms:
+                continue
+            measured, _ = harness_.time_arm(self.baseline, arm)
+            result["boundary"][arm] = measured.pop("boundary")
+            result[arm] = measured
+        self.baseline.pool = None  # its device memory, before the candidate's pool exists
+        try:
+            self.baseline.channel.send_json({"op": "exit"})
+        except ChannelClosed:
+            pass
         return result
 
     def timing(self):
-        timing = self.request.get("timing", {})
-        warmup = int(timing.get("warmup_calls", 3))
-        candidate, null, calls, verified, failures = self.time_candidate(warmup)
-        self.result["timing"] = {
-            "method": "judge wall clock around go/done (device synchronised in the candidate), "
-                      "minus the null round trip; fresh inputs and an L2 flush before every call",
-            "null_overhead_ms": null, "candidate": candidate, "verified_calls": verified,
-            "verification_failures": failures}
+        harness_ = harness.Harness(self)
+        # the candidate's record runs from here: its device work while the baselines are
+        # timed is outside its calls too
+        self.candidate.start_record(self.call_seconds())
         self.enter("baselines")
-        self.result["baselines"] = self.baselines(warmup, calls)
+        self.result["baselines"] = self.time_baselines(harness_)
+        self.enter("timing")
+        self.give_pool(self.candidate)
+        candidate, findings = harness_.time_arm(
+            self.candidate, "candidate",
+            verify_calls=int(self.request.get("timing", {}).get("verify_calls", 5)), seal=True)
+        boundary = candidate.pop("boundary")
+        if self.candidate.reader is not None:
+            _, outside = device_record.assign(self.candidate.records, self.candidate.windows)
+            if outside:
+                examples = "; ".join(device_record.describe_outside(record,
+                                                                    self.candidate.windows)
+                                     for record in outside[:device_record.OUTSIDE_EXAMPLES])
+                findings.append(f"{len(outside)} device operation(s) ran outside the timed "
+                                f"calls (between calls, at delivery, from a thread or at "
+                                f"exit): {examples}")
+            boundary["outside"] = len(outside)
+        self.candidate.stop_record(self.call_seconds())
+        boundary["findings"] = findings
+        boundary["l2_reset_error"] = self.l2_reset_error
+        device_note = None
+        if self.device != "cuda":
+            device_note = "no device time on the CPU"
+        elif candidate["device"] is None:
+            device_note = f"no device record: {boundary.get('record') or 'no records'}"
+        self.result["timing"] = {
+            "method": "one harness for every arm: fresh inputs at a new address in a pool the "
+                      "judge owns, the judge's L2 flush, the judge's clock around go/done; "
+                      "device time from the child's device record (CUPTI), wall time less "
+                      "the null round trip",
+            "null_overhead_ms": boundary.get("null_overhead_ms"),
+            "candidate": candidate, "device_note": device_note, "boundary": boundary,
+            "verified_calls": boundary.get("verified_calls"),
+            "verification_failures": boundary.get("verification_failures")}
+        # a broken boundary is tampering with the timer: the verdict rejects it, naming why
+        self.result["tamper"] = list(self.result.get("tamper") or []) + findings
 
     def roofline(self, total):
         """The bandwidth floor of `total` bytes (the inputs and the outputs of one call)."""
@@ -748,14 +811,13 @@ class Judge:
             self.result_inputs = problem.make_inputs(self.module, 0, "problem", self.device)
             self.result_bytes = tensors.tensor_bytes(self.result_inputs) + tensors.tensor_bytes(
                 value for _, value in compare.flatten(self.reference(self.result_inputs)))
-            self.wait_for_compiler()
+            self.wait_for_baselines()
             self.enter("profile")
             if self.device == "cuda":
                 self.load_inputs(self.result_inputs)
                 self.result["kernels"] = self.kernels()
             if not self.request.get("profile_reference"):
                 self.result_inputs = None  # only kagent profile runs the reference again
-            self.enter("timing")
             self.timing()
             self.result["roofline"] = self.roofline(self.result_bytes)
             if self.request.get("profile_reference"):
@@ -764,7 +826,8 @@ class Judge:
                 if self.device == "cuda":
                     self.result["reference_kernels"] = self.reference_kernels()
                     self.result["reference_counters"] = self.reference_counters()
-            self.result["tamper"] = self.ask({"op": "tamper"}, 20).get("findings", [])
+            self.result["tamper"] = list(self.result.get("tamper") or []) + \
+                self.ask({"op": "tamper"}, 20).get("findings", [])
             if self.request.get("profile_reference") and self.device == "cuda":
                 # after timing (replay is slow) and after the tamper check (a candidate that
                 # dies under replay must not lose its verdict)
@@ -914,89 +977,6 @@ def check_problem_child(request, result_fd):
     os._exit(0)
 
 
-def time_in_process(function, module, device, flush_buffer, calls, warmup, base, settings):
-    """Times `function` the way the judge times a candidate: fresh inputs from the problem's
-    get_inputs and an L2 flush before every call, wall clock around the call and a device
-    synchronisation, minus the null cost of that synchronisation; calls in the first round,
-    then adaptive rounds under settings (adaptive.plan)."""
-
-    def synchronize():
-        if device == "cuda":
-            torch.cuda.synchronize()
-
-    inputs = None
-    for index in range(warmup):
-        inputs = None  # free the previous set before making the next
-        inputs = problem.make_inputs(module, base + index, "problem", device)
-        with torch.no_grad():
-            function(*inputs)
-    synchronize()
-    nulls = []
-    for _ in range(max(5, warmup)):
-        start = time.perf_counter()
-        synchronize()
-        nulls.append((time.perf_counter() - start) * 1e3)
-    null = statistics.median(nulls)
-
-    def call(index):
-        inputs = problem.make_inputs(module, base + warmup + index, "problem", device)
-        if flush_buffer is not None:
-            flush_buffer.zero_()
-        synchronize()
-        start = time.perf_counter()
-        with torch.no_grad():
-            function(*inputs)
-        synchronize()
-        return max((time.perf_counter() - start) * 1e3 - null, 1e-6)
-
-    inputs = None  # the warm-up's last set, freed before timing
-    return summarize(*adaptive.measure(call, calls, settings))
-
-
-def compile_baseline_child(request, sock):
-    """Entry point of the compile child, forked beside the judge when the torch.compile
-    baseline is not cached: it compiles the reference (seconds, on other CPU cores) while the
-    judge runs the trials, says so, and times the compiled model when the judge asks, while
-    the judge waits. Never returns."""
-    channel = Channel(sock, accept_pickles=False)
-    started = time.monotonic()
-    try:
-        device = request["device"]
-        flush_buffer = None
-        if device == "cuda":
-            torch.cuda.set_device(int(request.get("gpu_index", 0)))
-            properties = torch.cuda.get_device_properties(torch.cuda.current_device())
-            l2_bytes = int(getattr(properties, "L2_cache_size", 50 << 20) or (50 << 20))
-            flush_buffer = torch.empty(2 * l2_bytes, dtype=torch.int8, device="cuda")
-        module = problem.load_problem(request["problem_path"])
-        model, _, _ = build_reference(module, request, device)
-        compiled = torch.compile(model)
-        inputs = problem.make_inputs(module, 0, "problem", device)
-        with torch.no_grad():
-            compiled(*inputs)
-        del inputs
-        if device == "cuda":
-            # the judge's trials and the candidate need the device's memory meanwhile
-            torch.cuda.empty_cache()
-        channel.send_json({"op": "compiled", "seconds": round(time.monotonic() - started, 3)})
-        order = channel.receive()
-        summary = time_in_process(compiled, module, device, flush_buffer, int(order["calls"]),
-                                  int(order["warmup"]), int(order["seed"]),
-                                  adaptive.plan(order.get("plan") or {}))
-        channel.send_json({"op": "timing", "summary": summary})
-    except ChannelClosed:
-        pass
-    except BaseException as error:  # noqa: B902 - reported to the judge as the baseline's error
-        try:
-            channel.send_json({"op": "error",
-                               "message": f"{type(error).__name__}: {str(error)[:500]}"})
-        except ChannelClosed:
-            pass
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
 def kernel_summary(records, own_names):
     """Launches, total GPU time and the share in the candidate's own kernels, from the
     records of one call (untrusted when they come from the candidate: fields are checked)."""
@@ -1094,9 +1074,9 @@ def is_own_kernel(name, own_names):
     return unqualified in own_names
 
 
-def main(sock, result_fd, request, candidate_pid, compiler_socket=None):
-    """Entry point in the forked judge child; never returns."""
-    judge = Judge(Channel(sock, accept_pickles=False), request, candidate_pid, compiler_socket)
+def main(sock, result_fd, request, candidate_pid, children):
+    """Entry point in the forked judge child; never returns. children: see Judge."""
+    judge = Judge(Channel(sock, accept_pickles=False), request, candidate_pid, children)
     try:
         judge.run()
     except BaseException as error:  # noqa: B902 - an internal failure is still reported

@@ -203,82 +203,100 @@ def evaluate(request):
             lock.close()
 
 
+def _reference_request(request):
+    """The reference's timed child's request: the candidate's, with the reference arm and a
+    scratch folder of its own outside the candidate's (so the candidate cannot reach its
+    inputs or its torch.compile caches)."""
+    scratch = request["reference_scratch_directory"]
+    cache = request.get("judge_cache_directory") or scratch
+    for path in (scratch, cache):
+        os.makedirs(path, exist_ok=True)
+    return dict(request, arm="reference", scratch_directory=scratch, cache_directory=cache,
+                measure_compile=bool(request.get("measure_compile", True)))
+
+
 def _evaluate_locked(request):
     started = time.monotonic()
+    # beside the candidate's scratch folder, which is all the candidate may write
+    request = dict(request, reference_scratch_directory=os.path.join(
+        os.path.dirname(request["scratch_directory"].rstrip("/")), "reference"))
     limits = request.get("limits", {})
     wall = float(limits.get("wall_seconds", 300))
     output_cap = int(limits.get("output_bytes", 65536))
     judge_socket, candidate_socket = socket.socketpair()
+    # each timed child's device record goes to the judge over a socket of its own
+    judge_record_socket, candidate_record_socket = socket.socketpair()
     candidate_out_read, candidate_out_write = os.pipe()
     candidate_err_read, candidate_err_write = os.pipe()
     judge_err_read, judge_err_write = os.pipe()
     result_read, result_write = os.pipe()
     own_ends = [candidate_out_write, candidate_err_write, judge_err_write, result_write]
-    # the judge and the compile child (only when the torch.compile baseline is not cached)
-    compiling = bool(request.get("measure_compile", True) and not request.get("baselines"))
-    judge_compiler_socket, compiler_socket = socket.socketpair()
+    # the reference's timed child (eager and torch.compile), only when the baselines are not
+    # cached: the same runner as the candidate's, in a sandbox of its own
+    timing_reference = not request.get("baselines")
+    judge_reference_socket, reference_socket = socket.socketpair()
+    judge_reference_record, reference_record_socket = socket.socketpair()
+    reference_request = _reference_request(request) if timing_reference else None
 
-    def candidate_setup():
+    def timed_child(child_request, sock, record_socket, out_fd, err_fd):
         from . import candidate
 
-        judge_socket.close()
-        os.dup2(candidate_out_write, 1)
-        os.dup2(candidate_err_write, 2)
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         # nothing of the worker's (its protocol stream, other pipes) stays open in the sandbox
-        os.closerange(3, candidate_socket.fileno())
-        os.closerange(candidate_socket.fileno() + 1, 1 << 16)
-        candidate.main(candidate_socket, request)
+        keep = sorted((sock.fileno(), record_socket.fileno()))
+        os.closerange(3, keep[0])
+        os.closerange(keep[0] + 1, keep[1])
+        os.closerange(keep[1] + 1, 1 << 16)
+        candidate.main(sock, dict(child_request, record_fd=record_socket.fileno()))
 
-    candidate_pid = _fork_child(candidate_setup)
+    candidate_pid = _fork_child(lambda: timed_child(request, candidate_socket,
+                                                    candidate_record_socket, candidate_out_write,
+                                                    candidate_err_write))
+    reference_pid = None
+    if timing_reference:
+        reference_pid = _fork_child(lambda: timed_child(reference_request, reference_socket,
+                                                        reference_record_socket,
+                                                        judge_err_write, judge_err_write))
 
     def judge_setup():
         from . import judge
 
-        candidate_socket.close()
+        for unused in (candidate_socket, candidate_record_socket, reference_socket,
+                       reference_record_socket):
+            unused.close()
         os.close(candidate_out_write)
         os.close(candidate_err_write)
-        compiler_socket.close()
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         # the judge's and the problem's prints must never reach the protocol stream
         os.dup2(judge_err_write, 1)
         os.dup2(judge_err_write, 2)
         _drop_judge_privileges(request)
-        judge.main(judge_socket, result_write, request, candidate_pid,
-                   judge_compiler_socket if compiling else None)
+        children = {"candidate_record": judge_record_socket}
+        if timing_reference:
+            children.update({"reference": judge_reference_socket,
+                             "reference_pid": reference_pid,
+                             "reference_record": judge_reference_record})
+        judge.main(judge_socket, result_write, request, candidate_pid, children)
 
     judge_pid = _fork_child(judge_setup)
-
-    def compiler_setup():
-        from . import judge
-
-        for fd in (candidate_out_write, candidate_err_write, result_write):
-            os.close(fd)
-        for unused in (judge_socket, candidate_socket, judge_compiler_socket):
-            unused.close()
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.dup2(judge_err_write, 1)
-        os.dup2(judge_err_write, 2)
-        _drop_judge_privileges(request)
-        judge.compile_baseline_child(request, compiler_socket)
-
-    compiler_pid = _fork_child(compiler_setup) if compiling else None
     for fd in own_ends:
         os.close(fd)
-    for ours in (judge_socket, judge_compiler_socket, compiler_socket):
+    for ours in (judge_socket, candidate_socket, judge_record_socket, candidate_record_socket,
+                 judge_reference_socket, reference_socket, judge_reference_record,
+                 reference_record_socket):
         ours.close()
-    candidate_socket.close()
 
     tails = {"stdout": CappedTail(output_cap), "stderr": CappedTail(output_cap),
              "judge": CappedTail(output_cap), "result": CappedTail(MAX_LINE)}
     open_fds = {candidate_out_read: "stdout", candidate_err_read: "stderr",
                 judge_err_read: "judge", result_read: "result"}
     statuses = {candidate_pid: None, judge_pid: None}
-    if compiler_pid is not None:
-        statuses[compiler_pid] = None
+    if reference_pid is not None:
+        statuses[reference_pid] = None
     killed_for_timeout = False
     deadline = started + wall + 30
     while open_fds or any(status is None for status in statuses.values()):
@@ -311,8 +329,8 @@ def _evaluate_locked(request):
                     if pid == judge_pid:
                         # the judge has spoken (or died): the others have nothing left to do
                         _kill_group(candidate_pid)
-                        if compiler_pid is not None:
-                            _kill_group(compiler_pid)
+                        if reference_pid is not None:
+                            _kill_group(reference_pid)
     for fd in open_fds:
         os.close(fd)
     for pid in statuses:
