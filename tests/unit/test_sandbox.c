@@ -13,6 +13,8 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -881,6 +883,54 @@ test_file_size_limit(void)
 	remove_tree(scratch);
 }
 
+/* --- the seal of timed calls: no new process, threads still work, on every thread --- */
+
+static void *
+seal__thread_fork(void *unused)
+{
+	pid_t child;
+
+	(void)unused;
+	child = fork();
+	if (child == 0)
+		_exit(0);
+	return (void *)(intptr_t)(child < 0 ? errno : 0);
+}
+
+static void
+body_forbid_processes(const char *scratch)
+{
+	char error[512];
+	pthread_t thread;
+	void *fork_errno = NULL;
+	char *const argv[] = {"/bin/true", NULL};
+	pid_t child;
+
+	(void)scratch;
+	/* a thread made before the seal is sealed too (TSYNC) */
+	CHECK_INT(kagent_sandbox_forbid_processes(error, sizeof error), 0);
+	child = fork();
+	CHECK(child < 0);
+	CHECK_INT(errno, EPERM);
+	CHECK(syscall(SYS_vfork) < 0);
+	CHECK(execve("/bin/true", argv, NULL) < 0);
+	CHECK_INT(errno, EPERM);
+	/* threads are still made (CUDA needs them), and a thread cannot fork either */
+	CHECK_INT(pthread_create(&thread, NULL, seal__thread_fork, NULL), 0);
+	CHECK_INT(pthread_join(thread, &fork_errno), 0);
+	CHECK_INT((int)(intptr_t)fork_errno, EPERM);
+}
+
+static void
+test_forbid_processes(void)
+{
+	char *scratch = kagent_test_make_directory();
+	struct kagent_sandbox_policy policy = default_policy(scratch);
+
+	check_exited_cleanly(run_sandboxed(&policy, body_forbid_processes, 0));
+	remove_tree(scratch);
+}
+
 static const struct kagent_test tests[] = {
     {"describe_is_json", test_describe_is_json},
     {"json_rejects_malformed", test_json_rejects_malformed},
@@ -901,6 +951,7 @@ static const struct kagent_test tests[] = {
     {"fork_bomb_limited", test_fork_bomb_limited},
     {"cpu_limit_kills_busy_loop", test_cpu_limit_kills_busy_loop},
     {"file_size_limit", test_file_size_limit},
+    {"forbid_processes", test_forbid_processes},
     {NULL, NULL},
 };
 
