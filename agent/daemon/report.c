@@ -220,7 +220,8 @@ kagent_report_build(const json_t *batch, json_t **report_out, char **cause)
 		    row);
 		json_array_append_new(rows, row);
 	}
-	qsort(levels, level_count, sizeof *levels, report__compare_groups);
+	if (level_count > 1)
+		qsort(levels, level_count, sizeof *levels, report__compare_groups);
 	level_array = json_array();
 	for (index = 0; index < level_count; index++)
 		json_array_append_new(level_array, report__group_json(&levels[index], 1));
