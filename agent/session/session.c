@@ -650,6 +650,15 @@ session__next_turn(struct kagent_session *session)
 
 /* ---- the end ---- */
 
+/* A number of object, or JSON null (borrowed) when it is missing or not a number. */
+static json_t *
+session__number_or_null(const json_t *object, const char *key)
+{
+	json_t *value = json_object_get(object, key);
+
+	return json_is_number(value) ? value : json_null();
+}
+
 static void
 session__announce(struct kagent_session *session, struct kagent_variant *variant,
 		  const json_t *confirmation, int confirmed, char *path)
@@ -667,15 +676,27 @@ session__announce(struct kagent_session *session, struct kagent_variant *variant
 			    json_string(session->stop_detail != NULL ? session->stop_detail : ""));
 	json_object_set_new(final, "target_reached",
 			    json_boolean(strcmp(session->stop_reason, "target_reached") == 0));
-	if (confirmation != NULL)
+	if (confirmation != NULL) {
+		const json_t *timing = json_object_get(confirmation, "timing");
+		json_t *confirmation_json = json_pack(
+		    "{s:O, s:O, s:f, s:O?}", "status", json_object_get(confirmation, "status"),
+		    "reason", json_object_get(confirmation, "reason"), "speedup",
+		    kagent_variants_speedup(session->variants, confirmation), "generalisation",
+		    json_object_get(confirmation, "generalisation"));
+
+		/* Both baselines and the credit rule's answer, for reports over many runs (the
+		 * daemon's batch report): fast_p is counted against each baseline. */
 		json_object_set_new(
-		    final, "confirmation",
-		    json_pack("{s:O, s:O, s:f, s:O?}", "status",
-			      json_object_get(confirmation, "status"), "reason",
-			      json_object_get(confirmation, "reason"), "speedup",
-			      kagent_variants_speedup(session->variants, confirmation),
-			      "generalisation", json_object_get(confirmation, "generalisation")));
-	else
+		    confirmation_json, "speedup_vs_eager",
+		    json_incref(session__number_or_null(timing, "speedup_vs_eager")));
+		json_object_set_new(
+		    confirmation_json, "speedup_vs_compile",
+		    json_incref(session__number_or_null(timing, "speedup_vs_compile")));
+		json_object_set_new(confirmation_json, "credited",
+				    json_boolean(!json_is_false(json_object_get(
+					json_object_get(confirmation, "credit"), "credited"))));
+		json_object_set_new(final, "confirmation", confirmation_json);
+	} else
 		json_object_set_new(final, "confirmation", json_null());
 	kagent_session_record(session, "final", json_incref(final));
 	free(path);

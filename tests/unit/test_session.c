@@ -169,6 +169,17 @@ test_two_sessions_share_one_loop(void)
 		    json_string_value(json_object_get(observed.finals[index], "stop_reason")),
 		    "target_reached");
 		CHECK(json_is_true(json_object_get(observed.finals[index], "confirmed")));
+		/* What the daemon's batch report reads (agent/daemon/report.c). */
+		{
+			const json_t *confirmation =
+			    json_object_get(observed.finals[index], "confirmation");
+
+			CHECK_STRING(json_string_value(json_object_get(confirmation, "status")),
+				     "correct");
+			CHECK(json_is_number(json_object_get(confirmation, "speedup_vs_eager")));
+			CHECK(json_object_get(confirmation, "speedup_vs_compile") != NULL);
+			CHECK(json_is_true(json_object_get(confirmation, "credited")));
+		}
 		kagent_session_free(sessions[index]);
 		json_decref(observed.finals[index]);
 	}

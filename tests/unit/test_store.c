@@ -1,0 +1,961 @@
+/*
+ * Unit tests for the daemon's store (agent/daemon/store.c): URLs, the schema and its
+ * migrations, batches all or nothing, the claim (order, fairness, atomic across connections),
+ * finishing and cancelling, recovery after a daemon killed mid-session, variants recorded
+ * once, baselines, and calls run from a libuv loop on the thread pool.
+ */
+#include "kagent/daemon/store.h"
+
+#include "kagent/base/alloc.h"
+#include "kagent/base/paths.h"
+
+#include "test.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct fixture {
+	char *directory;
+	char *path; /* the database file */
+	char *url;  /* sqlite:<path> */
+	struct kagent_store *store;
+};
+
+static struct kagent_store *
+open_store(const char *url)
+{
+	struct kagent_store *store = NULL;
+	char *cause = NULL;
+	int status = kagent_store_open(url, &store, &cause);
+
+	if (status != 0)
+		fprintf(stderr, "open: %s\n", cause);
+	CHECK_INT(status, 0);
+	CHECK(cause == NULL);
+	return store;
+}
+
+static void
+fixture_open(struct fixture *fixture)
+{
+	fixture->directory = kagent_test_make_directory();
+	fixture->path = kagent_asprintf("%s/state/kagent.db", fixture->directory);
+	fixture->url = kagent_asprintf("sqlite:%s", fixture->path);
+	fixture->store = open_store(fixture->url);
+}
+
+static void
+fixture_close(struct fixture *fixture)
+{
+	char *cause = NULL;
+
+	kagent_store_close(fixture->store);
+	CHECK_INT(kagent_paths_remove_tree(fixture->directory, &cause), 0);
+	free(fixture->directory);
+	free(fixture->path);
+	free(fixture->url);
+}
+
+/* Runs SQL on the file through a connection of its own, as another program would. */
+static void
+raw_exec(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	char *error = NULL;
+
+	CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	if (sqlite3_exec(db, sql, NULL, NULL, &error) != SQLITE_OK) {
+		fprintf(stderr, "%s: %s\n", sql, error);
+		abort();
+	}
+	sqlite3_close(db);
+}
+
+/* The single integer a query returns. */
+static long long
+raw_integer(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *statement = NULL;
+	long long value;
+
+	CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
+	CHECK_INT(sqlite3_prepare_v2(db, sql, -1, &statement, NULL), SQLITE_OK);
+	CHECK_INT(sqlite3_step(statement), SQLITE_ROW);
+	value = sqlite3_column_int64(statement, 0);
+	sqlite3_finalize(statement);
+	sqlite3_close(db);
+	return value;
+}
+
+/* A batch of count problems level<level>/<n>_p.py; returns its id. */
+static char *
+make_batch(struct kagent_store *store, size_t count, int level)
+{
+	struct kagent_store_problem problems[256];
+	char *paths[256], *batch_id = NULL, *cause = NULL;
+	json_t *settings = json_pack("{s:s, s:f}", "model", "test-model", "target", 1.5);
+	size_t index;
+
+	CHECK(count <= 256);
+	for (index = 0; index < count; index++) {
+		paths[index] = kagent_asprintf("/problems/level%d/%zu_p.py", level, index + 1);
+		problems[index] =
+		    (struct kagent_store_problem){.path = paths[index], .level = level};
+	}
+	CHECK_INT(kagent_store_batch_create(store, settings, problems, count, &batch_id, &cause),
+		  0);
+	for (index = 0; index < count; index++)
+		free(paths[index]);
+	json_decref(settings);
+	CHECK(batch_id != NULL);
+	return batch_id;
+}
+
+static struct kagent_store_claim *
+claim(struct kagent_store *store)
+{
+	struct kagent_store_claim *claimed = NULL;
+	char *cause = NULL;
+
+	CHECK_INT(kagent_store_session_claim(store, "0", &claimed, &cause), 0);
+	return claimed;
+}
+
+static json_t *
+get_batch(struct kagent_store *store, const char *batch_id)
+{
+	json_t *batch = NULL;
+	char *cause = NULL;
+
+	CHECK_INT(kagent_store_batch_get(store, batch_id, &batch, &cause), 0);
+	return batch;
+}
+
+static const char *
+batch_state(json_t *batch)
+{
+	return json_string_value(json_object_get(batch, "state"));
+}
+
+static const char *
+session_field(json_t *batch, size_t index, const char *key)
+{
+	return json_string_value(
+	    json_object_get(json_array_get(json_object_get(batch, "sessions"), index), key));
+}
+
+static void
+test_open_creates_folder_and_schema(void)
+{
+	struct fixture fixture = {0};
+	char *folder;
+	struct stat info;
+
+	fixture_open(&fixture);
+	folder = kagent_asprintf("%s/state", fixture.directory);
+	CHECK_INT(stat(folder, &info), 0);
+	CHECK_INT(info.st_mode & 0777, 0700);
+	CHECK_INT(raw_integer(fixture.path, "SELECT MAX(version) FROM schema_version"),
+		  kagent_store_schema_version());
+	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM schema_version"),
+		  kagent_store_schema_version());
+	/* WAL is a property of the file: another connection sees it. */
+	CHECK_INT(raw_integer(fixture.path, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"),
+		  1);
+	/* Opening again (and a bare path) changes nothing. */
+	kagent_store_close(open_store(fixture.url));
+	kagent_store_close(open_store(fixture.path));
+	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM schema_version"),
+		  kagent_store_schema_version());
+	free(folder);
+	fixture_close(&fixture);
+}
+
+static void
+test_open_refuses_other_schemes(void)
+{
+	struct kagent_store *store = NULL;
+	char *cause = NULL;
+
+	CHECK_INT(kagent_store_open("postgresql://db.example/kagent", &store, &cause),
+		  -EPROTONOSUPPORT);
+	CHECK(store == NULL);
+	CHECK_CONTAINS(cause, "PostgreSQL is not supported yet");
+	free(cause);
+	cause = NULL;
+	CHECK_INT(kagent_store_open("mysql://db/kagent", &store, &cause), -EPROTONOSUPPORT);
+	CHECK_CONTAINS(cause, "unknown scheme \"mysql\"");
+	free(cause);
+	cause = NULL;
+	CHECK_INT(kagent_store_open("sqlite:", &store, &cause), -EINVAL);
+	CHECK_CONTAINS(cause, "names no file");
+	free(cause);
+}
+
+static void
+test_migrates_an_old_file(void)
+{
+	struct fixture fixture = {0};
+	char *batch_id;
+	json_t *batch;
+
+	fixture_open(&fixture);
+	batch_id = make_batch(fixture.store, 2, 1);
+	kagent_store_close(fixture.store);
+	/* The file as version 1 wrote it: without migration 2's index and its row. */
+	raw_exec(fixture.path, "DROP INDEX sessions_by_state;"
+			       "DELETE FROM schema_version WHERE version > 1");
+	CHECK_INT(raw_integer(fixture.path, "SELECT MAX(version) FROM schema_version"), 1);
+	fixture.store = open_store(fixture.url);
+	CHECK_INT(raw_integer(fixture.path, "SELECT MAX(version) FROM schema_version"),
+		  kagent_store_schema_version());
+	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM sqlite_master WHERE type ="
+					    " 'index' AND name = 'sessions_by_state'"),
+		  1);
+	/* The data survived. */
+	batch = get_batch(fixture.store, batch_id);
+	CHECK_INT(json_array_size(json_object_get(batch, "sessions")), 2);
+	json_decref(batch);
+	free(batch_id);
+	fixture_close(&fixture);
+}
+
+static void
+test_refuses_a_newer_file(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store *store = NULL;
+	char *cause = NULL, *sql;
+
+	fixture_open(&fixture);
+	sql = kagent_asprintf("INSERT INTO schema_version VALUES (%d, 'from the future', 'now')",
+			      kagent_store_schema_version() + 1);
+	raw_exec(fixture.path, sql);
+	CHECK_INT(kagent_store_open(fixture.url, &store, &cause), -EPROTO);
+	CHECK(store == NULL);
+	CHECK_CONTAINS(cause, "newer");
+	free(cause);
+	free(sql);
+	fixture_close(&fixture);
+}
+
+static void
+test_batch_create_list_get(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store_problem problems[] = {
+	    {.path = "/kb/level1/19_ReLU.py", .level = 1},
+	    {.path = "/kb/level2/3_Conv.py", .name = "conv", .level = 2},
+	    {.path = "relative/plain"},
+	};
+	json_t *settings = json_pack("{s:s}", "model", "m"), *batches = NULL, *batch, *level;
+	char *first = NULL, *second, *cause = NULL;
+
+	fixture_open(&fixture);
+	CHECK_INT(kagent_store_batch_create(fixture.store, settings, problems, 3, &first, &cause),
+		  0);
+	CHECK(strncmp(first, "b-", 2) == 0);
+	second = make_batch(fixture.store, 1, 1);
+	CHECK_INT(kagent_store_batch_list(fixture.store, &batches, &cause), 0);
+	CHECK_INT(json_array_size(batches), 2);
+	/* Newest first. */
+	CHECK_STRING(json_string_value(json_object_get(json_array_get(batches, 0), "id")), second);
+	batch = json_array_get(batches, 1);
+	CHECK_STRING(json_string_value(json_object_get(batch, "id")), first);
+	CHECK_STRING(batch_state(batch), "queued");
+	CHECK_INT(json_integer_value(json_object_get(batch, "problems")), 3);
+	CHECK_INT(json_integer_value(json_object_get(json_object_get(batch, "counts"), "queued")),
+		  3);
+	CHECK_STRING(
+	    json_string_value(json_object_get(json_object_get(batch, "settings"), "model")), "m");
+	json_decref(batches);
+
+	batch = get_batch(fixture.store, first);
+	CHECK_INT(json_array_size(json_object_get(batch, "sessions")), 3);
+	CHECK_STRING(session_field(batch, 0, "problem"), "19_ReLU");
+	CHECK_STRING(session_field(batch, 1, "problem"), "conv");
+	CHECK_STRING(session_field(batch, 2, "problem"), "plain");
+	CHECK_STRING(session_field(batch, 0, "state"), "queued");
+	CHECK_STRING(session_field(batch, 0, "problem_path"), "/kb/level1/19_ReLU.py");
+	CHECK(strcmp(session_field(batch, 0, "id"), session_field(batch, 1, "id")) != 0);
+	level = json_object_get(json_array_get(json_object_get(batch, "sessions"), 2), "level");
+	CHECK(json_is_null(level));
+	json_decref(batch);
+
+	CHECK_INT(kagent_store_batch_get(fixture.store, "b-none", &batch, &cause), -ENOENT);
+	CHECK(batch == NULL);
+	CHECK_CONTAINS(cause, "no batch b-none");
+	free(cause);
+	json_decref(settings);
+	free(first);
+	free(second);
+	fixture_close(&fixture);
+}
+
+static void
+test_batch_create_is_all_or_nothing(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store_problem problems[] = {{.path = "/a.py"}, {.path = NULL}};
+	json_t *batches = NULL;
+	char *batch_id = NULL, *cause = NULL;
+
+	fixture_open(&fixture);
+	CHECK_INT(kagent_store_batch_create(fixture.store, NULL, problems, 2, &batch_id, &cause),
+		  -EINVAL);
+	free(cause);
+	cause = NULL;
+	CHECK_INT(kagent_store_batch_create(fixture.store, NULL, problems, 0, &batch_id, &cause),
+		  -EINVAL);
+	free(cause);
+	cause = NULL;
+	/* A failure on the third session's row, after the batch and two sessions went in. */
+	raw_exec(fixture.path, "CREATE TRIGGER fail_third BEFORE INSERT ON sessions"
+			       " WHEN NEW.position = 3 BEGIN SELECT RAISE(ABORT, 'disk says no');"
+			       " END");
+	{
+		struct kagent_store_problem three[] = {
+		    {.path = "/a.py"}, {.path = "/b.py"}, {.path = "/c.py"}};
+
+		CHECK(kagent_store_batch_create(fixture.store, NULL, three, 3, &batch_id, &cause) <
+		      0);
+		CHECK_CONTAINS(cause, "disk says no");
+		free(cause);
+	}
+	CHECK(batch_id == NULL);
+	CHECK_INT(kagent_store_batch_list(fixture.store, &batches, &cause), 0);
+	CHECK_INT(json_array_size(batches), 0);
+	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM sessions"), 0);
+	json_decref(batches);
+	fixture_close(&fixture);
+}
+
+/* Round robin: batches take turns; within one, the problems go in order. */
+static void
+test_claim_order_is_fair(void)
+{
+	struct fixture fixture = {0};
+	char *first, *second, *cause = NULL;
+	const char *expected[][2] = {{NULL, "1"}, {NULL, "1"}, {NULL, "2"},
+				     {NULL, "2"}, {NULL, "3"}, {NULL, "4"}};
+	struct kagent_store_claim *claimed;
+	json_t *batch;
+	size_t index;
+
+	fixture_open(&fixture);
+	first = make_batch(fixture.store, 4, 1);
+	second = make_batch(fixture.store, 2, 2);
+	for (index = 0; index < 6; index++)
+		expected[index][0] = index < 4 && index % 2 == 1 ? second : first;
+	for (index = 0; index < 6; index++) {
+		char *suffix;
+
+		claimed = claim(fixture.store);
+		CHECK(claimed != NULL);
+		CHECK_STRING(claimed->batch_id, expected[index][0]);
+		suffix = kagent_asprintf("-000%s", expected[index][1]);
+		CHECK(strcmp(claimed->session_id + strlen(claimed->session_id) - 5, suffix) == 0);
+		CHECK_INT(claimed->attempt, 1);
+		CHECK_INT(claimed->resume, 0);
+		CHECK(claimed->trace_path == NULL);
+		CHECK_STRING(json_string_value(json_object_get(claimed->settings, "model")),
+			     "test-model");
+		if (index == 0) {
+			batch = get_batch(fixture.store, first);
+			CHECK_STRING(batch_state(batch), "running");
+			json_decref(batch);
+			batch = get_batch(fixture.store, second);
+			CHECK_STRING(batch_state(batch), "queued");
+			json_decref(batch);
+		}
+		free(suffix);
+		kagent_store_claim_free(claimed);
+	}
+	CHECK(claim(fixture.store) == NULL);
+	batch = get_batch(fixture.store, first);
+	CHECK_STRING(session_field(batch, 0, "gpu"), "0");
+	CHECK_STRING(session_field(batch, 3, "state"), "running");
+	json_decref(batch);
+	(void)cause;
+	free(first);
+	free(second);
+	fixture_close(&fixture);
+}
+
+static void
+test_finish_moves_the_batch(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store_claim *one, *two;
+	json_t *result = json_pack("{s:s, s:{s:s}}", "stop_reason", "target_reached",
+				   "confirmation", "status", "correct"),
+	       *batch, *session = NULL;
+	char *batch_id, *cause = NULL;
+
+	fixture_open(&fixture);
+	batch_id = make_batch(fixture.store, 2, 1);
+	one = claim(fixture.store);
+	two = claim(fixture.store);
+	CHECK_INT(kagent_store_session_finish(fixture.store, one->session_id, KAGENT_STORE_DONE,
+					      result, &cause),
+		  0);
+	batch = get_batch(fixture.store, batch_id);
+	CHECK_STRING(batch_state(batch), "running");
+	json_decref(batch);
+	CHECK_INT(kagent_store_session_finish(fixture.store, two->session_id, KAGENT_STORE_FAILED,
+					      NULL, &cause),
+		  0);
+	batch = get_batch(fixture.store, batch_id);
+	CHECK_STRING(batch_state(batch), "done");
+	CHECK_INT(json_integer_value(json_object_get(json_object_get(batch, "counts"), "done")), 1);
+	CHECK_INT(json_integer_value(json_object_get(json_object_get(batch, "counts"), "failed")),
+		  1);
+	json_decref(batch);
+
+	CHECK_INT(kagent_store_session_get(fixture.store, one->session_id, &session, &cause), 0);
+	CHECK_STRING(json_string_value(json_object_get(session, "state")), "done");
+	CHECK(json_equal(json_object_get(session, "result"), result));
+	CHECK(json_is_string(json_object_get(session, "finished_at")));
+	json_decref(session);
+
+	/* Finishing twice, or a session nobody knows. */
+	CHECK_INT(kagent_store_session_finish(fixture.store, one->session_id, KAGENT_STORE_DONE,
+					      result, &cause),
+		  -EALREADY);
+	CHECK_CONTAINS(cause, "is done, not running");
+	free(cause);
+	cause = NULL;
+	CHECK_INT(
+	    kagent_store_session_finish(fixture.store, "nobody", KAGENT_STORE_DONE, NULL, &cause),
+	    -ENOENT);
+	free(cause);
+	cause = NULL;
+	CHECK_INT(kagent_store_session_finish(fixture.store, one->session_id, KAGENT_STORE_RUNNING,
+					      NULL, &cause),
+		  -EINVAL);
+	free(cause);
+	kagent_store_claim_free(one);
+	kagent_store_claim_free(two);
+	json_decref(result);
+	free(batch_id);
+	fixture_close(&fixture);
+}
+
+static void
+test_cancel(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store_claim *running, *other;
+	json_t *running_ids = NULL, *batch;
+	char *batch_id, *finished_id, *cause = NULL;
+
+	fixture_open(&fixture);
+	batch_id = make_batch(fixture.store, 3, 1);
+	running = claim(fixture.store);
+	CHECK_INT(kagent_store_batch_cancel(fixture.store, batch_id, &running_ids, &cause), 0);
+	CHECK_INT(json_array_size(running_ids), 1);
+	CHECK_STRING(json_string_value(json_array_get(running_ids, 0)), running->session_id);
+	json_decref(running_ids);
+	running_ids = NULL;
+	batch = get_batch(fixture.store, batch_id);
+	CHECK_STRING(batch_state(batch), "cancelled");
+	CHECK_STRING(session_field(batch, 0, "state"), "running");
+	CHECK_STRING(session_field(batch, 1, "state"), "cancelled");
+	CHECK_STRING(session_field(batch, 2, "state"), "cancelled");
+	json_decref(batch);
+	/* Nothing of it is claimed any more; the running one ends when it is interrupted. */
+	CHECK(claim(fixture.store) == NULL);
+	CHECK_INT(kagent_store_session_finish(fixture.store, running->session_id,
+					      KAGENT_STORE_CANCELLED, NULL, &cause),
+		  0);
+	batch = get_batch(fixture.store, batch_id);
+	CHECK_STRING(batch_state(batch), "cancelled");
+	json_decref(batch);
+	CHECK_INT(kagent_store_batch_cancel(fixture.store, batch_id, &running_ids, &cause),
+		  -EALREADY);
+	CHECK(running_ids == NULL);
+	CHECK_CONTAINS(cause, "already cancelled");
+	free(cause);
+	cause = NULL;
+
+	/* A finished batch cannot be cancelled; an unknown one is not found. */
+	finished_id = make_batch(fixture.store, 1, 1);
+	other = claim(fixture.store);
+	CHECK_INT(kagent_store_session_finish(fixture.store, other->session_id, KAGENT_STORE_DONE,
+					      NULL, &cause),
+		  0);
+	CHECK_INT(kagent_store_batch_cancel(fixture.store, finished_id, &running_ids, &cause),
+		  -EALREADY);
+	CHECK_CONTAINS(cause, "already done");
+	free(cause);
+	cause = NULL;
+	CHECK_INT(kagent_store_batch_cancel(fixture.store, "b-none", &running_ids, &cause),
+		  -ENOENT);
+	free(cause);
+	kagent_store_claim_free(running);
+	kagent_store_claim_free(other);
+	free(batch_id);
+	free(finished_id);
+	fixture_close(&fixture);
+}
+
+/* A daemon that claimed two sessions, said where one's trace is, and was killed. */
+static void
+crashing_daemon(const char *url)
+{
+	struct kagent_store *store = NULL;
+	struct kagent_store_claim *first = NULL, *second = NULL;
+	char *cause = NULL;
+
+	if (kagent_store_open(url, &store, &cause) != 0 ||
+	    kagent_store_session_claim(store, "0", &first, &cause) != 0 || first == NULL ||
+	    kagent_store_session_set_trace(store, first->session_id, "/runs/traces/t1.jsonl",
+					   &cause) != 0 ||
+	    kagent_store_session_claim(store, "1", &second, &cause) != 0 || second == NULL)
+		_exit(1);
+	raise(SIGKILL);
+	_exit(2);
+}
+
+static void
+test_recover_after_a_crash(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store_claim *first, *second;
+	char *batch_id, *first_id, *second_id, *cause = NULL;
+	json_t *batch;
+	pid_t child;
+	int status = 0, recovered = -1;
+
+	fixture_open(&fixture);
+	batch_id = make_batch(fixture.store, 3, 1);
+	batch = get_batch(fixture.store, batch_id);
+	first_id = kagent_strdup(session_field(batch, 0, "id"));
+	second_id = kagent_strdup(session_field(batch, 1, "id"));
+	json_decref(batch);
+	kagent_store_close(fixture.store);
+
+	child = fork();
+	CHECK(child >= 0);
+	if (child == 0)
+		crashing_daemon(fixture.url);
+	CHECK_INT(waitpid(child, &status, 0), child);
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+	/* The next daemon. */
+	fixture.store = open_store(fixture.url);
+	batch = get_batch(fixture.store, batch_id);
+	CHECK_STRING(session_field(batch, 0, "state"), "running");
+	json_decref(batch);
+	CHECK_INT(kagent_store_recover(fixture.store, &recovered, &cause), 0);
+	CHECK_INT(recovered, 2);
+	batch = get_batch(fixture.store, batch_id);
+	CHECK_STRING(batch_state(batch), "running");
+	CHECK_INT(json_array_size(json_object_get(batch, "sessions")), 3);
+	CHECK_STRING(session_field(batch, 0, "state"), "queued");
+	CHECK(json_is_true(
+	    json_object_get(json_array_get(json_object_get(batch, "sessions"), 0), "resume")));
+	CHECK_STRING(session_field(batch, 0, "trace_path"), "/runs/traces/t1.jsonl");
+	CHECK(json_is_null(
+	    json_object_get(json_array_get(json_object_get(batch, "sessions"), 0), "gpu")));
+	json_decref(batch);
+
+	/* Claimed again under the same run ids: resumed where a trace was written. */
+	first = claim(fixture.store);
+	CHECK_STRING(first->session_id, first_id);
+	CHECK_INT(first->resume, 1);
+	CHECK_INT(first->attempt, 2);
+	CHECK_STRING(first->trace_path, "/runs/traces/t1.jsonl");
+	second = claim(fixture.store);
+	CHECK_STRING(second->session_id, second_id);
+	CHECK_INT(second->resume, 0);
+	CHECK_INT(second->attempt, 2);
+	kagent_store_claim_free(first);
+	kagent_store_claim_free(second);
+	first = claim(fixture.store); /* the third, never started */
+	CHECK_INT(first->attempt, 1);
+	kagent_store_claim_free(first);
+	CHECK(claim(fixture.store) == NULL);
+	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM sessions"), 3);
+
+	/* All three run under this daemon now, each once. */
+	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM sessions WHERE state ="
+					    " 'running'"),
+		  3);
+	free(batch_id);
+	free(first_id);
+	free(second_id);
+	fixture_close(&fixture);
+}
+
+static void
+test_recover_a_cancelled_batch(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store_claim *running;
+	json_t *running_ids = NULL, *batch;
+	char *batch_id, *done_id, *cause = NULL;
+	int recovered = -1;
+
+	fixture_open(&fixture);
+	batch_id = make_batch(fixture.store, 2, 1);
+	running = claim(fixture.store);
+	CHECK_INT(kagent_store_batch_cancel(fixture.store, batch_id, &running_ids, &cause), 0);
+	json_decref(running_ids);
+	/* A batch whose only session finished: done, and recovery keeps it so. */
+	done_id = make_batch(fixture.store, 1, 1);
+	kagent_store_claim_free(running);
+	running = claim(fixture.store);
+	CHECK_INT(kagent_store_session_finish(fixture.store, running->session_id, KAGENT_STORE_DONE,
+					      NULL, &cause),
+		  0);
+	kagent_store_close(fixture.store);
+	fixture.store = open_store(fixture.url);
+	CHECK_INT(kagent_store_recover(fixture.store, &recovered, &cause), 0);
+	CHECK_INT(recovered, 0);
+	batch = get_batch(fixture.store, batch_id);
+	CHECK_STRING(batch_state(batch), "cancelled");
+	CHECK_STRING(session_field(batch, 0, "state"), "cancelled");
+	json_decref(batch);
+	batch = get_batch(fixture.store, done_id);
+	CHECK_STRING(batch_state(batch), "done");
+	json_decref(batch);
+	CHECK(claim(fixture.store) == NULL);
+	kagent_store_claim_free(running);
+	free(batch_id);
+	free(done_id);
+	fixture_close(&fixture);
+}
+
+static void
+test_variants_are_recorded_once(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store_claim *claimed;
+	json_t *verdict = json_pack("{s:s}", "status", "correct"), *variants = NULL;
+	struct kagent_store_variant variant = {
+	    .variant_id = "v1",
+	    .verdict = verdict,
+	    .speedup_vs_eager = 1.5,
+	    .speedup_vs_compile = 0.9,
+	    .credited = 1,
+	};
+	char *batch_id, *cause = NULL;
+	int inserted = -1, first = -1;
+
+	fixture_open(&fixture);
+	batch_id = make_batch(fixture.store, 1, 1);
+	claimed = claim(fixture.store);
+	variant.session_id = claimed->session_id;
+	CHECK_INT(kagent_store_variant_record(fixture.store, &variant, &inserted, &cause), 0);
+	CHECK_INT(inserted, 1);
+	/* The same variant again, even with other numbers: kept as first recorded. */
+	variant.speedup_vs_eager = 9.0;
+	CHECK_INT(kagent_store_variant_record(fixture.store, &variant, &inserted, &cause), 0);
+	CHECK_INT(inserted, 0);
+	variant.variant_id = "v2";
+	variant.parent = "v1";
+	CHECK_INT(kagent_store_variant_record(fixture.store, &variant, &inserted, &cause), 0);
+	CHECK_INT(inserted, 1);
+	CHECK_INT(kagent_store_variant_list(fixture.store, claimed->session_id, &variants, &cause),
+		  0);
+	CHECK_INT(json_array_size(variants), 2);
+	CHECK_STRING(json_string_value(json_object_get(json_array_get(variants, 0), "variant")),
+		     "v1");
+	CHECK(json_real_value(json_object_get(json_array_get(variants, 0), "speedup_vs_eager")) ==
+	      1.5);
+	CHECK(json_is_null(json_object_get(json_array_get(variants, 0), "parent")));
+	CHECK_STRING(json_string_value(json_object_get(json_array_get(variants, 1), "parent")),
+		     "v1");
+	CHECK(json_equal(json_object_get(json_array_get(variants, 0), "verdict"), verdict));
+	json_decref(variants);
+
+	/* Committed once: the second caller learns it was already done. */
+	CHECK_INT(kagent_store_variant_commit(fixture.store, claimed->session_id, "v1", "abc123",
+					      &first, &cause),
+		  0);
+	CHECK_INT(first, 1);
+	CHECK_INT(kagent_store_variant_commit(fixture.store, claimed->session_id, "v1", "def456",
+					      &first, &cause),
+		  0);
+	CHECK_INT(first, 0);
+	CHECK_INT(kagent_store_variant_list(fixture.store, claimed->session_id, &variants, &cause),
+		  0);
+	CHECK(json_is_true(json_object_get(json_array_get(variants, 0), "committed")));
+	CHECK_STRING(json_string_value(json_object_get(json_array_get(variants, 0), "commit")),
+		     "abc123");
+	CHECK(json_is_false(json_object_get(json_array_get(variants, 1), "committed")));
+	json_decref(variants);
+	CHECK_INT(kagent_store_variant_commit(fixture.store, claimed->session_id, "v9", "x", &first,
+					      &cause),
+		  -ENOENT);
+	free(cause);
+	cause = NULL;
+	variant.session_id = "nobody";
+	CHECK_INT(kagent_store_variant_record(fixture.store, &variant, &inserted, &cause), -ENOENT);
+	CHECK_CONTAINS(cause, "no session nobody");
+	free(cause);
+	kagent_store_claim_free(claimed);
+	json_decref(verdict);
+	free(batch_id);
+	fixture_close(&fixture);
+}
+
+static void
+test_baselines(void)
+{
+	struct fixture fixture = {0};
+	json_t *timings = json_pack("{s:{s:f}, s:n}", "eager", "median_ms", 3.07, "compile"),
+	       *read = NULL;
+	char *cause = NULL;
+
+	fixture_open(&fixture);
+	CHECK_INT(kagent_store_baseline_get(fixture.store, "abc", "H100", &read, &cause), -ENOENT);
+	free(cause);
+	cause = NULL;
+	CHECK_INT(kagent_store_baseline_put(fixture.store, "abc", "H100", timings, &cause), 0);
+	CHECK_INT(kagent_store_baseline_get(fixture.store, "abc", "H100", &read, &cause), 0);
+	CHECK(json_equal(read, timings));
+	json_decref(read);
+	CHECK_INT(kagent_store_baseline_get(fixture.store, "abc", "H200", &read, &cause), -ENOENT);
+	free(cause);
+	cause = NULL;
+	json_object_set_new(timings, "compile", json_pack("{s:f}", "median_ms", 2.5));
+	CHECK_INT(kagent_store_baseline_put(fixture.store, "abc", "H100", timings, &cause), 0);
+	CHECK_INT(kagent_store_baseline_get(fixture.store, "abc", "H100", &read, &cause), 0);
+	CHECK(json_equal(read, timings));
+	json_decref(read);
+	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM baselines"), 1);
+	json_decref(timings);
+	fixture_close(&fixture);
+}
+
+/* ---- two connections claiming at once ---- */
+
+#define RACE_SESSIONS 120
+#define RACE_THREADS 4
+
+struct racer {
+	const char *url;
+	char *claimed[RACE_SESSIONS];
+	size_t count;
+	int failures;
+};
+
+static void *
+race(void *data)
+{
+	struct racer *racer = data;
+	struct kagent_store *store = NULL;
+	char *cause = NULL;
+
+	/* A connection of its own, as another daemon on the same file would have. */
+	if (kagent_store_open(racer->url, &store, &cause) != 0) {
+		racer->failures++;
+		free(cause);
+		return NULL;
+	}
+	for (;;) {
+		struct kagent_store_claim *claimed = NULL;
+
+		if (kagent_store_session_claim(store, "0", &claimed, &cause) != 0) {
+			fprintf(stderr, "claim: %s\n", cause);
+			free(cause);
+			cause = NULL;
+			racer->failures++;
+			break;
+		}
+		if (claimed == NULL)
+			break;
+		if (racer->count < RACE_SESSIONS)
+			racer->claimed[racer->count++] = kagent_strdup(claimed->session_id);
+		kagent_store_claim_free(claimed);
+	}
+	kagent_store_close(store);
+	return NULL;
+}
+
+static int
+compare_strings(const void *left, const void *right)
+{
+	return strcmp(*(char *const *)left, *(char *const *)right);
+}
+
+static void
+test_claim_is_atomic_across_connections(void)
+{
+	struct fixture fixture = {0};
+	struct racer racers[RACE_THREADS] = {{0}};
+	pthread_t threads[RACE_THREADS];
+	char *all[RACE_SESSIONS], *first, *second;
+	size_t index, total = 0, item;
+
+	fixture_open(&fixture);
+	first = make_batch(fixture.store, RACE_SESSIONS / 2, 1);
+	second = make_batch(fixture.store, RACE_SESSIONS / 2, 2);
+	for (index = 0; index < RACE_THREADS; index++) {
+		racers[index].url = fixture.url;
+		CHECK_INT(pthread_create(&threads[index], NULL, race, &racers[index]), 0);
+	}
+	for (index = 0; index < RACE_THREADS; index++) {
+		CHECK_INT(pthread_join(threads[index], NULL), 0);
+		CHECK_INT(racers[index].failures, 0);
+		for (item = 0; item < racers[index].count; item++) {
+			CHECK(total < RACE_SESSIONS);
+			all[total++] = racers[index].claimed[item];
+		}
+	}
+	/* Every session claimed, none twice. */
+	CHECK_INT(total, RACE_SESSIONS);
+	qsort(all, total, sizeof all[0], compare_strings);
+	for (index = 1; index < total; index++)
+		CHECK(strcmp(all[index - 1], all[index]) != 0);
+	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM sessions WHERE state ="
+					    " 'running' AND attempts = 1"),
+		  RACE_SESSIONS);
+	for (index = 0; index < total; index++)
+		free(all[index]);
+	free(first);
+	free(second);
+	fixture_close(&fixture);
+}
+
+/* ---- from a loop ---- */
+
+struct loop_run {
+	struct kagent_store *store;
+	uv_loop_t *loop;
+	pthread_t loop_thread;
+	char *batch_id;
+	int created, claimed, failed, other_thread;
+	char *failure;
+};
+
+static int
+work_create(struct kagent_store *store, void *data, char **cause)
+{
+	struct loop_run *run = data;
+	struct kagent_store_problem problem = {.path = "/p.py", .level = 1};
+
+	run->other_thread = !pthread_equal(pthread_self(), run->loop_thread);
+	return kagent_store_batch_create(store, NULL, &problem, 1, &run->batch_id, cause);
+}
+
+static int
+work_claim(struct kagent_store *store, void *data, char **cause)
+{
+	struct kagent_store_claim *claimed = NULL;
+	int status = kagent_store_session_claim(store, "0", &claimed, cause);
+
+	(void)data;
+	if (status == 0 && claimed == NULL) {
+		*cause = kagent_strdup("nothing to claim");
+		status = -ENOENT;
+	}
+	kagent_store_claim_free(claimed);
+	return status;
+}
+
+static int
+work_fail(struct kagent_store *store, void *data, char **cause)
+{
+	json_t *batch = NULL;
+
+	(void)data;
+	return kagent_store_batch_get(store, "b-none", &batch, cause);
+}
+
+static void
+after_fail(int status, const char *cause, void *data)
+{
+	struct loop_run *run = data;
+
+	CHECK(pthread_equal(pthread_self(), run->loop_thread));
+	CHECK_INT(status, -ENOENT);
+	run->failed = 1;
+	run->failure = kagent_strdup(cause);
+}
+
+static void
+after_claim(int status, const char *cause, void *data)
+{
+	struct loop_run *run = data;
+
+	CHECK(pthread_equal(pthread_self(), run->loop_thread));
+	if (status != 0)
+		fprintf(stderr, "claim: %s\n", cause);
+	CHECK_INT(status, 0);
+	run->claimed = 1;
+}
+
+/* After the batch exists, the claim and a failing call, chained from the loop. */
+static void
+after_create(int status, const char *cause, void *data)
+{
+	struct loop_run *run = data;
+
+	CHECK(pthread_equal(pthread_self(), run->loop_thread));
+	if (status != 0)
+		fprintf(stderr, "create: %s\n", cause);
+	CHECK_INT(status, 0);
+	CHECK(cause == NULL);
+	run->created = 1;
+	CHECK_INT(kagent_store_submit(run->store, run->loop, work_claim, after_claim, run), 0);
+	CHECK_INT(kagent_store_submit(run->store, run->loop, work_fail, after_fail, run), 0);
+}
+
+static void
+test_submit_from_a_loop(void)
+{
+	struct fixture fixture = {0};
+	struct loop_run run = {0};
+	uv_loop_t loop;
+	json_t *batch;
+
+	fixture_open(&fixture);
+	CHECK_INT(uv_loop_init(&loop), 0);
+	run.store = fixture.store;
+	run.loop = &loop;
+	run.loop_thread = pthread_self();
+	CHECK_INT(kagent_store_submit(fixture.store, &loop, work_create, after_create, &run), 0);
+	CHECK_INT(uv_run(&loop, UV_RUN_DEFAULT), 0);
+	CHECK(run.created && run.claimed && run.failed);
+	CHECK(run.other_thread);
+	CHECK_CONTAINS(run.failure, "no batch b-none");
+	batch = get_batch(fixture.store, run.batch_id);
+	CHECK_STRING(batch_state(batch), "running");
+	json_decref(batch);
+	/* No handle or request left behind. */
+	CHECK_INT(uv_loop_close(&loop), 0);
+	free(run.batch_id);
+	free(run.failure);
+	fixture_close(&fixture);
+}
+
+static const struct kagent_test tests[] = {
+    {"open_creates_folder_and_schema", test_open_creates_folder_and_schema},
+    {"open_refuses_other_schemes", test_open_refuses_other_schemes},
+    {"migrates_an_old_file", test_migrates_an_old_file},
+    {"refuses_a_newer_file", test_refuses_a_newer_file},
+    {"batch_create_list_get", test_batch_create_list_get},
+    {"batch_create_is_all_or_nothing", test_batch_create_is_all_or_nothing},
+    {"claim_order_is_fair", test_claim_order_is_fair},
+    {"finish_moves_the_batch", test_finish_moves_the_batch},
+    {"cancel", test_cancel},
+    {"recover_after_a_crash", test_recover_after_a_crash},
+    {"recover_a_cancelled_batch", test_recover_a_cancelled_batch},
+    {"variants_are_recorded_once", test_variants_are_recorded_once},
+    {"baselines", test_baselines},
+    {"claim_is_atomic_across_connections", test_claim_is_atomic_across_connections},
+    {"submit_from_a_loop", test_submit_from_a_loop},
+    {NULL, NULL},
+};
+
+KAGENT_TEST_MAIN(tests, 60)
