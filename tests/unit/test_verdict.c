@@ -36,11 +36,16 @@ static const char base_result[] =
     "   \"degenerate\": {\"constant_output\": false, \"zeros_pass\": false, \"identity_pass\": "
     "false},"
     "   \"timing\": {\"method\": \"judge wall clock\", \"null_overhead_ms\": 0.012,"
-    "     \"candidate\": {\"calls\": 40, \"median_ms\": 2.0, \"min_ms\": 1.9, \"max_ms\": 2.2,"
-    "       \"p10_ms\": 1.9, \"p90_ms\": 2.1, \"mean_ms\": 2.0, \"stdev_ms\": 0.05},"
+    "     \"candidate\": {\"device\": {\"calls\": 40, \"median_ms\": 2.0, \"min_ms\": 1.9,"
+    "       \"max_ms\": 2.2, \"p10_ms\": 1.9, \"p90_ms\": 2.1, \"mean_ms\": 2.0, \"stdev_ms\": 0.05},"
+    "       \"wall\": {\"calls\": 40, \"median_ms\": 2.5, \"min_ms\": 2.4, \"max_ms\": 2.7,"
+    "       \"p10_ms\": 2.4, \"p90_ms\": 2.6, \"mean_ms\": 2.5, \"stdev_ms\": 0.05}},"
+    "     \"device_note\": null, \"boundary\": {\"sync\": \"per call\"},"
     "     \"verified_calls\": 5, \"verification_failures\": 0},"
-    "   \"baselines\": {\"eager\": {\"calls\": 40, \"median_ms\": 3.0},"
-    "     \"compile\": {\"calls\": 40, \"median_ms\": 4.0}, \"compile_error\": null,"
+    "   \"baselines\": {\"eager\": {\"device\": {\"calls\": 40, \"median_ms\": 3.0},"
+    "       \"wall\": {\"calls\": 40, \"median_ms\": 3.5}},"
+    "     \"compile\": {\"device\": {\"calls\": 40, \"median_ms\": 4.0},"
+    "       \"wall\": {\"calls\": 40, \"median_ms\": 4.5}}, \"compile_error\": null,"
     "     \"bandwidth_bytes_per_second\": 3.2e12, \"measured\": true},"
     "   \"kernels\": {\"own_ms\": 1.9, \"total_ms\": 2.0, \"own_share\": 0.95,"
     "     \"own_names\": [\"relu_kernel\"], \"launches\": [{\"name\": \"relu_kernel\","
@@ -72,6 +77,19 @@ output_of(json_t *result, size_t trial)
 	json_t *trials = json_object_get(judge_of(result), "trials");
 
 	return json_array_get(json_object_get(json_array_get(trials, trial), "outputs"), 0);
+}
+
+/* One arm's summary in one basis of a result: arm_of(result, "eager", "wall"). */
+static json_t *
+arm_of(json_t *result, const char *arm, const char *basis)
+{
+	json_t *judge = judge_of(result);
+	json_t *pair = json_object_get(
+	    strcmp(arm, "candidate") == 0 ? json_object_get(judge, "timing")
+					  : json_object_get(judge, "baselines"),
+	    arm);
+
+	return json_object_get(pair, basis);
 }
 
 static void
@@ -452,7 +470,7 @@ test_credit_rule(void)
 
 	/* At the threshold counts; just under does not; the default is 5%. */
 	profile = profile_of(0.05, 1.0);
-	credit = kagent_verdict_credit(profile, 0);
+	credit = kagent_verdict_credit(profile, 0, NAN);
 	CHECK(credited(credit));
 	CHECK(json_real_value(json_object_get(credit, "threshold")) == 0.05);
 	CHECK(json_real_value(json_object_get(credit, "own_share")) == 0.05);
@@ -461,41 +479,41 @@ test_credit_rule(void)
 	json_decref(credit);
 	json_decref(profile);
 	profile = profile_of(0.0499, 1.0);
-	credit = kagent_verdict_credit(profile, 0);
+	credit = kagent_verdict_credit(profile, 0, NAN);
 	CHECK(!credited(credit));
 	CHECK_CONTAINS(json_string_value(json_object_get(credit, "reason")),
 		       "own kernels ran 4.99% of the GPU time, under the 5% threshold");
 	json_decref(credit);
 	/* A threshold of the caller's. */
-	credit = kagent_verdict_credit(profile, 0.04);
+	credit = kagent_verdict_credit(profile, 0.04, NAN);
 	CHECK(credited(credit));
 	json_decref(credit);
 	json_decref(profile);
 	profile = profile_of(0.9, 1.0);
-	credit = kagent_verdict_credit(profile, 0);
+	credit = kagent_verdict_credit(profile, 0, NAN);
 	CHECK(credited(credit));
 	CHECK_CONTAINS(json_string_value(json_object_get(credit, "reason")),
 		       "own kernels ran 90% of the GPU time, at least the 5% threshold");
 	json_decref(credit);
-	credit = kagent_verdict_credit(profile, 0.95);
+	credit = kagent_verdict_credit(profile, 0.95, NAN);
 	CHECK(!credited(credit));
 	json_decref(credit);
 	json_decref(profile);
 	/* The profile comes from the candidate's process: more own time than total is capped. */
 	profile = profile_of(7.0, 1.0);
-	credit = kagent_verdict_credit(profile, 0);
+	credit = kagent_verdict_credit(profile, 0, NAN);
 	CHECK(json_real_value(json_object_get(credit, "own_share")) == 1.0);
 	CHECK(json_real_value(json_object_get(credit, "library_ms")) == 0.0);
 	json_decref(credit);
 	json_decref(profile);
 	/* No profile, or one without times: not measured, and credited. */
-	credit = kagent_verdict_credit(NULL, 0);
+	credit = kagent_verdict_credit(NULL, 0, NAN);
 	CHECK(credited(credit));
 	CHECK(json_is_null(json_object_get(credit, "own_share")));
 	CHECK_CONTAINS(json_string_value(json_object_get(credit, "reason")), "share not measured");
 	json_decref(credit);
 	profile = load("{\"own_ms\": \"a lot\", \"total_ms\": 0}");
-	credit = kagent_verdict_credit(profile, 0);
+	credit = kagent_verdict_credit(profile, 0, NAN);
 	CHECK(credited(credit));
 	CHECK(json_is_null(json_object_get(credit, "library_share")));
 	json_decref(credit);
@@ -593,13 +611,10 @@ test_samples_and_intervals(void)
 {
 	json_t *result = load(base_result), *verdict, *timing, *candidate, *eager, *interval;
 
-	set_samples(json_object_get(json_object_get(judge_of(result), "timing"), "candidate"), 40,
-		    1.7, 0.1);
-	set_samples(json_object_get(json_object_get(judge_of(result), "baselines"), "eager"), 5000,
-		    2.7, 0.1);
-	json_object_set_new(
-	    json_object_get(json_object_get(judge_of(result), "baselines"), "compile"),
-	    "samples_ms", load("[4.0, \"fast\", 4.1]"));
+	set_samples(arm_of(result, "candidate", "device"), 40, 1.7, 0.1);
+	set_samples(arm_of(result, "eager", "device"), 5000, 2.7, 0.1);
+	json_object_set_new(arm_of(result, "compile", "device"), "samples_ms",
+			    load("[4.0, \"fast\", 4.1]"));
 	verdict = build(result);
 	timing = json_object_get(verdict, "timing");
 	candidate = json_object_get(timing, "candidate");
