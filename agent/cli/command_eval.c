@@ -136,8 +136,9 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 			break;
 		case COMMAND_EVAL_SPEEDUP_BASIS:
 			if (kagent_verdict_basis_from_name(optarg) < 0)
-				return kagent_command_fail(command, json, "usage",
-							   "--speedup-basis must be device or wall");
+				return kagent_command_fail(
+				    command, json, "usage",
+				    "--speedup-basis must be device or wall");
 			options.speedup_basis = kagent_verdict_basis_from_name(optarg);
 			break;
 		case COMMAND_EVAL_TRIALS:

@@ -760,7 +760,8 @@ verdict__pair_get(const json_t *pair, enum kagent_verdict_basis basis)
 
 	if (!json_is_object(pair))
 		return NULL;
-	if (json_object_get(pair, "median_ms") != NULL || json_object_get(pair, "samples_ms") != NULL)
+	if (json_object_get(pair, "median_ms") != NULL ||
+	    json_object_get(pair, "samples_ms") != NULL)
 		return basis == KAGENT_VERDICT_BASIS_WALL ? pair : NULL;
 	summary = json_object_get(pair, kagent_verdict_basis_names[basis]);
 	return json_is_object(summary) ? summary : NULL;
@@ -854,9 +855,9 @@ verdict__timing(struct verdict__state *state, const json_t *judge,
 	const json_t *boundary = json_object_get(timing, "boundary");
 	const char *method = verdict__string(timing, "method");
 	const char *device_note = verdict__string(timing, "device_note");
-	enum kagent_verdict_basis basis =
-	    in->basis == KAGENT_VERDICT_BASIS_WALL ? KAGENT_VERDICT_BASIS_WALL
-						   : KAGENT_VERDICT_BASIS_DEVICE;
+	enum kagent_verdict_basis basis = in->basis == KAGENT_VERDICT_BASIS_WALL
+					      ? KAGENT_VERDICT_BASIS_WALL
+					      : KAGENT_VERDICT_BASIS_DEVICE;
 	json_t *bases[KAGENT_VERDICT_BASIS_COUNT], *object;
 	int measured[KAGENT_VERDICT_BASIS_COUNT], index;
 	double overhead = 0, verified = 0;
@@ -866,7 +867,8 @@ verdict__timing(struct verdict__state *state, const json_t *judge,
 		return json_null();
 	for (index = 0; index < KAGENT_VERDICT_BASIS_COUNT; index++)
 		bases[index] = verdict__basis(judge, index, &measured[index]);
-	if (basis == KAGENT_VERDICT_BASIS_DEVICE && (note = verdict__device_missing(judge)) != NULL) {
+	if (basis == KAGENT_VERDICT_BASIS_DEVICE &&
+	    (note = verdict__device_missing(judge)) != NULL) {
 		basis = KAGENT_VERDICT_BASIS_WALL;
 		if (device == NULL || strcmp(device, "cpu") != 0)
 			json_array_append_new(state->warnings, json_string(note));
@@ -924,8 +926,7 @@ kagent_verdict_credit(const json_t *kernels, double threshold, double eager_ms)
 	    !isfinite(total))
 		return json_pack("{s:n, s:n, s:n, s:n, s:n, s:b, s:f, s:s}", "own_share",
 				 "library_share", "own_ms", "library_ms", "own_saved_ms",
-				 "credited", 1,
-				 "threshold", threshold, "reason",
+				 "credited", 1, "threshold", threshold, "reason",
 				 "share not measured: no kernel profile was recorded (a CPU run, "
 				 "or CUPTI unavailable), so the speedup is credited");
 	/* The profile comes from the candidate's process: hold it to a share. */
