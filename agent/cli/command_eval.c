@@ -92,7 +92,7 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 	    .device = "cuda", .measure_compile = 1, .profile_reference = profile_reference};
 	struct kagent_command_parser parser;
 	json_t *object = NULL;
-	const char *evidence = NULL;
+	const char *evidence = NULL, *basis = "device";
 	char *cause = NULL;
 	long long number;
 	int json = 0, option, status, index;
@@ -135,11 +135,7 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 			options.measure_compile = 0;
 			break;
 		case COMMAND_EVAL_SPEEDUP_BASIS:
-			if (kagent_verdict_basis_from_name(optarg) < 0)
-				return kagent_command_fail(
-				    command, json, "usage",
-				    "--speedup-basis must be device or wall");
-			options.speedup_basis = kagent_verdict_basis_from_name(optarg);
+			basis = optarg; /* checked after the loop, as --device */
 			break;
 		case COMMAND_EVAL_TRIALS:
 			if (!command_eval__parse_number(optarg, 1, &number) || number > 1000)
@@ -190,6 +186,10 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 					   "give exactly a problem file and a candidate file");
 	if (strcmp(options.device, "cuda") != 0 && strcmp(options.device, "cpu") != 0)
 		return kagent_command_fail(command, json, "usage", "--device must be cuda or cpu");
+	if (kagent_verdict_basis_from_name(basis) < 0)
+		return kagent_command_fail(command, json, "usage",
+					   "--speedup-basis must be device or wall");
+	options.speedup_basis = kagent_verdict_basis_from_name(basis);
 	options.problem_path = argv[optind];
 	options.candidate_path = argv[optind + 1];
 
