@@ -28,6 +28,7 @@ enum {
 	COMMAND_EVAL_COLD,
 	COMMAND_EVAL_NO_CACHE,
 	COMMAND_EVAL_NO_COMPILE,
+	COMMAND_EVAL_SPEEDUP_BASIS,
 	COMMAND_EVAL_TRIALS,
 	COMMAND_EVAL_SIGNED_TRIALS,
 	COMMAND_EVAL_CALL_TIMEOUT,
@@ -53,6 +54,10 @@ const struct kagent_command_option kagent_command_eval_options[] = {
 		"neither read nor write cached baseline timings", NULL, NULL},
 	[COMMAND_EVAL_NO_COMPILE] = {"no-compile-baseline", 0, NULL,
 		"do not time torch.compile as a baseline", NULL, NULL},
+	[COMMAND_EVAL_SPEEDUP_BASIS] = {"speedup-basis", 0, "device|wall",
+		"the clock speedups are read in: device (CUPTI's kernel and copy time per call; "
+		"wall time where the judge measured none) or wall (the judge's clock around each "
+		"call); the verdict reports both", "device", NULL},
 	[COMMAND_EVAL_TRIALS] = {"trials", 0, "N",
 		"correctness trials on the problem's own inputs, 1 to 1000", "3", NULL},
 	[COMMAND_EVAL_SIGNED_TRIALS] = {"signed-trials", 0, "N",
@@ -87,7 +92,7 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 	    .device = "cuda", .measure_compile = 1, .profile_reference = profile_reference};
 	struct kagent_command_parser parser;
 	json_t *object = NULL;
-	const char *evidence = NULL;
+	const char *evidence = NULL, *basis = "device";
 	char *cause = NULL;
 	long long number;
 	int json = 0, option, status, index;
@@ -128,6 +133,9 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 			break;
 		case COMMAND_EVAL_NO_COMPILE:
 			options.measure_compile = 0;
+			break;
+		case COMMAND_EVAL_SPEEDUP_BASIS:
+			basis = optarg; /* checked after the loop, as --device */
 			break;
 		case COMMAND_EVAL_TRIALS:
 			if (!command_eval__parse_number(optarg, 1, &number) || number > 1000)
@@ -178,6 +186,10 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 					   "give exactly a problem file and a candidate file");
 	if (strcmp(options.device, "cuda") != 0 && strcmp(options.device, "cpu") != 0)
 		return kagent_command_fail(command, json, "usage", "--device must be cuda or cpu");
+	if (kagent_verdict_basis_from_name(basis) < 0)
+		return kagent_command_fail(command, json, "usage",
+					   "--speedup-basis must be device or wall");
+	options.speedup_basis = kagent_verdict_basis_from_name(basis);
 	options.problem_path = argv[optind];
 	options.candidate_path = argv[optind + 1];
 

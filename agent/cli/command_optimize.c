@@ -61,6 +61,7 @@ static const struct kagent_command_option command_optimize__options[] = {
 	{"device", 0, "cuda|cpu", NULL, NULL, "evaluation.device"},
 	{"gpu", 0, "N", NULL, NULL, "evaluation.gpu"},
 	{"worker", 0, "SOCKET", NULL, NULL, "evaluation.worker_socket"},
+	{"speedup-basis", 0, "device|wall", NULL, NULL, "evaluation.speedup_basis"},
 	{"output", 0, "DIR", NULL, NULL, "output_directory"},
 	{"prompts", 0, "DIR", NULL, NULL, "prompts_directory"},
 	{0},

@@ -66,10 +66,17 @@ static const char *const config__baseline_names[] = {
 };
 static const char *const config__effort_names[] = {"minimal", "low", "medium", "high", NULL};
 static const char *const config__device_names[] = {"cuda", "cpu", NULL};
+/* By value, as the verdict's basis names; here because records does not link the evaluator. */
+static const char *const config__basis_names[] = {
+    [KAGENT_VERDICT_BASIS_DEVICE] = "device",
+    [KAGENT_VERDICT_BASIS_WALL] = "wall",
+    [KAGENT_VERDICT_BASIS_COUNT] = NULL,
+};
 
 /* An ENUMERATION field is written and read as an int. */
 _Static_assert(sizeof(enum kagent_llm_format) == sizeof(int), "enum size");
 _Static_assert(sizeof(enum kagent_target_baseline) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum kagent_verdict_basis) == sizeof(int), "enum size");
 /* An INTEGER field is either as wide as int or as long long. */
 _Static_assert(sizeof(long) == sizeof(int) || sizeof(long) == sizeof(long long), "long size");
 
@@ -151,6 +158,10 @@ static const struct config__key config__keys[] = {
 	 CONFIG__FIELD(evaluation.credit_threshold), .maximum = 1,
 	 .help = "the share of GPU time a candidate's own kernels need for its speedup to count "
 		 "(toward best, the target, reports), 0 to 1; 0: the evaluator's default, 0.05"},
+	{.name = "evaluation.speedup_basis", .kind = CONFIG__ENUMERATION,
+	 CONFIG__FIELD(evaluation.speedup_basis), .choices = config__basis_names,
+	 .help = "the clock speedups are read in: device (CUPTI's kernel and copy time per call; "
+		 "wall where none was measured) or wall (the judge's clock around each call)"},
 	{.name = "evaluation.worker_socket", .kind = CONFIG__TEXT,
 	 CONFIG__FIELD(evaluation.worker_socket), .optional = 1,
 	 .help = "the socket of a running kagent worker; unset: the default socket, or a new worker"},
@@ -751,7 +762,8 @@ kagent_config_init(struct kagent_config *config)
 	    .target = {.speedup = 1.5, .baseline = KAGENT_TARGET_BEST},
 	    .evaluation = {.device = kagent_strdup("cuda"),
 			   .measure_compile = 1,
-			   .credit_threshold = KAGENT_VERDICT_CREDIT_THRESHOLD},
+			   .credit_threshold = KAGENT_VERDICT_CREDIT_THRESHOLD,
+			   .speedup_basis = KAGENT_VERDICT_BASIS_DEVICE},
 	    .output_directory = kagent_strdup("kagent-runs"),
 	};
 }

@@ -272,6 +272,7 @@ session__evaluation_options(const struct kagent_session *session)
 	    .measure_compile = evaluation_config->measure_compile,
 	    .call_timeout_seconds = evaluation_config->call_timeout_seconds,
 	    .credit_threshold = evaluation_config->credit_threshold,
+	    .speedup_basis = evaluation_config->speedup_basis,
 	};
 }
 

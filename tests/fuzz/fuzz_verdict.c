@@ -1,7 +1,8 @@
 /*
  * Fuzzes the verdict (tools/evaluator/verdict.c), the code that interprets the worker's
  * result. Input: one byte of context (bit 0: a CUDA device with a GPU, else the CPU; bit 1:
- * the baselines came from the cache), then the result as JSON. A verdict that builds is also
+ * the baselines came from the cache; bit 2: the wall basis asked for, else device), then the
+ * result as JSON. A verdict that builds is also
  * rendered as text, as `kagent eval` prints it.
  */
 #include "fuzz.h"
@@ -45,6 +46,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	in.device = data[0] & 1 ? "cuda" : "cpu";
 	in.gpu = data[0] & 1 ? &gpu : NULL;
 	in.baselines_cached = (data[0] & 2) != 0;
+	in.basis = data[0] & 4 ? KAGENT_VERDICT_BASIS_WALL : KAGENT_VERDICT_BASIS_DEVICE;
 	if (kagent_verdict_build(&in, &verdict, &cause) == 0) {
 		kagent_verdict_exit_status(verdict);
 		kagent_verdict_render_text(verdict, fuzz_verdict__sink);

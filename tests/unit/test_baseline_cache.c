@@ -34,6 +34,12 @@ test_key(void)
 
 	CHECK_CONTAINS(a, "\"gpu\":\"NVIDIA H200\"");
 	CHECK_CONTAINS(a, "\"triton\":null");
+	/* Every key names the harness: one measured before the device/wall pairs is never hit. */
+	CHECK_CONTAINS(a, "\"harness\":2");
+	CHECK(strcmp(a, "{\"cuda_runtime\":\"13.0\",\"device\":\"cuda\",\"driver\":\"13.0\","
+			"\"gpu\":\"NVIDIA H200\",\"measure_compile\":true,\"problem\":\"abc\","
+			"\"timing\":{\"min_calls\":10,\"warmup_calls\":3},\"torch\":\"2.11.0\","
+			"\"triton\":null}") != 0);
 	key.driver = "12.8";
 	b = kagent_baseline_cache_key(&key);
 	CHECK(strcmp(a, b) != 0);
@@ -116,6 +122,37 @@ test_corrupt(void)
 	free(directory);
 }
 
+/* An entry written under the old key (no harness: bare wall summaries) is not reused. */
+static void
+test_old_entries_missed(void)
+{
+	char *directory = kagent_test_make_directory(), *cause = NULL;
+	json_t *timing = json_pack("{s:i}", "warmup_calls", 3);
+	struct kagent_baseline_key key = sample_key(timing);
+	char *text = kagent_baseline_cache_key(&key);
+	json_t *parsed = json_loads(text, 0, NULL), *found = NULL;
+	json_t *baselines = json_pack("{s:{s:f}}", "eager", "median_ms", 3.07);
+	char *old_key;
+
+	CHECK(parsed != NULL);
+	json_object_del(parsed, "harness");
+	old_key = json_dumps(parsed, JSON_COMPACT | JSON_SORT_KEYS);
+	CHECK(strcmp(old_key, text) != 0);
+	CHECK_INT(kagent_baseline_cache_store(directory, old_key, baselines, &cause), 0);
+	CHECK_INT(kagent_baseline_cache_lookup(directory, text, &found), 0);
+	CHECK(found == NULL);
+	CHECK_INT(kagent_baseline_cache_lookup(directory, old_key, &found), 0);
+	CHECK(found != NULL);
+	json_decref(found);
+	json_decref(baselines);
+	json_decref(parsed);
+	json_decref(timing);
+	free(old_key);
+	free(text);
+	kagent_paths_remove_tree(directory, NULL);
+	free(directory);
+}
+
 static void
 test_unwritable(void)
 {
@@ -136,6 +173,7 @@ static const struct kagent_test tests[] = {
     {"key", test_key},
     {"roundtrip", test_roundtrip},
     {"corrupt", test_corrupt},
+    {"old_entries_missed", test_old_entries_missed},
     {"unwritable", test_unwritable},
     {NULL, NULL},
 };

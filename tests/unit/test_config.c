@@ -39,6 +39,7 @@ static const char *const all_keys[] = {
     "evaluation.call_timeout_seconds",
     "evaluation.measure_compile",
     "evaluation.credit_threshold",
+    "evaluation.speedup_basis",
     "evaluation.worker_socket",
     "output_directory",
     "prompts_directory",
@@ -97,6 +98,7 @@ test_defaults(void)
 	CHECK_INT(config.evaluation.gpu_index, 0);
 	CHECK_INT(config.evaluation.measure_compile, 1);
 	CHECK(config.evaluation.credit_threshold == 0.05);
+	CHECK_INT(config.evaluation.speedup_basis, KAGENT_VERDICT_BASIS_DEVICE);
 	CHECK(config.evaluation.worker_socket == NULL);
 	CHECK_STRING(config.output_directory, "kagent-runs");
 	CHECK(config.prompts_directory == NULL);
@@ -400,6 +402,17 @@ test_flags_override_file(void)
 		  -EINVAL);
 	CHECK_STRING(error,
 		     "evaluation.credit_threshold: expected a number from 0 to 1, got '1.5'");
+	free(error);
+	CHECK_INT(kagent_config_set(&config, "evaluation.speedup_basis", "wall", &error), 0);
+	CHECK_INT(config.evaluation.speedup_basis, KAGENT_VERDICT_BASIS_WALL);
+	CHECK_INT(kagent_config_set(&config, "evaluation.speedup_basis", "cpu", &error), -EINVAL);
+	CHECK_STRING(error, "evaluation.speedup_basis: expected one of device, wall, got 'cpu'");
+	free(error);
+	CHECK_INT(config.evaluation.speedup_basis, KAGENT_VERDICT_BASIS_WALL);
+	CHECK_INT(load_text(&config, "evaluation: {speedup_basis: device}\n", &error), 0);
+	CHECK_INT(config.evaluation.speedup_basis, KAGENT_VERDICT_BASIS_DEVICE);
+	CHECK_INT(load_text(&config, "evaluation: {speedup_basis: gpu}\n", &error), -EINVAL);
+	CHECK_CONTAINS(error, "evaluation.speedup_basis: expected one of device, wall, got 'gpu'");
 	free(error);
 
 	/* The same checks and messages as the file, without a line. */
@@ -745,6 +758,7 @@ test_every_key_settable(void)
 				    : strcmp(key, "provider.api") == 0 ? "responses"
 				    : strstr(key, "baseline") != NULL  ? "eager"
 				    : strstr(key, "effort") != NULL    ? "low"
+				    : strstr(key, "basis") != NULL     ? "wall"
 				    : strstr(key, "device") != NULL    ? "cpu"
 				    : strstr(key, "compile") != NULL   ? "true"
 								       : "1";

@@ -62,6 +62,11 @@ test_write_and_load(void)
 	struct kagent_evidence bundle;
 
 	options.signed_trials = -1;
+	options.speedup_basis = KAGENT_VERDICT_BASIS_WALL;
+	json_object_set_new(json_object_get(recorded, "timing"), "basis", json_string("wall"));
+	json_object_set_new(json_object_get(recorded, "timing"), "wall",
+			    json_pack("{s:{s:i, s:s, s:[f]}}", "candidate", "calls", 1, "stop",
+				      "wall-stop", "samples_ms", 1.0));
 	CHECK_INT(kagent_evidence_write(bundle_path, recorded, &options, &cause), 0);
 	CHECK_INT(kagent_evidence_load(bundle_path, &bundle, &cause), 0);
 	CHECK(json_equal(bundle.verdict, recorded));
@@ -71,7 +76,22 @@ test_write_and_load(void)
 	    json_string_value(json_object_get(
 		json_object_get(json_object_get(bundle.evidence, "samples"), "candidate"), "stop")),
 	    "tight");
+	/* Both bases' samples per arm, null where the verdict has no such basis. */
+	CHECK_STRING(json_string_value(json_object_get(
+			 json_object_get(
+			     json_object_get(json_object_get(bundle.evidence, "samples"), "wall"),
+			     "candidate"),
+			 "stop")),
+		     "wall-stop");
+	CHECK(json_is_null(json_object_get(json_object_get(bundle.evidence, "samples"), "device")));
+	CHECK_STRING(json_string_value(
+			 json_object_get(json_object_get(bundle.evidence, "samples"), "basis")),
+		     "wall");
+	CHECK_STRING(json_string_value(json_object_get(json_object_get(bundle.evidence, "options"),
+						       "speedup_basis")),
+		     "wall");
 	kagent_evidence_options(&bundle, &again);
+	CHECK_INT(again.speedup_basis, KAGENT_VERDICT_BASIS_WALL);
 	CHECK_INT((int)again.seed, 41);
 	CHECK_INT(again.trials, 3);
 	CHECK_INT(again.signed_trials, -1);

@@ -36,11 +36,17 @@ static const char base_result[] =
     "   \"degenerate\": {\"constant_output\": false, \"zeros_pass\": false, \"identity_pass\": "
     "false},"
     "   \"timing\": {\"method\": \"judge wall clock\", \"null_overhead_ms\": 0.012,"
-    "     \"candidate\": {\"calls\": 40, \"median_ms\": 2.0, \"min_ms\": 1.9, \"max_ms\": 2.2,"
-    "       \"p10_ms\": 1.9, \"p90_ms\": 2.1, \"mean_ms\": 2.0, \"stdev_ms\": 0.05},"
+    "     \"candidate\": {\"device\": {\"calls\": 40, \"median_ms\": 2.0, \"min_ms\": 1.9,"
+    "       \"max_ms\": 2.2, \"p10_ms\": 1.9, \"p90_ms\": 2.1, \"mean_ms\": 2.0, \"stdev_ms\": "
+    "0.05},"
+    "       \"wall\": {\"calls\": 40, \"median_ms\": 2.5, \"min_ms\": 2.4, \"max_ms\": 2.7,"
+    "       \"p10_ms\": 2.4, \"p90_ms\": 2.6, \"mean_ms\": 2.5, \"stdev_ms\": 0.05}},"
+    "     \"device_note\": null, \"boundary\": {\"sync\": \"per call\"},"
     "     \"verified_calls\": 5, \"verification_failures\": 0},"
-    "   \"baselines\": {\"eager\": {\"calls\": 40, \"median_ms\": 3.0},"
-    "     \"compile\": {\"calls\": 40, \"median_ms\": 4.0}, \"compile_error\": null,"
+    "   \"baselines\": {\"eager\": {\"device\": {\"calls\": 40, \"median_ms\": 3.0},"
+    "       \"wall\": {\"calls\": 40, \"median_ms\": 3.5}},"
+    "     \"compile\": {\"device\": {\"calls\": 40, \"median_ms\": 4.0},"
+    "       \"wall\": {\"calls\": 40, \"median_ms\": 4.5}}, \"compile_error\": null,"
     "     \"bandwidth_bytes_per_second\": 3.2e12, \"measured\": true},"
     "   \"kernels\": {\"own_ms\": 1.9, \"total_ms\": 2.0, \"own_share\": 0.95,"
     "     \"own_names\": [\"relu_kernel\"], \"launches\": [{\"name\": \"relu_kernel\","
@@ -52,7 +58,7 @@ static json_t *
 load(const char *text)
 {
 	json_error_t error;
-	json_t *value = json_loads(text, 0, &error);
+	json_t *value = json_loads(text, JSON_DECODE_ANY, &error);
 
 	if (value == NULL)
 		fprintf(stderr, "fixture: %s at %d\n", error.text, error.position);
@@ -74,6 +80,19 @@ output_of(json_t *result, size_t trial)
 	return json_array_get(json_object_get(json_array_get(trials, trial), "outputs"), 0);
 }
 
+/* One arm's summary in one basis of a result: arm_of(result, "eager", "wall"). */
+static json_t *
+arm_of(json_t *result, const char *arm, const char *basis)
+{
+	json_t *judge = judge_of(result);
+	json_t *pair =
+	    json_object_get(strcmp(arm, "candidate") == 0 ? json_object_get(judge, "timing")
+							  : json_object_get(judge, "baselines"),
+			    arm);
+
+	return json_object_get(pair, basis);
+}
+
 static void
 fail_trial(json_t *result, size_t trial)
 {
@@ -82,9 +101,10 @@ fail_trial(json_t *result, size_t trial)
 	json_object_set_new(json_array_get(trials, trial), "passed", json_false());
 }
 
-/* Builds a verdict under a credit threshold (0: the default); expects success. */
+/* Builds a verdict on a device in a basis, under a credit threshold (0: the default). */
 static json_t *
-build_with_threshold(json_t *result, double credit_threshold)
+build_in(json_t *result, double credit_threshold, enum kagent_verdict_basis basis,
+	 const char *device)
 {
 	struct kagent_gpu_info gpu = {.index = 0, .device_count = 1};
 	struct kagent_verdict_input in = {
@@ -94,10 +114,11 @@ build_with_threshold(json_t *result, double credit_threshold)
 	    .candidate_path = "/c.py",
 	    .candidate_sha256 = "bb",
 	    .backend = "triton",
-	    .device = "cuda",
+	    .device = device,
 	    .gpu = &gpu,
 	    .wall_seconds = 3.5,
 	    .credit_threshold = credit_threshold,
+	    .basis = basis,
 	};
 	json_t *verdict = NULL;
 	char *cause = NULL;
@@ -110,6 +131,13 @@ build_with_threshold(json_t *result, double credit_threshold)
 	CHECK_INT(error, 0);
 	CHECK(verdict != NULL);
 	return verdict;
+}
+
+/* Builds a verdict under a credit threshold (0: the default); expects success. */
+static json_t *
+build_with_threshold(json_t *result, double credit_threshold)
+{
+	return build_in(result, credit_threshold, KAGENT_VERDICT_BASIS_DEVICE, "cuda");
 }
 
 /* Builds a verdict; expects success. */
@@ -452,7 +480,7 @@ test_credit_rule(void)
 
 	/* At the threshold counts; just under does not; the default is 5%. */
 	profile = profile_of(0.05, 1.0);
-	credit = kagent_verdict_credit(profile, 0);
+	credit = kagent_verdict_credit(profile, 0, NAN);
 	CHECK(credited(credit));
 	CHECK(json_real_value(json_object_get(credit, "threshold")) == 0.05);
 	CHECK(json_real_value(json_object_get(credit, "own_share")) == 0.05);
@@ -461,41 +489,41 @@ test_credit_rule(void)
 	json_decref(credit);
 	json_decref(profile);
 	profile = profile_of(0.0499, 1.0);
-	credit = kagent_verdict_credit(profile, 0);
+	credit = kagent_verdict_credit(profile, 0, NAN);
 	CHECK(!credited(credit));
 	CHECK_CONTAINS(json_string_value(json_object_get(credit, "reason")),
 		       "own kernels ran 4.99% of the GPU time, under the 5% threshold");
 	json_decref(credit);
 	/* A threshold of the caller's. */
-	credit = kagent_verdict_credit(profile, 0.04);
+	credit = kagent_verdict_credit(profile, 0.04, NAN);
 	CHECK(credited(credit));
 	json_decref(credit);
 	json_decref(profile);
 	profile = profile_of(0.9, 1.0);
-	credit = kagent_verdict_credit(profile, 0);
+	credit = kagent_verdict_credit(profile, 0, NAN);
 	CHECK(credited(credit));
 	CHECK_CONTAINS(json_string_value(json_object_get(credit, "reason")),
 		       "own kernels ran 90% of the GPU time, at least the 5% threshold");
 	json_decref(credit);
-	credit = kagent_verdict_credit(profile, 0.95);
+	credit = kagent_verdict_credit(profile, 0.95, NAN);
 	CHECK(!credited(credit));
 	json_decref(credit);
 	json_decref(profile);
 	/* The profile comes from the candidate's process: more own time than total is capped. */
 	profile = profile_of(7.0, 1.0);
-	credit = kagent_verdict_credit(profile, 0);
+	credit = kagent_verdict_credit(profile, 0, NAN);
 	CHECK(json_real_value(json_object_get(credit, "own_share")) == 1.0);
 	CHECK(json_real_value(json_object_get(credit, "library_ms")) == 0.0);
 	json_decref(credit);
 	json_decref(profile);
 	/* No profile, or one without times: not measured, and credited. */
-	credit = kagent_verdict_credit(NULL, 0);
+	credit = kagent_verdict_credit(NULL, 0, NAN);
 	CHECK(credited(credit));
 	CHECK(json_is_null(json_object_get(credit, "own_share")));
 	CHECK_CONTAINS(json_string_value(json_object_get(credit, "reason")), "share not measured");
 	json_decref(credit);
 	profile = load("{\"own_ms\": \"a lot\", \"total_ms\": 0}");
-	credit = kagent_verdict_credit(profile, 0);
+	credit = kagent_verdict_credit(profile, 0, NAN);
 	CHECK(credited(credit));
 	CHECK(json_is_null(json_object_get(credit, "library_share")));
 	json_decref(credit);
@@ -593,13 +621,10 @@ test_samples_and_intervals(void)
 {
 	json_t *result = load(base_result), *verdict, *timing, *candidate, *eager, *interval;
 
-	set_samples(json_object_get(json_object_get(judge_of(result), "timing"), "candidate"), 40,
-		    1.7, 0.1);
-	set_samples(json_object_get(json_object_get(judge_of(result), "baselines"), "eager"), 5000,
-		    2.7, 0.1);
-	json_object_set_new(
-	    json_object_get(json_object_get(judge_of(result), "baselines"), "compile"),
-	    "samples_ms", load("[4.0, \"fast\", 4.1]"));
+	set_samples(arm_of(result, "candidate", "device"), 40, 1.7, 0.1);
+	set_samples(arm_of(result, "eager", "device"), 5000, 2.7, 0.1);
+	json_object_set_new(arm_of(result, "compile", "device"), "samples_ms",
+			    load("[4.0, \"fast\", 4.1]"));
 	verdict = build(result);
 	timing = json_object_get(verdict, "timing");
 	candidate = json_object_get(timing, "candidate");
@@ -638,6 +663,253 @@ test_samples_and_intervals(void)
 	      2.0);
 	json_decref(verdict);
 	json_decref(result);
+}
+
+/* timing[basis][key] (basis NULL: the top level) as a number; NAN when it is not one. */
+static double
+timing_number(const json_t *verdict, const char *basis, const char *key)
+{
+	const json_t *timing = json_object_get(verdict, "timing");
+	const json_t *value = json_object_get(basis ? json_object_get(timing, basis) : timing, key);
+
+	return json_is_number(value) ? json_number_value(value) : NAN;
+}
+
+static const char *
+timing_string(const json_t *verdict, const char *key)
+{
+	return json_string_value(json_object_get(json_object_get(verdict, "timing"), key));
+}
+
+static int
+near(double value, double expected)
+{
+	return fabs(value - expected) < 1e-9;
+}
+
+/* The default basis: device time at the top level, both bases beside it. */
+static void
+test_basis_device(void)
+{
+	json_t *result = load(base_result), *verdict = build(result);
+	const json_t *timing = json_object_get(verdict, "timing");
+
+	CHECK_STRING(timing_string(verdict, "basis"), "device");
+	CHECK(json_is_null(json_object_get(timing, "basis_note")));
+	CHECK(json_is_null(json_object_get(timing, "device_note")));
+	CHECK_STRING(
+	    json_string_value(json_object_get(json_object_get(timing, "boundary"), "sync")),
+	    "per call");
+	CHECK(near(timing_number(verdict, NULL, "speedup_vs_eager"), 1.5));
+	CHECK(near(timing_number(verdict, NULL, "speedup_vs_compile"), 2.0));
+	CHECK(near(timing_number(verdict, "device", "speedup_vs_eager"), 1.5));
+	CHECK(near(timing_number(verdict, "wall", "speedup_vs_eager"), 3.5 / 2.5));
+	CHECK(near(timing_number(verdict, "wall", "speedup_vs_compile"), 4.5 / 2.5));
+	CHECK(json_object_get(json_object_get(timing, "wall"), "speedup_vs_eager_ci95") != NULL);
+	CHECK(json_object_get(json_object_get(timing, "wall"), "sol_fraction") == NULL);
+	/* The top level is the device object's numbers, and sol_fraction its candidate's. */
+	CHECK(json_equal(json_object_get(timing, "candidate"),
+			 json_object_get(json_object_get(timing, "device"), "candidate")));
+	CHECK(near(timing_number(verdict, NULL, "sol_fraction"), 0.5));
+	CHECK(
+	    near(json_number_value(json_object_get(json_object_get(timing, "eager"), "median_ms")),
+		 3.0));
+	CHECK_INT(json_array_size(json_object_get(verdict, "warnings")), 0);
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_basis_wall(void)
+{
+	json_t *result = load(base_result);
+	json_t *verdict = build_in(result, 0, KAGENT_VERDICT_BASIS_WALL, "cuda");
+	const json_t *timing = json_object_get(verdict, "timing");
+
+	CHECK_STRING(timing_string(verdict, "basis"), "wall");
+	CHECK(json_is_null(json_object_get(timing, "basis_note")));
+	CHECK(near(timing_number(verdict, NULL, "speedup_vs_eager"), 1.4));
+	CHECK(near(timing_number(verdict, NULL, "speedup_vs_compile"), 1.8));
+	CHECK(near(timing_number(verdict, "device", "speedup_vs_eager"), 1.5));
+	CHECK(near(timing_number(verdict, NULL, "sol_fraction"), 1.0 / 2.5));
+	CHECK_CONTAINS(reason_of(verdict), "1.40x");
+	/* own_saved_ms in the wall basis: eager 3.5 less the forward's 2.0 ms of kernels. */
+	CHECK(near(
+	    json_number_value(json_object_get(json_object_get(verdict, "credit"), "own_saved_ms")),
+	    1.5));
+	CHECK_INT(json_array_size(json_object_get(verdict, "warnings")), 0);
+	json_decref(verdict);
+	json_decref(result);
+}
+
+/* Device time asked for, but the judge has none for an arm: all of it in wall, said twice. */
+static void
+test_basis_fallback(void)
+{
+	json_t *result = load(base_result), *verdict;
+	json_t *timing = json_object_get(judge_of(result), "timing");
+	const json_t *warnings;
+
+	json_object_set_new(json_object_get(timing, "candidate"), "device", json_null());
+	json_object_set_new(timing, "device_note", json_string("CUPTI unavailable: no libcupti"));
+	verdict = build(result);
+	CHECK_STRING(timing_string(verdict, "basis"), "wall");
+	CHECK_CONTAINS(timing_string(verdict, "basis_note"),
+		       "the candidate arm (CUPTI unavailable");
+	CHECK_CONTAINS(timing_string(verdict, "basis_note"), "speedups are in wall time");
+	CHECK_STRING(timing_string(verdict, "device_note"), "CUPTI unavailable: no libcupti");
+	CHECK(near(timing_number(verdict, NULL, "speedup_vs_eager"), 1.4));
+	/* The baselines' device numbers stay under device; with no candidate, no speedup. */
+	CHECK(json_is_object(json_object_get(json_object_get(verdict, "timing"), "device")));
+	CHECK(isnan(timing_number(verdict, "device", "speedup_vs_eager")));
+	warnings = json_object_get(verdict, "warnings");
+	CHECK_INT(json_array_size(warnings), 1);
+	CHECK_STRING(json_string_value(json_array_get(warnings, 0)),
+		     timing_string(verdict, "basis_note"));
+	CHECK_STRING(status_of(verdict), "correct");
+	json_decref(verdict);
+	/* No device time at all: device is null, and a missing baseline is named too. */
+	json_object_set_new(
+	    json_object_get(json_object_get(judge_of(result), "baselines"), "eager"), "device",
+	    json_null());
+	json_object_set_new(
+	    json_object_get(json_object_get(judge_of(result), "baselines"), "compile"), "device",
+	    json_null());
+	verdict = build(result);
+	CHECK_CONTAINS(timing_string(verdict, "basis_note"), "the candidate, eager, compile arms");
+	CHECK(json_is_null(json_object_get(json_object_get(verdict, "timing"), "device")));
+	json_decref(verdict);
+	/* On the CPU there is never device time: the note, but no warning. */
+	json_object_set_new(json_object_get(judge_of(result), "environment"), "device",
+			    json_string("cpu"));
+	json_object_set_new(judge_of(result), "kernels", json_null());
+	json_object_set_new(judge_of(result), "roofline", json_null());
+	verdict = build_in(result, 0, KAGENT_VERDICT_BASIS_DEVICE, "cpu");
+	CHECK_STRING(timing_string(verdict, "basis"), "wall");
+	CHECK(timing_string(verdict, "basis_note") != NULL);
+	CHECK_INT(json_array_size(json_object_get(verdict, "warnings")), 0);
+	json_decref(verdict);
+	json_decref(result);
+}
+
+/* An older judge or cached baseline: bare summaries are the wall clock's. */
+static void
+test_basis_bare_summaries(void)
+{
+	json_t *result = load(base_result), *verdict;
+	json_t *timing = json_object_get(judge_of(result), "timing");
+	json_t *baselines = json_object_get(judge_of(result), "baselines");
+
+	json_object_set_new(timing, "candidate", load("{\"calls\": 40, \"median_ms\": 2.0}"));
+	json_object_set_new(baselines, "eager", load("{\"calls\": 40, \"median_ms\": 3.0}"));
+	json_object_set_new(baselines, "compile", load("{\"samples_ms\": [4.0, 4.0, 4.0]}"));
+	json_object_del(timing, "device_note");
+	json_object_del(timing, "boundary");
+	verdict = build_in(result, 0, KAGENT_VERDICT_BASIS_WALL, "cuda");
+	CHECK_STRING(timing_string(verdict, "basis"), "wall");
+	CHECK(near(timing_number(verdict, NULL, "speedup_vs_eager"), 1.5));
+	CHECK(near(timing_number(verdict, NULL, "speedup_vs_compile"), 2.0));
+	CHECK(json_is_null(json_object_get(json_object_get(verdict, "timing"), "device")));
+	CHECK(json_is_null(json_object_get(json_object_get(verdict, "timing"), "boundary")));
+	CHECK_INT(json_array_size(json_object_get(verdict, "warnings")), 0);
+	json_decref(verdict);
+	/* Asked for device, the same result falls back to wall and says why. */
+	verdict = build(result);
+	CHECK_STRING(timing_string(verdict, "basis"), "wall");
+	CHECK_CONTAINS(timing_string(verdict, "basis_note"), "no reason given");
+	CHECK(near(timing_number(verdict, NULL, "speedup_vs_eager"), 1.5));
+	CHECK_INT(json_array_size(json_object_get(verdict, "warnings")), 1);
+	json_decref(verdict);
+	json_decref(result);
+}
+
+/* Malformed pairs: those arms are null in every basis; the verdict still builds. */
+static void
+test_basis_malformed(void)
+{
+	static const char *const pairs[] = {
+	    "{\"device\": 3, \"wall\": \"x\"}",
+	    "[1, 2]",
+	    "\"fast\"",
+	    "{}",
+	    "{\"device\": [], \"wall\": null}",
+	    "{\"wall\": {\"median_ms\": \"slow\"}}",
+	    "{\"device\": {\"samples_ms\": [1, -2]}, \"wall\": {\"samples_ms\": {}}}"};
+	size_t index;
+
+	for (index = 0; index < sizeof pairs / sizeof *pairs; index++) {
+		json_t *result = load(base_result), *verdict;
+		const json_t *timing;
+
+		json_object_set_new(json_object_get(judge_of(result), "timing"), "candidate",
+				    load(pairs[index]));
+		json_object_set_new(json_object_get(judge_of(result), "baselines"), "eager",
+				    load(pairs[index]));
+		json_object_set_new(json_object_get(judge_of(result), "timing"), "boundary",
+				    json_string("not an object"));
+		json_object_set_new(json_object_get(judge_of(result), "timing"), "device_note",
+				    json_integer(7));
+		verdict = build_in(
+		    result, 0, index % 2 ? KAGENT_VERDICT_BASIS_WALL : KAGENT_VERDICT_BASIS_DEVICE,
+		    "cuda");
+		timing = json_object_get(verdict, "timing");
+		CHECK(json_is_object(timing));
+		CHECK(isnan(timing_number(verdict, NULL, "speedup_vs_eager")));
+		CHECK(isnan(timing_number(verdict, "wall", "speedup_vs_eager")));
+		CHECK(json_is_null(json_object_get(timing, "boundary")));
+		CHECK(json_is_null(json_object_get(timing, "device_note")));
+		CHECK(json_is_null(
+			  json_object_get(json_object_get(verdict, "credit"), "own_saved_ms")) ||
+		      index == 6);
+		json_decref(verdict);
+		json_decref(result);
+	}
+}
+
+/* own_saved_ms = eager - library - own, in the verdict's basis; null when one is unknown. */
+static void
+test_own_saved(void)
+{
+	json_t *profile = profile_of(0.5, 2.0), *credit, *result, *verdict;
+
+	credit = kagent_verdict_credit(profile, 0, 3.0);
+	/* eager 3.0, library 1.5, own 0.5: the own kernels did 1.5 ms of eager's work in 0.5. */
+	CHECK(near(json_number_value(json_object_get(credit, "own_saved_ms")), 1.0));
+	CHECK(near(json_number_value(json_object_get(credit, "library_ms")), 1.5));
+	json_decref(credit);
+	credit = kagent_verdict_credit(profile, 0, 1.5);
+	CHECK(near(json_number_value(json_object_get(credit, "own_saved_ms")), -0.5));
+	json_decref(credit);
+	credit = kagent_verdict_credit(profile, 0, NAN);
+	CHECK(json_is_null(json_object_get(credit, "own_saved_ms")));
+	json_decref(credit);
+	credit = kagent_verdict_credit(NULL, 0, 3.0);
+	CHECK(json_is_null(json_object_get(credit, "own_saved_ms")));
+	json_decref(credit);
+	json_decref(profile);
+	/* In a build: device eager 3.0 less the forward's 2.0 ms of kernels. */
+	result = load(base_result);
+	verdict = build(result);
+	CHECK(near(
+	    json_number_value(json_object_get(json_object_get(verdict, "credit"), "own_saved_ms")),
+	    1.0));
+	json_decref(verdict);
+	json_object_set_new(json_object_get(judge_of(result), "baselines"), "eager", json_null());
+	verdict = build(result);
+	CHECK(json_is_null(json_object_get(json_object_get(verdict, "credit"), "own_saved_ms")));
+	json_decref(verdict);
+	json_decref(result);
+}
+
+static void
+test_basis_names(void)
+{
+	CHECK_STRING(kagent_verdict_basis_name(KAGENT_VERDICT_BASIS_DEVICE), "device");
+	CHECK_STRING(kagent_verdict_basis_name(KAGENT_VERDICT_BASIS_WALL), "wall");
+	CHECK_STRING(kagent_verdict_basis_name(KAGENT_VERDICT_BASIS_COUNT), "unknown");
+	CHECK_INT(kagent_verdict_basis_from_name("wall"), KAGENT_VERDICT_BASIS_WALL);
+	CHECK_INT(kagent_verdict_basis_from_name("cpu"), -EINVAL);
+	CHECK_INT(kagent_verdict_basis_from_name(NULL), -EINVAL);
 }
 
 static void
@@ -914,6 +1186,8 @@ test_render_text(void)
 	CHECK_CONTAINS(text, "rejected: measured 2.0 ms");
 	CHECK_CONTAINS(text, "eager");
 	CHECK_CONTAINS(text, "speedup 1.50x");
+	CHECK_CONTAINS(text, "timing     device time\n");
+	CHECK_CONTAINS(text, "  wall time: 1.40x eager, 1.80x compile\n");
 	CHECK_CONTAINS(text, "95% of GPU time in own kernels");
 	CHECK_CONTAINS(text, "violation  below_roofline");
 	CHECK_CONTAINS(text, "warning    this problem is degenerate");
@@ -1053,6 +1327,13 @@ static const struct kagent_test tests[] = {
     {"credit_library_pattern", test_credit_library_pattern},
     {"credit_not_measured", test_credit_not_measured},
     {"samples_and_intervals", test_samples_and_intervals},
+    {"basis_device", test_basis_device},
+    {"basis_wall", test_basis_wall},
+    {"basis_fallback", test_basis_fallback},
+    {"basis_bare_summaries", test_basis_bare_summaries},
+    {"basis_malformed", test_basis_malformed},
+    {"own_saved", test_own_saved},
+    {"basis_names", test_basis_names},
     {NULL, NULL},
 };
 

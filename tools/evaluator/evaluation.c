@@ -298,6 +298,7 @@ evaluation__request(struct evaluation__state *state)
 			    : options->signed_trials < 0 ? 0
 							 : options->signed_trials;
 	char *sandbox_library = NULL, *cause = NULL, *candidate_cache = NULL;
+	json_t *timing;
 	json_t *request = evaluation__request_base(
 	    state, "evaluate",
 	    json_sprintf("%.16s-%llu", state->candidate_sha256, (unsigned long long)base),
@@ -313,7 +314,11 @@ evaluation__request(struct evaluation__state *state)
 	json_object_set_new(request, "signed_seeds",
 			    evaluation__seeds(base + 100000, signed_trials));
 	json_object_set_new(request, "tolerances", kagent_tolerance_table_to_json());
-	json_object_set_new(request, "timing", evaluation__timing_options());
+	timing = evaluation__timing_options();
+	/* Sent, not in the cache key: the judge measures both bases whichever one is asked for. */
+	json_object_set_new(timing, "basis",
+			    json_string(kagent_verdict_basis_name(options->speedup_basis)));
+	json_object_set_new(request, "timing", timing);
 	json_object_set_new(request, "baselines",
 			    state->cached_baselines != NULL ? json_incref(state->cached_baselines)
 							    : json_null());
@@ -413,6 +418,7 @@ evaluation__on_response(kagent_worker_client_t *worker, int status, const json_t
 	    .gpu = state->have_gpu ? &state->gpu : NULL,
 	    .baselines_cached = state->cached_baselines != NULL,
 	    .credit_threshold = state->options.credit_threshold,
+	    .basis = state->options.speedup_basis,
 	};
 	const json_t *baselines;
 	json_t *verdict = NULL;

@@ -7,6 +7,7 @@
 #include "kagent/base/alloc.h"
 #include "kagent/base/fileio.h"
 #include "kagent/base/sha256.h"
+#include "kagent/evaluator/verdict.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -104,8 +105,9 @@ evidence__seed_base(const json_t *verdict, const struct kagent_evaluation_option
 	return json_null();
 }
 
+/* {"candidate", "eager", "compile"}: each arm's summary keys from a verdict's basis object. */
 static json_t *
-evidence__samples(const json_t *timing)
+evidence__arm_samples(const json_t *timing)
 {
 	json_t *samples = json_object();
 	size_t arm, key;
@@ -128,6 +130,29 @@ evidence__samples(const json_t *timing)
 	return samples;
 }
 
+/*
+ * The arms of the verdict's basis at the top, as before there were two, and each basis's under
+ * "device" and "wall" (null where the verdict has none), so both clocks can be rechecked.
+ */
+static json_t *
+evidence__samples(const json_t *timing)
+{
+	static const char *const bases[] = {"device", "wall"};
+	json_t *samples = evidence__arm_samples(timing);
+	const char *basis = evidence__string(timing, "basis");
+	size_t index;
+
+	json_object_set_new(samples, "basis", basis != NULL ? json_string(basis) : json_null());
+	for (index = 0; index < sizeof bases / sizeof *bases; index++) {
+		const json_t *numbers = json_object_get(timing, bases[index]);
+
+		json_object_set_new(samples, bases[index],
+				    json_is_object(numbers) ? evidence__arm_samples(numbers)
+							    : json_null());
+	}
+	return samples;
+}
+
 static json_t *
 evidence__build(const json_t *verdict, const struct kagent_evaluation_options *options)
 {
@@ -142,7 +167,8 @@ evidence__build(const json_t *verdict, const struct kagent_evaluation_options *o
 	    json_array_append_new(seeds, evidence__copy_or_null(json_object_get(trial, "seed")));
 	return json_pack(
 	    "{s:s, s:s, s:s?, s:{s:s, s:s?}, s:{s:s, s:s?, s:s?}, s:{s:o, s:o}, "
-	    "s:{s:s, s:i, s:i, s:i, s:b}, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o}, s:o, s:o, s:o}",
+	    "s:{s:s, s:i, s:i, s:i, s:b, s:s}, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o}, s:o, s:o, "
+	    "s:o}",
 	    "schema", KAGENT_EVIDENCE_SCHEMA, "verdict", EVIDENCE_VERDICT_FILE, "status",
 	    evidence__string(verdict, "status"), "problem", "file", EVIDENCE_PROBLEM_FILE, "sha256",
 	    evidence__string(problem, "sha256"), "candidate", "file", EVIDENCE_CANDIDATE_FILE,
@@ -152,8 +178,9 @@ evidence__build(const json_t *verdict, const struct kagent_evaluation_options *o
 	    options->device != NULL ? options->device : "cuda", "gpu_index", options->gpu_index,
 	    "trials", options->trials > 0 ? options->trials : 3, "signed_trials",
 	    signed_trials < 0 ? 0 : signed_trials, "measure_compile", options->measure_compile,
-	    "environment", evidence__copy_or_null(json_object_get(verdict, "environment")),
-	    "samples", evidence__samples(timing), "speedup", "vs_eager",
+	    "speedup_basis", kagent_verdict_basis_name(options->speedup_basis), "environment",
+	    evidence__copy_or_null(json_object_get(verdict, "environment")), "samples",
+	    evidence__samples(timing), "speedup", "vs_eager",
 	    evidence__copy_or_null(json_object_get(timing, "speedup_vs_eager")), "vs_eager_ci95",
 	    evidence__copy_or_null(json_object_get(timing, "speedup_vs_eager_ci95")), "vs_compile",
 	    evidence__copy_or_null(json_object_get(timing, "speedup_vs_compile")),
@@ -302,6 +329,12 @@ kagent_evidence_options(const struct kagent_evidence *bundle,
 	options->signed_trials =
 	    signed_trials > 0 && signed_trials <= 1000 ? (int)signed_trials : -1;
 	options->measure_compile = !json_is_false(json_object_get(recorded, "measure_compile"));
+	/* A bundle from before the choice existed was judged on the wall clock. */
+	options->speedup_basis =
+	    kagent_verdict_basis_from_name(evidence__string(recorded, "speedup_basis")) ==
+		    KAGENT_VERDICT_BASIS_DEVICE
+		? KAGENT_VERDICT_BASIS_DEVICE
+		: KAGENT_VERDICT_BASIS_WALL;
 }
 
 /* [low, high] from a verdict's interval, or 0 without one. */

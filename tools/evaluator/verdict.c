@@ -33,6 +33,25 @@ const char *const kagent_verdict_status_names[KAGENT_VERDICT_STATUS_COUNT] = {
     [KAGENT_VERDICT_CORRECT] = "correct",
 };
 
+const char *const kagent_verdict_basis_names[KAGENT_VERDICT_BASIS_COUNT + 1] = {
+    [KAGENT_VERDICT_BASIS_DEVICE] = "device",
+    [KAGENT_VERDICT_BASIS_WALL] = "wall",
+    [KAGENT_VERDICT_BASIS_COUNT] = NULL,
+};
+
+/* The timing arms, in the order of a basis object's keys. */
+enum verdict__arm_index {
+	VERDICT_CANDIDATE,
+	VERDICT_EAGER,
+	VERDICT_COMPILE,
+	VERDICT_ARM_COUNT,
+};
+static const char *const verdict__arm_names[VERDICT_ARM_COUNT] = {
+    [VERDICT_CANDIDATE] = "candidate",
+    [VERDICT_EAGER] = "eager",
+    [VERDICT_COMPILE] = "compile",
+};
+
 /* The state of one build: the violations found so far and the first reason of each kind. */
 struct verdict__state {
 	json_t *violations; /* [{"check", "detail"}] in the order found */
@@ -59,6 +78,26 @@ kagent_verdict_status_from_name(const char *name)
 
 	for (index = 0; name != NULL && index < KAGENT_VERDICT_STATUS_COUNT; index++) {
 		if (strcmp(kagent_verdict_status_names[index], name) == 0)
+			return index;
+	}
+	return -EINVAL;
+}
+
+const char *
+kagent_verdict_basis_name(enum kagent_verdict_basis basis)
+{
+	if ((int)basis < 0 || basis >= KAGENT_VERDICT_BASIS_COUNT)
+		return "unknown";
+	return kagent_verdict_basis_names[basis];
+}
+
+int
+kagent_verdict_basis_from_name(const char *name)
+{
+	int index;
+
+	for (index = 0; name != NULL && index < KAGENT_VERDICT_BASIS_COUNT; index++) {
+		if (strcmp(kagent_verdict_basis_names[index], name) == 0)
 			return index;
 	}
 	return -EINVAL;
@@ -357,6 +396,8 @@ verdict__foreign_kernels(const json_t *kernels)
 static void
 verdict__check_rejections(struct verdict__state *state, const json_t *judge, const char *device)
 {
+	/* the chosen basis's median: either clock under the floor is equally impossible */
+	const json_t *candidate = json_object_get(state->timing, "candidate");
 	const json_t *timing = json_object_get(judge, "timing");
 	const json_t *kernels = json_object_get(judge, "kernels");
 	const json_t *roofline = json_object_get(judge, "roofline");
@@ -404,7 +445,7 @@ verdict__check_rejections(struct verdict__state *state, const json_t *judge, con
 			free(names);
 		}
 	}
-	if (verdict__number(json_object_get(timing, "candidate"), "median_ms", &median) &&
+	if (verdict__number(candidate, "median_ms", &median) &&
 	    verdict__number(roofline, "floor_ms", &floor_ms) && floor_ms > 0 &&
 	    median < VERDICT_ROOFLINE_FRACTION * floor_ms) {
 		char measured[32], floor_text[32];
@@ -425,12 +466,14 @@ verdict__check_rejections(struct verdict__state *state, const json_t *judge, con
 /*
  * CUPTI's kernel time for one forward against the judge's clock (issue: two independent
  * measurements). The clock should see at least the kernels' time; much less means the two
- * disagree, much more means the forward spends its time launching, not computing.
+ * disagree, much more means the forward spends its time launching, not computing. The wall
+ * basis is the clock whatever basis the speedups use.
  */
 static void
 verdict__cross_check_timing(struct verdict__state *state, const json_t *judge)
 {
-	const json_t *candidate = json_object_get(json_object_get(judge, "timing"), "candidate");
+	const json_t *candidate =
+	    json_object_get(json_object_get(state->timing, "wall"), "candidate");
 	double median = 0, device_ms = 0;
 
 	if (!verdict__number(candidate, "median_ms", &median) || median <= 0 ||
@@ -704,31 +747,147 @@ verdict__sol_fraction(const json_t *judge, const json_t *candidate)
 	return json_real(floor_ms / median);
 }
 
+/*
+ * One arm's summary in one basis, from the judge's pair {"device": SUMMARY or null, "wall":
+ * SUMMARY}. An older judge (or a cached baseline it measured) sent a bare SUMMARY, which has
+ * median_ms or samples_ms at the top: that was the judge's clock, the wall basis. NULL when
+ * absent or malformed: the arm is then null, whatever else the pair holds.
+ */
+static const json_t *
+verdict__pair_get(const json_t *pair, enum kagent_verdict_basis basis)
+{
+	const json_t *summary;
+
+	if (!json_is_object(pair))
+		return NULL;
+	if (json_object_get(pair, "median_ms") != NULL ||
+	    json_object_get(pair, "samples_ms") != NULL)
+		return basis == KAGENT_VERDICT_BASIS_WALL ? pair : NULL;
+	summary = json_object_get(pair, kagent_verdict_basis_names[basis]);
+	return json_is_object(summary) ? summary : NULL;
+}
+
+/* The judge's pair of each arm: timing.candidate, baselines.eager, baselines.compile. */
+static void
+verdict__pairs(const json_t *judge, const json_t *pairs[VERDICT_ARM_COUNT])
+{
+	const json_t *baselines = json_object_get(judge, "baselines");
+
+	pairs[VERDICT_CANDIDATE] = json_object_get(json_object_get(judge, "timing"), "candidate");
+	pairs[VERDICT_EAGER] = json_object_get(baselines, "eager");
+	pairs[VERDICT_COMPILE] = json_object_get(baselines, "compile");
+}
+
+/*
+ * One basis's numbers: {"candidate", "eager", "compile", "speedup_vs_eager",
+ * "speedup_vs_eager_ci95", "speedup_vs_compile", "speedup_vs_compile_ci95"}, from the judge's
+ * summaries in that basis; *measured is how many arms had one.
+ */
 static json_t *
-verdict__timing(const json_t *judge, int baselines_cached)
+verdict__basis(const json_t *judge, enum kagent_verdict_basis basis, int *measured)
+{
+	const json_t *pairs[VERDICT_ARM_COUNT];
+	struct verdict__arm arms[VERDICT_ARM_COUNT];
+	json_t *object = json_object();
+	size_t index;
+
+	verdict__pairs(judge, pairs);
+	*measured = 0;
+	for (index = 0; index < VERDICT_ARM_COUNT; index++) {
+		verdict__arm_read(&arms[index], verdict__pair_get(pairs[index], basis));
+		*measured += json_is_object(arms[index].summary);
+		json_object_set(object, verdict__arm_names[index], arms[index].summary);
+	}
+	verdict__speedup(object, "speedup_vs_eager", &arms[VERDICT_EAGER],
+			 &arms[VERDICT_CANDIDATE]);
+	verdict__speedup(object, "speedup_vs_compile", &arms[VERDICT_COMPILE],
+			 &arms[VERDICT_CANDIDATE]);
+	for (index = 0; index < VERDICT_ARM_COUNT; index++)
+		verdict__arm_free(&arms[index]);
+	return object;
+}
+
+/*
+ * Why this verdict cannot use device time, or NULL when it can: an arm the judge timed on its
+ * clock has no device summary (a CPU run, CUPTI unavailable, an older judge). Mixing the bases
+ * would compare a device median with a wall one, so one such arm moves every number to wall.
+ */
+static char *
+verdict__device_missing(const json_t *judge)
+{
+	const json_t *pairs[VERDICT_ARM_COUNT];
+	const char *why = verdict__string(json_object_get(judge, "timing"), "device_note");
+	struct kagent_buffer arms = {0};
+	char *reason, *note;
+	size_t index;
+
+	verdict__pairs(judge, pairs);
+	for (index = 0; index < VERDICT_ARM_COUNT; index++) {
+		if (verdict__pair_get(pairs[index], KAGENT_VERDICT_BASIS_WALL) == NULL ||
+		    verdict__pair_get(pairs[index], KAGENT_VERDICT_BASIS_DEVICE) != NULL)
+			continue;
+		kagent_buffer_appendf(&arms, "%s%s", arms.length > 0 ? ", " : "",
+				      verdict__arm_names[index]);
+	}
+	if (arms.length == 0)
+		return NULL;
+	reason = verdict__first_line(why);
+	note = kagent_asprintf("device time was asked for, but the judge measured none for the "
+			       "%s arm%s (%s): the speedups are in wall time",
+			       arms.data, strchr(arms.data, ',') != NULL ? "s" : "",
+			       reason[0] ? reason : "no reason given");
+	free(reason);
+	kagent_buffer_free(&arms);
+	return note;
+}
+
+/*
+ * The verdict's timing object: each basis's numbers under "device" and "wall", and the chosen
+ * basis's at the top level, where every reader of a speedup looks. A fallback to wall is said
+ * in basis_note and, except on the CPU (where there is never device time), in a warning.
+ */
+static json_t *
+verdict__timing(struct verdict__state *state, const json_t *judge,
+		const struct kagent_verdict_input *in, const char *device)
 {
 	const json_t *timing = json_object_get(judge, "timing");
 	const json_t *baselines = json_object_get(judge, "baselines");
+	const json_t *boundary = json_object_get(timing, "boundary");
 	const char *method = verdict__string(timing, "method");
-	struct verdict__arm candidate, eager, compiled;
+	const char *device_note = verdict__string(timing, "device_note");
+	enum kagent_verdict_basis basis = in->basis == KAGENT_VERDICT_BASIS_WALL
+					      ? KAGENT_VERDICT_BASIS_WALL
+					      : KAGENT_VERDICT_BASIS_DEVICE;
+	json_t *bases[KAGENT_VERDICT_BASIS_COUNT], *object;
+	int measured[KAGENT_VERDICT_BASIS_COUNT], index;
 	double overhead = 0, verified = 0;
-	json_t *object;
+	char *note = NULL;
 
 	if (!json_is_object(timing) && !json_is_object(baselines))
 		return json_null();
-	verdict__arm_read(&candidate, json_object_get(timing, "candidate"));
-	verdict__arm_read(&eager, json_object_get(baselines, "eager"));
-	verdict__arm_read(&compiled, json_object_get(baselines, "compile"));
-	object = json_object();
-	json_object_set(object, "candidate", candidate.summary);
-	json_object_set(object, "eager", eager.summary);
-	json_object_set(object, "compile", compiled.summary);
-	verdict__speedup(object, "speedup_vs_eager", &eager, &candidate);
-	verdict__speedup(object, "speedup_vs_compile", &compiled, &candidate);
+	for (index = 0; index < KAGENT_VERDICT_BASIS_COUNT; index++)
+		bases[index] = verdict__basis(judge, index, &measured[index]);
+	if (basis == KAGENT_VERDICT_BASIS_DEVICE &&
+	    (note = verdict__device_missing(judge)) != NULL) {
+		basis = KAGENT_VERDICT_BASIS_WALL;
+		if (device == NULL || strcmp(device, "cpu") != 0)
+			json_array_append_new(state->warnings, json_string(note));
+	}
+	/* A copy, not shared references: a reader editing one number must not edit two. */
+	object = json_deep_copy(bases[basis]);
 	json_object_set_new(object, "sol_fraction",
-			    verdict__sol_fraction(judge, candidate.summary));
+			    verdict__sol_fraction(judge, json_object_get(object, "candidate")));
+	json_object_set_new(object, "basis", json_string(kagent_verdict_basis_name(basis)));
+	json_object_set_new(object, "basis_note", note != NULL ? json_string(note) : json_null());
+	json_object_set_new(object, "device_note",
+			    device_note != NULL ? json_string(device_note) : json_null());
+	json_object_set_new(object, "boundary",
+			    json_is_object(boundary) ? json_deep_copy(boundary) : json_null());
+	for (index = 0; index < KAGENT_VERDICT_BASIS_COUNT; index++)
+		json_object_set_new(object, kagent_verdict_basis_names[index],
+				    measured[index] > 0 ? json_incref(bases[index]) : json_null());
 	json_object_set_new(object, "baselines_cached",
-			    json_boolean(baselines_cached ||
+			    json_boolean(in->baselines_cached ||
 					 json_is_false(json_object_get(baselines, "measured"))));
 	json_object_set_new(object, "method", method ? json_string(method) : json_null());
 	json_object_set_new(object, "null_overhead_ms",
@@ -739,9 +898,9 @@ verdict__timing(const json_t *judge, int baselines_cached)
 			    verdict__number(timing, "verified_calls", &verified)
 				? json_integer((json_int_t)verified)
 				: json_null());
-	verdict__arm_free(&candidate);
-	verdict__arm_free(&eager);
-	verdict__arm_free(&compiled);
+	for (index = 0; index < KAGENT_VERDICT_BASIS_COUNT; index++)
+		json_decref(bases[index]);
+	free(note);
 	return object;
 }
 
@@ -753,7 +912,7 @@ verdict__format_percent(char *buffer, size_t size, double share)
 }
 
 json_t *
-kagent_verdict_credit(const json_t *kernels, double threshold)
+kagent_verdict_credit(const json_t *kernels, double threshold, double eager_ms)
 {
 	double own = 0, total = 0, share;
 	char share_text[32], threshold_text[32];
@@ -765,9 +924,9 @@ kagent_verdict_credit(const json_t *kernels, double threshold)
 	if (!verdict__number(kernels, "own_ms", &own) ||
 	    !verdict__number(kernels, "total_ms", &total) || !(total > 0) || !(own >= 0) ||
 	    !isfinite(total))
-		return json_pack("{s:n, s:n, s:n, s:n, s:b, s:f, s:s}", "own_share",
-				 "library_share", "own_ms", "library_ms", "credited", 1,
-				 "threshold", threshold, "reason",
+		return json_pack("{s:n, s:n, s:n, s:n, s:n, s:b, s:f, s:s}", "own_share",
+				 "library_share", "own_ms", "library_ms", "own_saved_ms",
+				 "credited", 1, "threshold", threshold, "reason",
 				 "share not measured: no kernel profile was recorded (a CPU run, "
 				 "or CUPTI unavailable), so the speedup is credited");
 	/* The profile comes from the candidate's process: hold it to a share. */
@@ -778,6 +937,15 @@ kagent_verdict_credit(const json_t *kernels, double threshold)
 	credit = json_pack("{s:f, s:f, s:f, s:f, s:b, s:f}", "own_share", share, "library_share",
 			   1.0 - share, "own_ms", own, "library_ms", total - own, "credited",
 			   share >= threshold, "threshold", threshold);
+	/*
+	 * Eager's time less the library kernels (assumed to cost what they cost in the
+	 * reference) is the reference work the own kernels replaced; less the own kernels' time,
+	 * what they saved. Negative: they are slower than the work they replaced.
+	 */
+	json_object_set_new(credit, "own_saved_ms",
+			    isfinite(eager_ms) && eager_ms > 0
+				? json_real(eager_ms - (total - own) - own)
+				: json_null());
 	json_object_set_new(
 	    credit, "reason",
 	    share >= threshold
@@ -978,17 +1146,20 @@ verdict__decide(struct verdict__state *state, const struct kagent_verdict_input 
 	const char *phase = verdict__string(judge, "phase");
 	enum kagent_verdict_status status;
 	char *reason = NULL;
+	double eager_ms = NAN;
 
 	if (device == NULL)
 		device = in->device;
 	state->violations = json_array();
 	state->counts = json_object();
 	state->warnings = json_array();
-	state->timing = verdict__timing(judge, in->baselines_cached);
+	state->timing = verdict__timing(state, judge, in, device);
+	if (!verdict__number(json_object_get(state->timing, "eager"), "median_ms", &eager_ms))
+		eager_ms = NAN;
 	state->credit = kagent_verdict_credit(device != NULL && strcmp(device, "cuda") == 0
 						  ? json_object_get(judge, "kernels")
 						  : NULL,
-					      in->credit_threshold);
+					      in->credit_threshold, eager_ms);
 	verdict__check_trials(state, json_object_get(judge, "trials"));
 	verdict__check_rejections(state, judge, device);
 	verdict__collect_warnings(state, judge, device);
@@ -1224,6 +1395,27 @@ verdict__render_summary(FILE *stream, const char *label, const json_t *summary,
 	fputc('\n', stream);
 }
 
+/* "wall time: 0.62x eager, 0.80x compile": the basis not used, so a reader sees both clocks. */
+static void
+verdict__render_other_basis(FILE *stream, const json_t *timing)
+{
+	const char *basis = verdict__string(timing, "basis");
+	const char *other = basis != NULL && strcmp(basis, "wall") == 0 ? "device" : "wall";
+	const json_t *numbers = json_object_get(timing, other);
+	const json_t *eager = json_object_get(numbers, "speedup_vs_eager");
+	const json_t *compile = json_object_get(numbers, "speedup_vs_compile");
+
+	if (basis == NULL || (!json_is_number(eager) && !json_is_number(compile)))
+		return;
+	fprintf(stream, "  %s time: ", other);
+	if (json_is_number(eager))
+		fprintf(stream, "%.2fx eager", json_number_value(eager));
+	if (json_is_number(compile))
+		fprintf(stream, "%s%.2fx compile", json_is_number(eager) ? ", " : "",
+			json_number_value(compile));
+	fputc('\n', stream);
+}
+
 void
 kagent_verdict_render_text(const json_t *verdict, FILE *stream)
 {
@@ -1251,6 +1443,13 @@ kagent_verdict_render_text(const json_t *verdict, FILE *stream)
 		fprintf(stream, "  device     %s%s%s\n", verdict__string(environment, "device"),
 			gpu ? ", " : "", gpu ? gpu : "");
 	if (json_is_object(timing)) {
+		const char *basis = verdict__string(timing, "basis");
+		const char *basis_note = verdict__string(timing, "basis_note");
+
+		if (basis != NULL)
+			fprintf(stream, "  timing     %s time%s%s%s\n", basis,
+				basis_note ? " (" : "", basis_note ? basis_note : "",
+				basis_note ? ")" : "");
 		verdict__render_summary(stream, "timed", json_object_get(timing, "candidate"), NULL,
 					NULL);
 		verdict__render_summary(stream, "eager", json_object_get(timing, "eager"),
@@ -1259,6 +1458,7 @@ kagent_verdict_render_text(const json_t *verdict, FILE *stream)
 		verdict__render_summary(stream, "compile", json_object_get(timing, "compile"),
 					json_object_get(timing, "speedup_vs_compile"),
 					json_object_get(timing, "speedup_vs_compile_ci95"));
+		verdict__render_other_basis(stream, timing);
 		if (json_is_true(json_object_get(timing, "baselines_cached")))
 			fprintf(stream, "  (baselines from the cache)\n");
 	}

@@ -22,6 +22,12 @@ struct kagent_baseline_key {
 	int measure_compile;
 };
 
+/*
+ * What the judge's baselines look like, in every key: 2 since each arm is a {"device", "wall"}
+ * pair of summaries. An entry of another harness (bare wall summaries) is never reused.
+ */
+#define KAGENT_BASELINE_CACHE_HARNESS 2
+
 /* A cache file larger than this is not a cache file kagent wrote. */
 #define KAGENT_BASELINE_CACHE_FILE_CAP (1024 * 1024)
 

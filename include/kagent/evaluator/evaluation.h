@@ -7,6 +7,8 @@
 #ifndef KAGENT_EVALUATION_H
 #define KAGENT_EVALUATION_H
 
+#include "kagent/evaluator/verdict.h"
+
 #include <jansson.h>
 #include <stdint.h>
 #include <uv.h>
@@ -26,8 +28,10 @@ struct kagent_evaluation_options {
 	/* 0: 120 s for the first call (it may build the kernels), 20 s for later ones; else
 	 * the limit for every call, after which the candidate counts as hung */
 	int call_timeout_seconds;
-	int profile_reference;		  /* also trace the reference's kernels (kagent profile) */
-	double credit_threshold;	  /* the credit rule's (docs/verdict.md); 0: 0.05 */
+	int profile_reference;	 /* also trace the reference's kernels (kagent profile) */
+	double credit_threshold; /* the credit rule's (docs/verdict.md); 0: 0.05 */
+	/* the clock the verdict's speedups are read in; 0: device (docs/verdict.md) */
+	enum kagent_verdict_basis speedup_basis;
 	uint64_t worker_hello_timeout_ms; /* 0: the worker module's default */
 	/* also check correctness once at other sizes (the verdict's generalisation) */
 	int generalisation;

@@ -29,6 +29,21 @@ enum kagent_verdict_status {
 	KAGENT_VERDICT_STATUS_COUNT,
 };
 
+/*
+ * The clock a verdict's speedups are read in (docs/verdict.md, "Device time and wall time"):
+ * device time is CUPTI's union of the kernels' and copies' intervals per call, wall time the
+ * judge's clock around each call. The judge measures both; the verdict reports both and takes
+ * its top-level numbers from one.
+ */
+enum kagent_verdict_basis {
+	KAGENT_VERDICT_BASIS_DEVICE, /* the default: zero in an input means device */
+	KAGENT_VERDICT_BASIS_WALL,
+	KAGENT_VERDICT_BASIS_COUNT,
+};
+
+/* Indexed by enum kagent_verdict_basis, NULL-terminated (a config key's choices). */
+extern const char *const kagent_verdict_basis_names[KAGENT_VERDICT_BASIS_COUNT + 1];
+
 /* Indexed by enum kagent_verdict_status: "timeout", "compile_error", ... */
 extern const char *const kagent_verdict_status_names[KAGENT_VERDICT_STATUS_COUNT];
 
@@ -47,12 +62,18 @@ struct kagent_verdict_input {
 	int baselines_cached;		   /* the request carried cached baselines */
 	/* the credit rule's threshold, 0 to 1; 0: KAGENT_VERDICT_CREDIT_THRESHOLD */
 	double credit_threshold;
+	/* the basis asked for; device falls back to wall where the judge measured no device time */
+	enum kagent_verdict_basis basis;
 };
 
 /* Returns the status's name, or "unknown" for a value out of range. */
 const char *kagent_verdict_status_name(enum kagent_verdict_status status);
 /* Returns the status for a name, or -EINVAL. */
 int kagent_verdict_status_from_name(const char *name);
+/* "device" or "wall"; "unknown" for a value out of range. */
+const char *kagent_verdict_basis_name(enum kagent_verdict_basis basis);
+/* Returns the basis for a name, or -EINVAL. */
+int kagent_verdict_basis_from_name(const char *name);
 /*
  * Builds the verdict object. Returns 0 and a new reference in *verdict_out, or with
  * *cause: -EINVAL when the problem itself cannot be used (the judge's problem_error),
@@ -61,10 +82,12 @@ int kagent_verdict_status_from_name(const char *name);
 int kagent_verdict_build(const struct kagent_verdict_input *in, json_t **verdict_out, char **cause);
 /*
  * The credit rule of docs/verdict.md on a judge's kernel profile (NULL or not an object when
- * none was recorded): {"own_share", "library_share", "own_ms", "library_ms", "credited",
- * "threshold", "reason"}; a new reference. threshold 0 means KAGENT_VERDICT_CREDIT_THRESHOLD.
+ * none was recorded): {"own_share", "library_share", "own_ms", "library_ms", "own_saved_ms",
+ * "credited", "threshold", "reason"}; a new reference. threshold 0 means
+ * KAGENT_VERDICT_CREDIT_THRESHOLD. eager_ms is eager PyTorch's median in the verdict's basis,
+ * NAN when unknown; own_saved_ms is eager_ms - library_ms - own_ms, null when any is unknown.
  */
-json_t *kagent_verdict_credit(const json_t *kernels, double threshold);
+json_t *kagent_verdict_credit(const json_t *kernels, double threshold, double eager_ms);
 /*
  * The generalisation gate of docs/verdict.md on a judge's report (NULL or not an object when
  * it did not run): {"checked", "sizes", "generalises" (true, false, or null when not checked),

@@ -13,6 +13,7 @@
 #ifndef KAGENT_CONFIG_H
 #define KAGENT_CONFIG_H
 
+#include "kagent/evaluator/verdict.h"
 #include "kagent/llm/provider.h"
 
 #include <jansson.h>
@@ -45,6 +46,8 @@ struct kagent_evaluation_config {
 	int measure_compile;	  /* time torch.compile as a baseline; default 1 */
 	/* the own-kernel share of GPU time a speedup needs to be credited; default 0.05 */
 	double credit_threshold;
+	/* the clock the speedups are read in (docs/verdict.md); default device */
+	enum kagent_verdict_basis speedup_basis;
 	char *worker_socket; /* NULL: the default socket, or a new worker */
 };
 
