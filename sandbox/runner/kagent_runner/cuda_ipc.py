@@ -61,7 +61,8 @@ class Exporter:
         if handle is None:
             raw = CUipcMemHandle()
             _check(library.cuIpcGetMemHandle(ctypes.byref(raw), base.value), "cuIpcGetMemHandle")
-            handle = bytes(raw.reserved).hex()
+            # all 64 bytes (the c_char field would stop at the first zero byte)
+            handle = ctypes.string_at(ctypes.addressof(raw), HANDLE_BYTES).hex()
             self.handles[base.value] = handle
         return {"handle": handle, "offset": pointer - base.value, "size": size.value}
 
@@ -101,7 +102,7 @@ class Importer:
         bytes_view = self.opened.get(handle)
         if bytes_view is None:
             raw = CUipcMemHandle()
-            raw.reserved = bytes.fromhex(handle)
+            ctypes.memmove(ctypes.addressof(raw), bytes.fromhex(handle), HANDLE_BYTES)
             pointer = ctypes.c_uint64()
             _check(driver().cuIpcOpenMemHandle_v2(ctypes.byref(pointer), raw,
                                                   CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),

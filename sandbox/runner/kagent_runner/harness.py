@@ -204,7 +204,12 @@ class Harness:
         described = reply.get("outputs") if isinstance(reply.get("outputs"), list) else []
         records = self.judge.check_timed_outputs(leaves, described, child)
         unchanged = self.judge.inputs_unchanged(witness, views)
-        return unchanged and bool(records) and all(record.get("passed") for record in records)
+        if not unchanged:
+            return "the inputs changed during the call"
+        failed = next((record for record in records if not record.get("passed")), None)
+        if not records or failed is not None:
+            return str((failed or {}).get("reason") or "no outputs")[:300]
+        return None
 
     # -- one arm ---------------------------------------------------------------------------
     def time_arm(self, child, arm, first_calls=None, verify_calls=0, seal=False):
@@ -234,16 +239,19 @@ class Harness:
         verify_probability = min(1.0, verify_calls / max(1, first_calls))
         timed_windows, wall_samples = [], []
         failures = verified = 0
+        first_failure = None
 
         def one(index):
-            nonlocal failures, verified
+            nonlocal failures, verified, first_failure
             verify = verify_calls > 0 and judge.secret.random() < verify_probability
             wall, reply, expected = self.call(child, arm, base + self.warmup + index, verify)
             timed_windows.append(len(child.windows) - 1)
             if verify:
                 verified += 1
-                if not self.check(child, reply, expected):
+                reason = self.check(child, reply, expected)
+                if reason is not None:
                     failures += 1
+                    first_failure = first_failure or reason
             sample = max(wall - null, 1e-6)
             wall_samples.append(sample)
             return sample
@@ -280,7 +288,8 @@ class Harness:
                             f"{threads_after} after)")
         boundary.update({"threads_before": threads_before, "threads_after": threads_after,
                          "null_overhead_ms": null, "windows": len(child.windows) - first_window,
-                         "verified_calls": verified, "verification_failures": failures})
+                         "verified_calls": verified, "verification_failures": failures,
+                         "first_verification_failure": first_failure})
         return {"device": device, "wall": summarize(wall_samples, stop),
                 "boundary": boundary}, findings
 
