@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Timing fidelity (issue 10, benchmark a): a Triton ReLU against torch.relu at 4 MB, 64 MB and
+6.4 GB of float32 input. For each size it measures the two kernels' device times with
+torch.profiler (CUPTI) in this process, then runs `kagent eval --json --no-cache
+--no-compile-baseline` ten times in a row (both arms measured afresh each time) and prints
+the device-time speedup of each verdict, its median against CUPTI's kernel ratio (the goal:
+within 0.95-1.05) and the spread of the ten (the goal: within 3%), plus the wall-time speedups
+beside them. Needs a GPU, torch and triton.
+
+    python3 bench/timing_fidelity.py [--kagent build/kagent] [--runs 10] [--sizes 4MB,64MB,6.4GB]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+SIZES = {"4MB": (16, 65536), "64MB": (256, 65536), "6.4GB": (4096, 393216)}
+
+PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+batch_size = {batch}
+dim = {dim}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+CANDIDATE = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, tl.maximum(x, 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        n = x.numel()
+        relu_kernel[(triton.cdiv(n, 4096),)](x, out, n, BLOCK=4096)
+        return out
+"""
+
+
+def kernel_ms(function, x, repeats=20):
+    """The median device time of the kernels one call launches, from torch.profiler."""
+    for _ in range(3):
+        function(x)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as recorder:
+        for _ in range(repeats):
+            function(x)
+        torch.cuda.synchronize()
+    times = [event.device_time for event in recorder.events()
+             if event.device_type == torch.autograd.DeviceType.CUDA]
+    per_call = len(times) // repeats
+    return statistics.median(sum(times[i * per_call:(i + 1) * per_call]) / 1e3
+                             for i in range(repeats))
+
+
+def cupti_ratio(folder, batch, dim):
+    sys.path.insert(0, folder)
+    import importlib
+
+    candidate = importlib.import_module("candidate_module")
+    x = torch.randn(batch, dim, device="cuda")
+    model = candidate.ModelNew()
+    eager = kernel_ms(torch.relu, x)
+    own = kernel_ms(model, x)
+    del x
+    torch.cuda.empty_cache()
+    sys.path.remove(folder)
+    del sys.modules["candidate_module"]
+    return eager, own
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kagent", default="build/kagent")
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--sizes", default="4MB,64MB,6.4GB")
+    options = parser.parse_args()
+    print(f"GPU: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
+    rows = []
+    for size in options.sizes.split(","):
+        batch, dim = SIZES[size]
+        folder = tempfile.mkdtemp(prefix="kagent-fidelity-")
+        problem = os.path.join(folder, "problem.py")
+        candidate = os.path.join(folder, "candidate_module.py")
+        with open(problem, "w") as handle:
+            handle.write(PROBLEM.format(batch=batch, dim=dim))
+        with open(candidate, "w") as handle:
+            handle.write(CANDIDATE)
+        eager_ms, own_ms = cupti_ratio(folder, batch, dim)
+        ratio = eager_ms / own_ms
+        device, wall = [], []
+        for _ in range(options.runs):
+            result = subprocess.run([options.kagent, "eval", "--json", "--no-cache",
+                                     "--no-compile-baseline", problem, candidate],
+                                    capture_output=True, text=True)
+            try:
+                verdict = json.loads(result.stdout)
+                timing = verdict["timing"]
+                device.append(timing["device"]["speedup_vs_eager"])
+                wall.append(timing["wall"]["speedup_vs_eager"])
+            except (ValueError, KeyError, TypeError):
+                print(f"{size}: no verdict: {result.stdout[-500:]} {result.stderr[-500:]}")
+                return 2
+        median = statistics.median(device)
+        spread = (max(device) - min(device)) / median
+        rows.append((size, eager_ms, own_ms, ratio, median, median / ratio, spread,
+                     statistics.median(wall), device, wall))
+    print(f"{'size':>6} {'torch ms':>9} {'triton ms':>9} {'CUPTI':>7} {'device':>7} "
+          f"{'/CUPTI':>7} {'spread':>7} {'wall':>7}")
+    for size, eager_ms, own_ms, ratio, median, fidelity, spread, wall, _, _ in rows:
+        print(f"{size:>6} {eager_ms:9.4f} {own_ms:9.4f} {ratio:7.3f} {median:7.3f} "
+              f"{fidelity:7.3f} {spread * 100:6.1f}% {wall:7.3f}")
+    for size, *_, device, wall in rows:
+        print(f"{size} device: {' '.join(f'{value:.3f}' for value in device)}")
+        print(f"{size} wall:   {' '.join(f'{value:.3f}' for value in wall)}")
+    ok = all(0.95 <= row[5] <= 1.05 and row[6] <= 0.03 for row in rows)
+    print("within 0.95-1.05 of CUPTI and 3% spread:", "yes" if ok else "no")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
