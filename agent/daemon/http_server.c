@@ -1036,9 +1036,8 @@ http_server__listen_unix(struct kagent_http_server *server, const char *path, ch
 	/* The folder is private already; 0600 keeps the socket so if the folder is shared. */
 	if (chmod(path, 0600) != 0 || lstat(path, &info) != 0) {
 		error = -errno;
-		*cause = kagent_asprintf("cannot make %s private: %s", path, strerror(errno));
 		unlink(path);
-		goto out;
+		goto private_failed;
 	}
 	server->socket_path = kagent_strdup(path);
 	server->socket_device = info.st_dev;
@@ -1049,6 +1048,11 @@ http_server__listen_unix(struct kagent_http_server *server, const char *path, ch
 		*cause = kagent_asprintf("cannot listen on %s: %s", path, uv_strerror(error));
 		goto out;
 	}
+	goto out;
+private_failed:
+	/* Apart from the code above: GCC 12 with -fsanitize=undefined wrongly warns that path may
+	 * be NULL (-Wformat-overflow) when this message is built inside the if. */
+	*cause = kagent_asprintf("cannot make the socket %s private: %s", path, strerror(-error));
 out:
 	free(folder);
 	return error;

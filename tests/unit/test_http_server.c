@@ -130,13 +130,15 @@ static void
 handle_events(struct kagent_http_request *request, void *data)
 {
 	struct kagent_http_stream *stream = kagent_http_stream_start(request, NULL);
+	json_t *event;
 	char id[16];
 	int n;
 
 	for (n = 1; n <= 3; n++) {
 		snprintf(id, sizeof id, "%d", n);
-		CHECK_INT(kagent_http_stream_send(stream, id, "step", json_pack("{s:i}", "n", n)),
-			  0);
+		event = json_pack("{s:i}", "n", n);
+		CHECK_INT(kagent_http_stream_send(stream, id, "step", event), 0);
+		json_decref(event);
 	}
 	CHECK_INT(kagent_http_stream_send(stream, NULL, NULL, NULL), 0);
 	kagent_http_stream_close(stream);
