@@ -116,6 +116,28 @@ test_worker_socket(void)
 	free(expected);
 }
 
+static void
+test_daemon_socket(void)
+{
+	char *path = NULL, *cause = NULL, *expected;
+
+	setenv("KAGENT_DAEMON_SOCKET", "/x/d.sock", 1);
+	CHECK_INT(kagent_paths_daemon_socket(&path, &cause), 0);
+	CHECK_STRING(path, "/x/d.sock");
+	free(path);
+	unsetenv("KAGENT_DAEMON_SOCKET");
+	setenv("XDG_RUNTIME_DIR", "/run/user/7", 1);
+	CHECK_INT(kagent_paths_daemon_socket(&path, &cause), 0);
+	CHECK_STRING(path, "/run/user/7/kagent/kagentd.sock");
+	free(path);
+	unsetenv("XDG_RUNTIME_DIR");
+	CHECK_INT(kagent_paths_daemon_socket(&path, &cause), 0);
+	expected = kagent_asprintf("/tmp/kagent-%u/kagentd.sock", (unsigned)getuid());
+	CHECK_STRING(path, expected);
+	free(path);
+	free(expected);
+}
+
 /* A Unix socket bound at path; listening, or as a killed process leaves it: a file alone. */
 static int
 bind_socket(const char *path, int listening)
@@ -198,6 +220,7 @@ static const struct kagent_test tests[] = {
     {"defaults", test_defaults},
     {"cache_dir", test_cache_dir},
     {"worker_socket", test_worker_socket},
+    {"daemon_socket", test_daemon_socket},
     {"session_socket", test_session_socket},
     {"remove_tree_missing", test_remove_tree_missing},
     {NULL, NULL},

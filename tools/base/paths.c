@@ -218,6 +218,22 @@ kagent_paths_worker_socket(char **out, char **cause)
 }
 
 int
+kagent_paths_daemon_socket(char **out, char **cause)
+{
+	const char *value = paths__getenv("KAGENT_DAEMON_SOCKET");
+	char *folder = NULL;
+
+	if (value != NULL) {
+		*out = kagent_strdup(value);
+		return 0;
+	}
+	kagent_paths_socket_dir(&folder, cause);
+	*out = kagent_asprintf("%s/kagentd.sock", folder);
+	free(folder);
+	return 0;
+}
+
+int
 kagent_paths_socket_listening(const char *path)
 {
 	struct sockaddr_un address = {.sun_family = AF_UNIX};

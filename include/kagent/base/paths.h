@@ -41,6 +41,10 @@ int kagent_paths_worker_socket(char **out, char **cause);
  * path short enough for a socket address); the folder is created (0700). The session sockets
  * there that nothing listens on any more, left by runs that were killed, are removed first. */
 int kagent_paths_session_socket(const char *run_id, char **out, char **cause);
+/* The socket of the daemon, kagentd: KAGENT_DAEMON_SOCKET, else kagentd.sock in
+ * kagent_paths_socket_dir ($XDG_RUNTIME_DIR/kagent/kagentd.sock, else
+ * /tmp/kagent-<uid>/kagentd.sock). The folder is not created here: the server creates it. */
+int kagent_paths_daemon_socket(char **out, char **cause);
 /* 1 when a process listens on the Unix socket at path, else 0 (no such file, not a socket,
  * or a socket whose owner is gone). */
 int kagent_paths_socket_listening(const char *path);
