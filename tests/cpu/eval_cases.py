@@ -66,6 +66,8 @@ CASES = [
     Case("relu", "relu_fork_bomb", "runtime_error", check=nothing_left),
     Case("relu", "relu_timer_patch", "rejected", "timer_tampering"),
     Case("relu", "relu_runner_patch", "rejected", "timer_tampering", "CandidateRunner.synchronize"),
+    # work deferred to a thread after the call: the judge read the outputs when it ended
+    Case("relu", "relu_deferred_thread", "rejected", "timed_output_mismatch"),
     Case("relu", "relu_fake_verdict", "incorrect", "output_mismatch"),
     Case("relu", "relu_pointer_cache", "incorrect", "output_mismatch"),
     Case("relu", "relu_subclass", "incorrect", needle="subclass"),

@@ -38,9 +38,24 @@ def library_work_not_credited(verdict):
 
 
 def side_stream_timed(verdict):
-    # four launches on a side stream: an honest clock sees them all
+    # four launches on a side stream: the device record sees them all
     speedup = verdict["timing"]["speedup_vs_eager"]
     return [] if speedup < 0.8 else [f"side-stream work was not timed: {speedup:.2f}x eager"]
+
+
+def device_basis(verdict):
+    """Verdict v2: device time is the basis on a GPU, with the boundary sealed and every
+    record inside the calls."""
+    timing = verdict["timing"]
+    boundary = timing.get("boundary") or {}
+    problems = []
+    if timing.get("basis") != "device":
+        problems.append(f"basis {timing.get('basis')}: {timing.get('basis_note')}")
+    if not boundary.get("sealed"):
+        problems.append(f"not sealed: {boundary}")
+    if boundary.get("outside") or boundary.get("mismatched_calls"):
+        problems.append(f"boundary findings on an honest candidate: {boundary.get('findings')}")
+    return problems
 
 
 def mixed_share(verdict):
@@ -49,7 +64,8 @@ def mixed_share(verdict):
 
 
 CASES = [
-    Case("relu", "triton_relu", "correct", check=honest_relu),
+    Case("relu", "triton_relu", "correct",
+         check=lambda verdict: honest_relu(verdict) + device_basis(verdict)),
     Case("relu", "torch_only_relu", "rejected", "no_own_kernel"),
     Case("relu", "triton_fallback_relu", "rejected", "no_own_kernel"),
     Case("relu", "inherits_reference", "rejected", "no_own_kernel"),
@@ -62,6 +78,8 @@ CASES = [
     Case("relu", "triton_stale_memory", "incorrect"),
     Case("relu", "triton_relu_subclass", "incorrect", needle="subclass"),
     Case("relu", "triton_relu_timer_patch", "rejected", "timer_tampering"),
+    # the sealed boundary: a kernel launched from a thread after the timed call ended
+    Case("relu", "triton_relu_deferred_thread", "rejected"),
     Case("softmax_wide", "triton_softmax_zeros", "incorrect", "output_mismatch", "norm-relative"),
     Case("matmul", "triton_matmul_fp16", "incorrect", "output_mismatch"),
     Case("relu", "triton_illegal_address", "runtime_error", needle="illegal"),
