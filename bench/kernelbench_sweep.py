@@ -6,7 +6,7 @@ took. The choice: the LARGEST problems by input bytes (measured on the meta devi
 is allocated), then every k-th of the rest across the three levels up to COUNT in all.
 
     python3 bench/kernelbench_sweep.py KERNELBENCH_DIR [--count 60] [--largest 15]
-        [--kagent build/kagent] [-- more kagent eval flags]
+        [--kagent build/kagent] [more kagent eval flags, e.g. --no-compile-baseline]
 """
 import argparse
 import json
@@ -70,8 +70,8 @@ def main():
     parser.add_argument("--count", type=int, default=60)
     parser.add_argument("--largest", type=int, default=15)
     parser.add_argument("--kagent", default="build/kagent")
-    parser.add_argument("extra", nargs="*")
-    options = parser.parse_args()
+    options, extra = parser.parse_known_args()
+    options.extra = [flag for flag in extra if flag != "--"]
     chosen, sizes = choose(options.root, options.count, options.largest)
     print(f"GPU: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'}; "
           f"{len(chosen)} problems")
