@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Timing fidelity (issue 10, benchmark a): a Triton ReLU against torch.relu at 4 MB, 64 MB and
+"""Timing fidelity (issue 10, benchmark a): a Triton ReLU (tests/gpu/candidates/triton_relu.py) against torch.relu at 4 MB, 64 MB and
 6.4 GB of float32 input. For each size it measures the two kernels' device times with
 torch.profiler (CUPTI) in this process, then runs `kagent eval --json --no-cache
 --no-compile-baseline` ten times in a row (both arms measured afresh each time) and prints
@@ -42,27 +42,9 @@ def get_init_inputs():
     return []
 """
 
-CANDIDATE = """import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, tl.maximum(x, 0.0), mask=mask)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        out = torch.empty_like(x)
-        n = x.numel()
-        relu_kernel[(triton.cdiv(n, 4096),)](x, out, n, BLOCK=4096)
-        return out
-"""
+# the GPU suite's honest Triton ReLU, the same candidate the suite checks
+CANDIDATE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "gpu",
+                              "candidates", "triton_relu.py")
 
 
 def kernel_ms(function, x, repeats=20):
@@ -112,8 +94,8 @@ def main():
         candidate = os.path.join(folder, "candidate_module.py")
         with open(problem, "w") as handle:
             handle.write(PROBLEM.format(batch=batch, dim=dim))
-        with open(candidate, "w") as handle:
-            handle.write(CANDIDATE)
+        with open(CANDIDATE_PATH) as source, open(candidate, "w") as handle:
+            handle.write(source.read())
         eager_ms, own_ms = cupti_ratio(folder, batch, dim)
         ratio = eager_ms / own_ms
         device, wall = [], []

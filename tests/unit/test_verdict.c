@@ -16,7 +16,8 @@ static const char base_result[] =
     " \"judge\": {\"problem_error\": null, \"phase\": \"done\", \"candidate_error\": null,"
     "   \"environment\": {\"device\": \"cuda\", \"gpu\": \"NVIDIA H100 80GB HBM3\","
     "     \"compute_capability\": \"9.0\", \"torch\": \"2.11.0\", \"triton\": \"3.6.0\","
-    "     \"cuda_runtime\": \"13.0\", \"python\": \"3.12.3\"},"
+    "     \"cuda_runtime\": \"13.0\", \"python\": \"3.12.3\","
+    "     \"clocks\": {\"sm_mhz\": 1980, \"memory_mhz\": 2619, \"sm_max_mhz\": \"fast\"}},"
     "   \"trials\": ["
     "     {\"seed\": 101, \"distribution\": \"problem\", \"passed\": true,"
     "      \"inputs_unchanged\": true, \"reason\": null, \"outputs\": ["
@@ -218,6 +219,16 @@ test_correct(void)
 	CHECK_STRING(
 	    json_string_value(json_object_get(json_object_get(verdict, "environment"), "driver")),
 	    "13.0");
+	{
+		/* the judge's clocks pass through; a value that is no integer becomes null */
+		const json_t *clocks =
+		    json_object_get(json_object_get(verdict, "environment"), "clocks");
+
+		CHECK_INT(json_integer_value(json_object_get(clocks, "sm_mhz")), 1980);
+		CHECK_INT(json_integer_value(json_object_get(clocks, "memory_mhz")), 2619);
+		CHECK(json_is_null(json_object_get(clocks, "sm_max_mhz")));
+		CHECK(json_is_null(json_object_get(clocks, "memory_max_mhz")));
+	}
 	CHECK_STRING(
 	    json_string_value(json_object_get(json_object_get(verdict, "candidate"), "backend")),
 	    "triton");

@@ -957,6 +957,29 @@ kagent_verdict_credit(const json_t *kernels, double threshold, double eager_ms)
 	return credit;
 }
 
+/* The GPU's clocks the judge read right after the timed calls (NVML): the known keys, each a
+ * non-negative integer or null; null when the judge sent none. */
+static json_t *
+verdict__clocks(const json_t *reported)
+{
+	static const char *const keys[] = {"sm_mhz", "memory_mhz", "sm_max_mhz", "memory_max_mhz"};
+	json_t *object;
+	size_t index;
+
+	if (!json_is_object(reported))
+		return json_null();
+	object = json_object();
+	for (index = 0; index < sizeof keys / sizeof keys[0]; index++) {
+		const json_t *value = json_object_get(reported, keys[index]);
+
+		json_object_set_new(object, keys[index],
+				    json_is_integer(value) && json_integer_value(value) >= 0
+					? json_integer(json_integer_value(value))
+					: json_null());
+	}
+	return object;
+}
+
 static json_t *
 verdict__environment(const struct kagent_verdict_input *in, const json_t *judge)
 {
@@ -983,6 +1006,8 @@ verdict__environment(const struct kagent_verdict_input *in, const json_t *judge)
 	json_object_set_new(object, "driver",
 			    in->gpu != NULL && in->gpu->driver[0] ? json_string(in->gpu->driver)
 								  : json_null());
+	json_object_set_new(object, "clocks",
+			    verdict__clocks(json_object_get(reported, "clocks")));
 	return object;
 }
 

@@ -27,8 +27,6 @@ _synchronize = torch.cuda.synchronize
 _no_grad = torch.no_grad
 _profile = torch.profiler.profile
 _empty_cache = torch.cuda.empty_cache
-# a shifted pool's inputs start at multiples of this (vector loads stay aligned)
-POOL_ALIGNMENT = 256
 
 
 def _watched_objects():
@@ -329,20 +327,6 @@ class CandidateRunner:
         self.pool_layout = message["layout"]
         self.timed_receive = tensors.open_shared(message.get("receive") or [])
 
-    def pool_inputs(self, shift):
-        """The inputs of one timed call: views of the pool, every tensor moved by `shift`
-        bytes, so no two neighbouring calls see the same addresses."""
-        inputs = []
-        for item in self.pool_layout:
-            if "value" in item:
-                inputs.append(item["value"])
-                continue
-            dtype = tensors.dtype_from_name(item["dtype"])
-            start = int(item["offset"]) + int(shift)
-            count = int(item["numel"]) * torch.empty((), dtype=dtype).element_size()
-            inputs.append(self.pool[start:start + count].view(dtype).view(item["shape"]))
-        return inputs
-
     def timed_call(self, message):
         """One timed call: forward on the shifted inputs, every stream synchronised, then the
         outputs published for the judge to read. The judge's clock runs from its "go" to
@@ -351,7 +335,8 @@ class CandidateRunner:
         if model is None:
             raise CandidateFailure("protocol", f"no arm {message.get('arm')!r} in this child")
         self.last_output = None  # the previous call's outputs, kept until the judge read them
-        self.forward(model, self.pool_inputs(int(message.get("shift", 0))))
+        self.forward(model, tensors.pool_views(self.pool, self.pool_layout,
+                                               int(message.get("shift", 0))))
         return self.publish()
 
     def publish(self):
@@ -462,8 +447,6 @@ class CandidateRunner:
                 self.channel.send_json({"op": "unrecorded", "error": error})
             elif operation == "seal":
                 self.channel.send_json({"op": "sealed", "error": self.seal()})
-            elif operation == "deliver":
-                self.channel.send_json({"op": "result", "outputs": self.deliver()})
             elif operation == "profile":
                 self.channel.send_json({"op": "profile", "kernels": self.profile()})
             elif operation == "counters":

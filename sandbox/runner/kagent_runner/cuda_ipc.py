@@ -1,8 +1,10 @@
-"""The CUDA driver calls the sealed boundary needs, through ctypes on libcuda.so.1.
+"""The CUDA driver and NVML calls the timing harness needs, through ctypes on libcuda.so.1 and
+libnvidia-ml.so.1 (the driver's own libraries, always there where a GPU is).
 
 A timed child exports each output's allocation as an IPC handle; the judge opens it and reads
 the output itself, right when the call ends, so nothing the child runs after its call can
-change what is compared. The judge also resets persisting L2 lines before each timed call.
+change what is compared. The judge also resets persisting L2 lines before each timed call,
+and reads the GPU's clocks for the evidence bundle.
 """
 import ctypes
 
@@ -124,3 +126,31 @@ def reset_persisting_l2():
     except (OSError, AttributeError) as error:
         return str(error)
     return None if result == 0 else f"cuCtxResetPersistingL2Cache failed with error {result}"
+
+
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+
+
+def gpu_clocks(pci_bus_id):
+    """{"sm_mhz", "memory_mhz", "sm_max_mhz", "memory_max_mhz"} of the GPU at a PCI bus id
+    ("0000:19:00.0"), read right after the timed calls; None where NVML cannot tell."""
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+        if nvml.nvmlInit_v2() != 0:
+            return None
+        device = ctypes.c_void_p()
+        if nvml.nvmlDeviceGetHandleByPciBusId_v2(pci_bus_id.encode(), ctypes.byref(device)):
+            return None
+        result = {}
+        for key, reader, clock in (("sm_mhz", nvml.nvmlDeviceGetClockInfo, NVML_CLOCK_SM),
+                                   ("memory_mhz", nvml.nvmlDeviceGetClockInfo, NVML_CLOCK_MEM),
+                                   ("sm_max_mhz", nvml.nvmlDeviceGetMaxClockInfo, NVML_CLOCK_SM),
+                                   ("memory_max_mhz", nvml.nvmlDeviceGetMaxClockInfo,
+                                    NVML_CLOCK_MEM)):
+            value = ctypes.c_uint()
+            result[key] = int(value.value) if reader(device, clock, ctypes.byref(value)) == 0 \
+                else None
+        return result
+    except (OSError, AttributeError):
+        return None

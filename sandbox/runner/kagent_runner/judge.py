@@ -679,6 +679,13 @@ class Judge:
                                 f"exit): {examples}")
             boundary["outside"] = len(outside)
         self.candidate.stop_record(self.call_seconds())
+        if self.device == "cuda":
+            # under load, right after the timed calls: what the numbers were measured at
+            properties = torch.cuda.get_device_properties(torch.cuda.current_device())
+            bus = "%08x:%02x:%02x.0" % (getattr(properties, "pci_domain_id", 0),
+                                        getattr(properties, "pci_bus_id", 0),
+                                        getattr(properties, "pci_device_id", 0))
+            self.result["environment"]["clocks"] = cuda_ipc.gpu_clocks(bus)
         boundary["findings"] = findings
         boundary["l2_reset_error"] = self.l2_reset_error
         device_note = None

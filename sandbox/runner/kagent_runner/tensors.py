@@ -199,24 +199,27 @@ class InputPool:
         self.calls += 1
         return shift
 
-    def views(self, shift):
-        """The inputs as they lie in the pool at `shift`."""
-        result = []
-        for item in self.layout:
-            if "value" in item:
-                result.append(item["value"])
-                continue
-            dtype = dtype_from_name(item["dtype"])
-            start = item["offset"] + shift
-            count = item["numel"] * torch.empty((), dtype=dtype).element_size()
-            result.append(self.tensor[start:start + count].view(dtype).view(item["shape"]))
-        return result
-
     def load(self, inputs, shift):
         """Copies a call's fresh inputs into the pool at `shift`; returns the views."""
-        views = self.views(shift)
+        views = pool_views(self.tensor, self.layout, shift)
         with torch.no_grad():
             for view, value in zip(views, inputs):
                 if isinstance(value, torch.Tensor):
                     view.copy_(value)
         return views
+
+
+def pool_views(pool, layout, shift):
+    """A timed call's inputs as they lie in a pool (a flat uint8 tensor) at `shift` bytes:
+    the judge filling them and the timed child reading them share this one reading of the
+    layout."""
+    result = []
+    for item in layout:
+        if "value" in item:
+            result.append(item["value"])
+            continue
+        dtype = dtype_from_name(item["dtype"])
+        start = int(item["offset"]) + int(shift)
+        count = int(item["numel"]) * torch.empty((), dtype=dtype).element_size()
+        result.append(pool[start:start + count].view(dtype).view(item["shape"]))
+    return result
