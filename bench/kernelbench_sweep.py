@@ -6,7 +6,7 @@ took. The choice: the LARGEST problems by input bytes (measured on the meta devi
 is allocated), then every k-th of the rest across the three levels up to COUNT in all.
 
     python3 bench/kernelbench_sweep.py KERNELBENCH_DIR [--count 60] [--largest 15]
-        [--kagent build/kagent] [more kagent eval flags, e.g. --no-compile-baseline]
+        [--kagent build/kagent] [--start N] [more kagent eval flags, e.g. --no-compile-baseline]
 """
 import argparse
 import json
@@ -70,9 +70,12 @@ def main():
     parser.add_argument("--count", type=int, default=60)
     parser.add_argument("--largest", type=int, default=15)
     parser.add_argument("--kagent", default="build/kagent")
+    parser.add_argument("--start", type=int, default=0,
+                        help="skip the first START problems of the plan (a sweep in parts)")
     options, extra = parser.parse_known_args()
     options.extra = [flag for flag in extra if flag != "--"]
     chosen, sizes = choose(options.root, options.count, options.largest)
+    chosen = chosen[options.start:]
     print(f"GPU: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'}; "
           f"{len(chosen)} problems")
     print(f"{'problem':<52} {'GB in':>7} {'cold s':>7} {'warm s':>7}  verdict (cold / warm)")
