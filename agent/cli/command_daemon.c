@@ -10,6 +10,7 @@
 #include "kagent/cli/command.h"
 #include "kagent/cuda/cuda_driver.h"
 #include "kagent/daemon/daemon.h"
+#include "kagent/daemon/daemon_routes.h"
 #include "kagent/records/config.h"
 
 #include <ctype.h>
@@ -58,8 +59,7 @@ static const struct kagent_command_option command_daemon__options[] = {
 	{0},
 };
 /* clang-format on */
-#define DAEMON_OPTION_COUNT                                                                        \
-	(sizeof command_daemon__options / sizeof command_daemon__options[0] - 1)
+#define DAEMON_OPTION_COUNT (sizeof command_daemon__options / sizeof command_daemon__options[0] - 1)
 
 static char *
 command_daemon__default_store(void)
@@ -137,8 +137,8 @@ command_daemon__probe_gpus(const char *asked, int *gpus, size_t *count, char *na
 		return 0;
 	}
 	if (command_daemon__parse_gpus(asked, gpus, count) < 0) {
-		*cause = kagent_asprintf("--gpus: expected GPU indexes such as 0,1, got '%s'",
-					 asked);
+		*cause =
+		    kagent_asprintf("--gpus: expected GPU indexes such as 0,1, got '%s'", asked);
 		return -1;
 	}
 	for (size_t index = 0; index < *count; index++) {
@@ -187,8 +187,8 @@ command_daemon__handler(int argc, char **argv)
 					     "kagent daemon takes no operands");
 		goto out;
 	}
-	options.device = values[DAEMON_OPTION_DEVICE] != NULL ? values[DAEMON_OPTION_DEVICE]
-							      : "cuda";
+	options.device =
+	    values[DAEMON_OPTION_DEVICE] != NULL ? values[DAEMON_OPTION_DEVICE] : "cuda";
 	if (strcmp(options.device, "cuda") != 0 && strcmp(options.device, "cpu") != 0) {
 		status = kagent_command_fail(&kagent_command_daemon, 0, "usage",
 					     "--device: expected cuda or cpu");
@@ -207,8 +207,8 @@ command_daemon__handler(int argc, char **argv)
 	}
 	if (values[DAEMON_OPTION_MAX_SESSIONS] != NULL) {
 		max_sessions = strtol(values[DAEMON_OPTION_MAX_SESSIONS], &end, 10);
-		if (*end != '\0' || end == values[DAEMON_OPTION_MAX_SESSIONS] ||
-		    max_sessions < 1 || max_sessions > 4096) {
+		if (*end != '\0' || end == values[DAEMON_OPTION_MAX_SESSIONS] || max_sessions < 1 ||
+		    max_sessions > 4096) {
 			status = kagent_command_fail(&kagent_command_daemon, 0, "usage",
 						     "--max-sessions: expected a number from 1");
 			goto out;
@@ -229,9 +229,8 @@ command_daemon__handler(int argc, char **argv)
 		socket_path = kagent_strdup(values[DAEMON_OPTION_SOCKET]);
 	else
 		kagent_paths_daemon_socket(&socket_path, &error);
-	store_url = values[DAEMON_OPTION_STORE] != NULL
-			? kagent_strdup(values[DAEMON_OPTION_STORE])
-			: command_daemon__default_store();
+	store_url = values[DAEMON_OPTION_STORE] != NULL ? kagent_strdup(values[DAEMON_OPTION_STORE])
+							: command_daemon__default_store();
 	config_path = values[DAEMON_OPTION_CONFIG] != NULL
 			  ? kagent_strdup(values[DAEMON_OPTION_CONFIG])
 			  : kagent_config_default_path();
@@ -246,6 +245,7 @@ command_daemon__handler(int argc, char **argv)
 	    max_sessions > 0 ? (int)max_sessions
 			     : DAEMON_SESSIONS_PER_SLOT * (gpu_count > 0 ? (int)gpu_count : 1);
 	options.config_path = config_path;
+	options.routes = kagent_daemon_routes;
 	/* This binary, whatever its path: `kagent worker` is one of its commands. */
 	options.worker_executable = "/proc/self/exe";
 	if (kagent_daemon_run(&options, &error) < 0) {

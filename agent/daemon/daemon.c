@@ -96,7 +96,8 @@ kagent_daemon_apply_settings(struct kagent_config *config, const json_t *setting
 		else if (json_is_null(value))
 			text = kagent_strdup("");
 		else {
-			*cause = kagent_asprintf("setting \"%s\": expected a string or a number", name);
+			*cause =
+			    kagent_asprintf("setting \"%s\": expected a string or a number", name);
 			return -EINVAL;
 		}
 		status = kagent_config_set(config, key, text, cause);
@@ -217,8 +218,8 @@ daemon__finish_work(struct kagent_store *store, void *data, char **cause)
 
 	if (!ds->finish)
 		return 0;
-	status = kagent_store_session_finish(store, ds->claim->session_id, ds->state, summary,
-					     cause);
+	status =
+	    kagent_store_session_finish(store, ds->claim->session_id, ds->state, summary, cause);
 	/* Finished already (by an earlier daemon): nothing to write twice. */
 	if (status == -EALREADY) {
 		free(*cause);
@@ -233,7 +234,8 @@ daemon__finish_work(struct kagent_store *store, void *data, char **cause)
 	    .session_id = ds->claim->session_id,
 	    .variant_id = variant,
 	    .verdict = confirmation,
-	    .speedup_vs_eager = json_number_value(json_object_get(confirmation, "speedup_vs_eager")),
+	    .speedup_vs_eager =
+		json_number_value(json_object_get(confirmation, "speedup_vs_eager")),
 	    .speedup_vs_compile =
 		json_number_value(json_object_get(confirmation, "speedup_vs_compile")),
 	    .credited = json_is_true(json_object_get(confirmation, "credited")),
@@ -256,8 +258,8 @@ daemon__finished(int status, const char *cause, void *data)
 
 	daemon->jobs--;
 	if (status < 0)
-		kagent_daemon_log("session %s: could not record its end: %s",
-				  ds->claim->session_id, cause);
+		kagent_daemon_log("session %s: could not record its end: %s", ds->claim->session_id,
+				  cause);
 	else if (ds->finish)
 		kagent_daemon_log("session %s %s (%s%s%s)", ds->claim->session_id,
 				  kagent_store_session_state_name(ds->state),
@@ -297,8 +299,7 @@ daemon__fail(struct kagent_daemon_session *ds, const char *reason, const char *d
 }
 
 static void
-daemon__session_done(struct kagent_session *session, int status, const json_t *summary,
-		     void *data)
+daemon__session_done(struct kagent_session *session, int status, const json_t *summary, void *data)
 {
 	struct kagent_daemon_session *ds = data;
 	const char *reason = json_string_value(json_object_get(summary, "stop_reason"));
@@ -623,9 +624,8 @@ static void
 daemon__slots(struct kagent_daemon *daemon)
 {
 	const struct kagent_daemon_options *options = daemon->options;
-	size_t count = strcmp(options->device, "cpu") == 0 || options->gpu_count == 0
-			   ? 1
-			   : options->gpu_count;
+	size_t count =
+	    strcmp(options->device, "cpu") == 0 || options->gpu_count == 0 ? 1 : options->gpu_count;
 
 	daemon->slot_names = kagent_calloc(count, sizeof *daemon->slot_names);
 	daemon->slot_gpus = kagent_calloc(count, sizeof *daemon->slot_gpus);
@@ -667,7 +667,7 @@ kagent_daemon_run(const struct kagent_daemon_options *options, char **cause)
 	    .socket_path = options->socket_path,
 	    .tcp_address = options->tcp_address,
 	    .token = options->token,
-	    .routes = kagent_daemon_routes,
+	    .routes = options->routes,
 	    .handler_data = daemon,
 	};
 	if ((status = kagent_http_server_start(&daemon->loop, &server_options, &daemon->server,

@@ -26,9 +26,9 @@ struct kagent_daemon_session {
 	struct kagent_config config;	/* its own: the daemon's, the batch's settings, its GPU */
 	int config_ready;
 	size_t slot;
-	int started;   /* kagent_session_start was called */
-	int cancelled; /* a DELETE asked for it: it ends as cancelled */
-	json_t *live;  /* {turn, tokens, cost, best} from its trace records */
+	int started;	 /* kagent_session_start was called */
+	int cancelled;	 /* a DELETE asked for it: it ends as cancelled */
+	json_t *live;	 /* {turn, tokens, cost, best} from its trace records */
 	json_t *summary; /* the final record, once done */
 	enum kagent_store_session_state state; /* how it ends in the store */
 	int finish;			       /* 0: left running for the next daemon's recovery */

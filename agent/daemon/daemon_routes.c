@@ -8,6 +8,7 @@
 #include "daemon_internal.h"
 
 #include "kagent/base/alloc.h"
+#include "kagent/daemon/daemon_routes.h"
 #include "kagent/daemon/http_server.h"
 #include "kagent/daemon/report.h"
 
@@ -125,11 +126,11 @@ routes__decorate_session(struct kagent_daemon *daemon, json_t *session)
 	if (json_object_get(session, "attempt") == NULL)
 		json_object_set(session, "attempt", json_object_get(session, "attempts"));
 	if (json_object_get(session, "best_speedup") == NULL)
-		json_object_set_new(session, "best_speedup",
-				    speedup > 0 && !json_is_false(json_object_get(
-						       confirmation, "credited"))
-					? json_real(speedup)
-					: json_null());
+		json_object_set_new(
+		    session, "best_speedup",
+		    speedup > 0 && !json_is_false(json_object_get(confirmation, "credited"))
+			? json_real(speedup)
+			: json_null());
 	if (ds != NULL)
 		json_object_set_new(session, "live", json_deep_copy(ds->live));
 }
@@ -149,8 +150,8 @@ routes__health_work(struct kagent_store *store, void *data, char **cause)
 		return status;
 	json_array_foreach(batches, index, batch)
 	{
-		queued += json_integer_value(
-		    json_object_get(json_object_get(batch, "counts"), "queued"));
+		queued +=
+		    json_integer_value(json_object_get(json_object_get(batch, "counts"), "queued"));
 	}
 	json_decref(batches);
 	call->result = json_pack("{s:I}", "sessions_queued", (json_int_t)queued);
@@ -318,8 +319,8 @@ routes__problem_paths(const json_t *body, json_t *paths, char **cause)
 
 			if (stat(under, &info) == 0 && S_ISDIR(info.st_mode)) {
 				levels++;
-				status = routes__scan(under, ROUTES_SCAN_DEPTH, filter, paths,
-						      cause);
+				status =
+				    routes__scan(under, ROUTES_SCAN_DEPTH, filter, paths, cause);
 			}
 			free(under);
 		}
@@ -531,8 +532,8 @@ routes__batch_cancel_work(struct kagent_store *store, void *data, char **cause)
 	int status = kagent_store_batch_cancel(store, call->id, &running, cause);
 
 	if (status == 0)
-		call->result = json_pack("{s:s, s:s, s:o}", "batch", call->id, "state",
-					 "cancelled", "interrupted", running);
+		call->result = json_pack("{s:s, s:s, s:o}", "batch", call->id, "state", "cancelled",
+					 "interrupted", running);
 	return status;
 }
 

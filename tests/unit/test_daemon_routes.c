@@ -4,6 +4,7 @@
  * the API accepts names a config key.
  */
 #include "kagent/daemon/daemon.h"
+#include "kagent/daemon/daemon_routes.h"
 #include "kagent/records/config.h"
 
 #include "kagent/base/alloc.h"
@@ -124,9 +125,10 @@ test_openapi_has_nothing_else(void)
 static void
 test_settings_are_config_keys(void)
 {
-	static const char *const settings[] = {
-	    "model",	 "base_url",  "api",	  "target",	     "against",	      "max_turns",
-	    "max_tokens", "max_cost", "max_seconds", "max_gpu_seconds", "speedup_basis", NULL};
+	static const char *const settings[] = {"model",		  "base_url",	   "api",
+					       "target",	  "against",	   "max_turns",
+					       "max_tokens",	  "max_cost",	   "max_seconds",
+					       "max_gpu_seconds", "speedup_basis", NULL};
 
 	for (size_t index = 0; settings[index] != NULL; index++) {
 		const char *key = kagent_daemon_setting_key(settings[index]);

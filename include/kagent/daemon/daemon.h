@@ -25,9 +25,12 @@ struct kagent_daemon_options {
 	const char *device;	 /* "cuda" or "cpu" */
 	const int *gpus;	 /* the GPU indexes to use (cuda); cpu: ignored, one slot */
 	size_t gpu_count;
-	const char *gpu_name; /* for the prompts; NULL when unknown */
-	int max_sessions;     /* sessions in flight at most, >= 1 */
+	const char *gpu_name;	 /* for the prompts; NULL when unknown */
+	int max_sessions;	 /* sessions in flight at most, >= 1 */
 	const char *config_path; /* the YAML config (as kagent optimize reads it), or NULL */
+	/* The API (kagent_daemon_routes, daemon_routes.h): given by the caller, so that the
+	 * routes, which call into the daemon, and the daemon do not depend on each other. */
+	const struct kagent_http_route *routes;
 	/* The kagent binary whose `kagent worker` keeps torch warm for a session. */
 	const char *worker_executable;
 };
@@ -37,9 +40,6 @@ struct kagent_daemon_options {
  * negative errno with *cause set when it could not start (store, config, socket).
  */
 int kagent_daemon_run(const struct kagent_daemon_options *options, char **cause);
-
-/* The API's routes (docs/daemon-api.md), ended by an entry whose method is NULL. */
-extern const struct kagent_http_route kagent_daemon_routes[];
 
 /*
  * The config keys a batch's "settings" may override (docs/daemon-api.md): "model" is

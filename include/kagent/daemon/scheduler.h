@@ -40,8 +40,8 @@ struct kagent_scheduler {
 };
 
 /* slot_count >= 1 slots, at most max_sessions >= 1 in flight. */
-void kagent_scheduler_init(struct kagent_scheduler *scheduler, size_t slot_count,
-			   int max_sessions, void (*claim)(size_t slot, void *data), void *data);
+void kagent_scheduler_init(struct kagent_scheduler *scheduler, size_t slot_count, int max_sessions,
+			   void (*claim)(size_t slot, void *data), void *data);
 void kagent_scheduler_clear(struct kagent_scheduler *scheduler);
 /* The slot the next session would go to (least loaded, lowest index first), or -1 at the cap. */
 int kagent_scheduler_next_slot(const struct kagent_scheduler *scheduler);
