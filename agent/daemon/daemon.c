@@ -385,11 +385,12 @@ daemon__trace_set(int status, const char *cause, void *data)
 		daemon__end(ds);
 		return;
 	}
-	kagent_daemon_log("session %s started on %s%s (batch %s, %s, attempt %d%s)",
-			  ds->claim->session_id,
-			  strcmp(daemon->options->device, "cpu") == 0 ? "the " : "GPU ",
-			  daemon->slot_names[ds->slot], ds->claim->batch_id, ds->claim->problem,
-			  ds->claim->attempt, ds->claim->resume ? ", resumed" : "");
+	kagent_daemon_log(
+	    "session %s started on %s%s (batch %s, %s, attempt %d%s)", ds->claim->session_id,
+	    strcmp(daemon->options->device, "cpu") == 0 ? "the CPU" : "GPU ",
+	    strcmp(daemon->options->device, "cpu") == 0 ? "" : daemon->slot_names[ds->slot],
+	    ds->claim->batch_id, ds->claim->problem, ds->claim->attempt,
+	    ds->claim->resume ? ", resumed" : "");
 	ds->started = 1;
 	kagent_session_start(ds->session);
 	if (ds->cancelled)

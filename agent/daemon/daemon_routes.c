@@ -226,9 +226,9 @@ routes__scan(const char *folder, int depth, const char *filter, json_t *found, c
 	int status = 0;
 
 	if (directory == NULL) {
-		status = -errno;
+		/* The client named the folder: whatever is wrong with it is the request's fault. */
 		*cause = kagent_asprintf("cannot read %s: %s", folder, strerror(errno));
-		status = status == -ENOENT ? -EINVAL : status;
+		status = -EINVAL;
 		goto out;
 	}
 	while ((entry = readdir(directory)) != NULL) {
