@@ -20,6 +20,7 @@ const struct kagent_command *const kagent_command_table[] = {
 	&kagent_command_gpu,
 	&kagent_command_trace,
 	&kagent_command_worker,
+	&kagent_command_daemon,
 	NULL,
 };
 /* clang-format on */

@@ -1044,6 +1044,69 @@ out:
 }
 
 int
+kagent_store_session_cancel(struct kagent_store *store, const char *session_id, int *running_out,
+			    char **cause)
+{
+	sqlite3_stmt *statement = NULL;
+	char *batch_id = NULL;
+	const char *current;
+	int result, code, began = 0;
+
+	*running_out = 0;
+	pthread_mutex_lock(&store->lock);
+	if ((result = store__begin(store, cause)) < 0)
+		goto out;
+	began = 1;
+	if ((result = store__prepare(store, "SELECT state, batch_id FROM sessions WHERE id = ?1",
+				     &statement, cause)) < 0)
+		goto out;
+	store__bind_text(statement, 1, session_id);
+	code = sqlite3_step(statement);
+	if (code == SQLITE_DONE) {
+		result = store__no_session(session_id, cause);
+		goto out;
+	}
+	if (code != SQLITE_ROW) {
+		result = store__fail(store, code, "reading a session", cause);
+		goto out;
+	}
+	current = (const char *)sqlite3_column_text(statement, 0);
+	if (current != NULL && strcmp(current, "running") == 0) {
+		/* Its owner interrupts it and finishes it as cancelled when it stops. */
+		*running_out = 1;
+		goto out;
+	}
+	if (current == NULL || strcmp(current, "queued") != 0) {
+		*cause = kagent_asprintf("session %s is already %s", session_id,
+					 current != NULL ? current : "in no state");
+		result = -EALREADY;
+		goto out;
+	}
+	batch_id = store__column_strdup(statement, 1);
+	sqlite3_finalize(statement);
+	statement = NULL;
+
+	if ((result = store__prepare(store,
+				     "UPDATE sessions SET state = 'cancelled', resume = 0,"
+				     " finished_at = " STORE_NOW " WHERE id = ?1",
+				     &statement, cause)) < 0)
+		goto out;
+	store__bind_text(statement, 1, session_id);
+	if ((result = store__run(store, statement, "cancelling a session", cause)) < 0 ||
+	    (result = store__refresh_batches(store, batch_id, cause)) < 0)
+		goto out;
+	began = 0;
+	result = store__commit(store, cause);
+out:
+	sqlite3_finalize(statement);
+	if (began)
+		store__rollback(store);
+	pthread_mutex_unlock(&store->lock);
+	free(batch_id);
+	return result;
+}
+
+int
 kagent_store_session_get(struct kagent_store *store, const char *session_id, json_t **session_out,
 			 char **cause)
 {

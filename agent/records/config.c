@@ -1058,6 +1058,24 @@ kagent_config_to_json(const struct kagent_config *config)
 }
 
 void
+kagent_config_copy(struct kagent_config *to, const struct kagent_config *from)
+{
+	*to = *from;
+	/* Every string the table knows, then the two it does not: each copy owns its own. */
+	for (size_t index = 0; index < CONFIG_KEY_COUNT; index++) {
+		const struct config__key *key = &config__keys[index];
+		char **string = config__field(to, key);
+
+		if ((key->kind == CONFIG__TEXT || key->kind == CONFIG__URL) && *string != NULL)
+			*string = kagent_strdup(*string);
+	}
+	if (to->provider.api_key != NULL)
+		to->provider.api_key = kagent_strdup(to->provider.api_key);
+	if (to->source_path != NULL)
+		to->source_path = kagent_strdup(to->source_path);
+}
+
+void
 kagent_config_clear(struct kagent_config *config)
 {
 	for (size_t index = 0; index < CONFIG_KEY_COUNT; index++) {

@@ -847,6 +847,29 @@ test_names(void)
 	CHECK_STRING(kagent_target_baseline_name(KAGENT_TARGET_BEST), "best");
 }
 
+/* A copy owns its strings: changing or clearing one leaves the other as it was. */
+static void
+test_copy(void)
+{
+	struct kagent_config config, copy;
+	char *cause = NULL;
+
+	kagent_config_init(&config);
+	CHECK_INT(kagent_config_set(&config, "provider.model", "m1", &cause), 0);
+	CHECK_INT(kagent_config_set(&config, "budget.max_turns", "7", &cause), 0);
+	config.provider.api_key = kagent_strdup("secret");
+	kagent_config_copy(&copy, &config);
+	CHECK_INT(kagent_config_set(&config, "provider.model", "m2", &cause), 0);
+	CHECK_STRING(copy.provider.model, "m1");
+	CHECK_INT(copy.budget.max_turns, 7);
+	CHECK(copy.provider.api_key != config.provider.api_key);
+	CHECK_STRING(copy.provider.api_key, "secret");
+	CHECK(copy.output_directory != config.output_directory);
+	kagent_config_clear(&config);
+	CHECK_STRING(copy.evaluation.device, "cuda");
+	kagent_config_clear(&copy);
+}
+
 static const struct kagent_test tests[] = {
     {"defaults", test_defaults},
     {"full_file", test_full_file},
@@ -863,6 +886,7 @@ static const struct kagent_test tests[] = {
     {"every_key_settable", test_every_key_settable},
     {"default_path", test_default_path},
     {"names", test_names},
+    {"copy", test_copy},
     {NULL, NULL},
 };
 

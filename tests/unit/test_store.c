@@ -939,6 +939,55 @@ test_submit_from_a_loop(void)
 	fixture_close(&fixture);
 }
 
+/* One session: a queued one is cancelled at once, a running one is left to its owner, a
+ * finished one answers -EALREADY; the batch is done once the last of them has ended. */
+static void
+test_session_cancel(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store_claim *running;
+	json_t *batch;
+	char *batch_id, *queued_id, *cause = NULL;
+	int is_running = -1;
+
+	fixture_open(&fixture);
+	batch_id = make_batch(fixture.store, 2, 1);
+	running = claim(fixture.store);
+	batch = get_batch(fixture.store, batch_id);
+	queued_id = kagent_strdup(session_field(batch, 1, "id"));
+	json_decref(batch);
+	CHECK_INT(kagent_store_session_cancel(fixture.store, queued_id, &is_running, &cause), 0);
+	CHECK_INT(is_running, 0);
+	CHECK_INT(
+	    kagent_store_session_cancel(fixture.store, running->session_id, &is_running, &cause),
+	    0);
+	CHECK_INT(is_running, 1);
+	batch = get_batch(fixture.store, batch_id);
+	CHECK_STRING(session_field(batch, 0, "state"), "running");
+	CHECK_STRING(session_field(batch, 1, "state"), "cancelled");
+	CHECK_STRING(batch_state(batch), "running");
+	json_decref(batch);
+	CHECK(claim(fixture.store) == NULL);
+	CHECK_INT(kagent_store_session_finish(fixture.store, running->session_id,
+					      KAGENT_STORE_CANCELLED, NULL, &cause),
+		  0);
+	batch = get_batch(fixture.store, batch_id);
+	CHECK_STRING(batch_state(batch), "done");
+	json_decref(batch);
+	CHECK_INT(kagent_store_session_cancel(fixture.store, queued_id, &is_running, &cause),
+		  -EALREADY);
+	CHECK_CONTAINS(cause, "already cancelled");
+	free(cause);
+	cause = NULL;
+	CHECK_INT(kagent_store_session_cancel(fixture.store, "nobody", &is_running, &cause),
+		  -ENOENT);
+	free(cause);
+	kagent_store_claim_free(running);
+	free(queued_id);
+	free(batch_id);
+	fixture_close(&fixture);
+}
+
 static const struct kagent_test tests[] = {
     {"open_creates_folder_and_schema", test_open_creates_folder_and_schema},
     {"open_refuses_other_schemes", test_open_refuses_other_schemes},
@@ -949,6 +998,7 @@ static const struct kagent_test tests[] = {
     {"claim_order_is_fair", test_claim_order_is_fair},
     {"finish_moves_the_batch", test_finish_moves_the_batch},
     {"cancel", test_cancel},
+    {"session_cancel", test_session_cancel},
     {"recover_after_a_crash", test_recover_after_a_crash},
     {"recover_a_cancelled_batch", test_recover_a_cancelled_batch},
     {"variants_are_recorded_once", test_variants_are_recorded_once},

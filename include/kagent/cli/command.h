@@ -33,6 +33,7 @@ struct kagent_command {
 };
 
 /* Each defined in its own file. */
+extern const struct kagent_command kagent_command_daemon;
 extern const struct kagent_command kagent_command_eval;
 extern const struct kagent_command kagent_command_gpu;
 extern const struct kagent_command kagent_command_optimize;

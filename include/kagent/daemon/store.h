@@ -113,6 +113,14 @@ int kagent_store_session_finish(struct kagent_store *store, const char *session_
 				enum kagent_store_session_state state, const json_t *result,
 				char **cause);
 /*
+ * Cancels one session: a queued one becomes cancelled at once; for a running one
+ * *running_out is set to 1 and nothing changes, so the caller interrupts it and
+ * finishes it as cancelled when it stops. One that has finished answers
+ * -EALREADY, an unknown one -ENOENT.
+ */
+int kagent_store_session_cancel(struct kagent_store *store, const char *session_id,
+				int *running_out, char **cause);
+/*
  * One session: {id, batch_id, position, problem_path, problem, level (or
  * null), state, gpu, attempts, resume, created_at, started_at, finished_at,
  * trace_path, result} (times in UTC, ISO 8601; null where not yet).

@@ -108,6 +108,8 @@ int kagent_config_validate(const struct kagent_config *config, char **cause);
  * null. The caller releases it.
  */
 json_t *kagent_config_to_json(const struct kagent_config *config);
+/* Makes *to an independent copy of *from (the daemon gives each session its own); clear both. */
+void kagent_config_copy(struct kagent_config *to, const struct kagent_config *from);
 void kagent_config_clear(struct kagent_config *config);
 /* A one-line description of a dotted key, for usage texts; NULL for an unknown key. */
 const char *kagent_config_key_help(const char *key);

@@ -1,0 +1,721 @@
+/*
+ * kagentd's loop (include/kagent/daemon/daemon.h, docs/daemon.md): the store, the server,
+ * the signals, and the life of each session from its claim to its end in the store.
+ *
+ * Every store call goes through kagent_store_submit (the thread pool), so the loop never waits
+ * on the disk. The exception is the session's own setup: kagent_session_create opens the
+ * problem's repository and worktree and the trace synchronously on the loop, as it does in
+ * `kagent optimize`; it is short and happens once per session.
+ */
+#include "daemon_internal.h"
+
+#include "kagent/base/alloc.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int daemon__signal_numbers[DAEMON_SIGNAL_COUNT] = {SIGTERM, SIGINT, SIGHUP};
+
+/* The batch settings the API accepts and the config keys they set (docs/daemon-api.md). */
+static const struct {
+	const char *setting;
+	const char *key;
+} daemon__settings[] = {
+    {"model", "provider.model"},
+    {"base_url", "provider.base_url"},
+    {"api", "provider.api"},
+    {"target", "target.speedup"},
+    {"against", "target.baseline"},
+    {"max_turns", "budget.max_turns"},
+    {"max_tokens", "budget.max_tokens"},
+    {"max_cost", "budget.max_cost"},
+    {"max_seconds", "budget.max_wall_seconds"},
+    {"max_gpu_seconds", "budget.max_gpu_seconds"},
+    {"speedup_basis", "evaluation.speedup_basis"},
+};
+#define DAEMON_SETTING_COUNT (sizeof daemon__settings / sizeof daemon__settings[0])
+
+static void daemon__maybe_exit(struct kagent_daemon *daemon);
+
+void
+kagent_daemon_log(const char *format, ...)
+{
+	va_list arguments;
+
+	fputs("kagentd: ", stderr);
+	va_start(arguments, format);
+	vfprintf(stderr, format, arguments);
+	va_end(arguments);
+	fputc('\n', stderr);
+	fflush(stderr);
+}
+
+const char *
+kagent_daemon_setting_key(const char *setting)
+{
+	for (size_t index = 0; index < DAEMON_SETTING_COUNT; index++) {
+		if (strcmp(daemon__settings[index].setting, setting) == 0)
+			return daemon__settings[index].key;
+	}
+	return NULL;
+}
+
+int
+kagent_daemon_apply_settings(struct kagent_config *config, const json_t *settings, char **cause)
+{
+	const char *name;
+	json_t *value;
+	char *text;
+	int status;
+
+	if (settings == NULL || json_is_null(settings))
+		return 0;
+	if (!json_is_object(settings)) {
+		*cause = kagent_strdup("settings must be an object");
+		return -EINVAL;
+	}
+	json_object_foreach((json_t *)settings, name, value)
+	{
+		const char *key = kagent_daemon_setting_key(name);
+
+		if (key == NULL) {
+			*cause = kagent_asprintf("unknown setting \"%s\"", name);
+			return -EINVAL;
+		}
+		/* The flag's text form, so a setting is checked exactly as the flag would be. */
+		if (json_is_string(value))
+			text = kagent_strdup(json_string_value(value));
+		else if (json_is_integer(value))
+			text = kagent_asprintf("%lld", (long long)json_integer_value(value));
+		else if (json_is_real(value))
+			text = kagent_asprintf("%.17g", json_real_value(value));
+		else if (json_is_null(value))
+			text = kagent_strdup("");
+		else {
+			*cause =
+			    kagent_asprintf("setting \"%s\": expected a string or a number", name);
+			return -EINVAL;
+		}
+		status = kagent_config_set(config, key, text, cause);
+		free(text);
+		if (status < 0) {
+			char *with_name = kagent_asprintf("setting \"%s\": %s", name, *cause);
+
+			free(*cause);
+			*cause = with_name;
+			return status;
+		}
+	}
+	return 0;
+}
+
+int
+kagent_daemon_check_settings(const struct kagent_daemon *daemon, const json_t *settings,
+			     char **cause)
+{
+	struct kagent_config config;
+	int status;
+
+	kagent_config_copy(&config, &daemon->config);
+	status = kagent_daemon_apply_settings(&config, settings, cause);
+	if (status == 0)
+		status = kagent_config_validate(&config, cause);
+	kagent_config_clear(&config);
+	return status;
+}
+
+/* ---- the config ---- */
+
+/* The file (if any), then the SDK environment variables, as `kagent optimize` reads them. */
+static int
+daemon__load_config(const char *path, struct kagent_config *config, char **cause)
+{
+	int status = 0;
+
+	kagent_config_init(config);
+	if (path != NULL && (status = kagent_config_load_file(config, path, cause)) < 0)
+		goto out;
+	kagent_config_apply_environment(config);
+out:
+	if (status < 0)
+		kagent_config_clear(config);
+	return status;
+}
+
+/* SIGHUP: a config that does not load leaves the one in use as it was. */
+static void
+daemon__reload(struct kagent_daemon *daemon)
+{
+	struct kagent_config config;
+	char *cause = NULL;
+
+	if (daemon->options->config_path == NULL) {
+		kagent_daemon_log("SIGHUP: no config file to reload");
+		return;
+	}
+	if (daemon__load_config(daemon->options->config_path, &config, &cause) < 0) {
+		kagent_daemon_log("SIGHUP: keeping the config in use: %s", cause);
+		free(cause);
+		return;
+	}
+	kagent_config_clear(&daemon->config);
+	daemon->config = config;
+	kagent_daemon_log("SIGHUP: reloaded %s; sessions started from now on use it",
+			  daemon->options->config_path);
+}
+
+/* ---- store jobs of the daemon's own ---- */
+
+static int
+daemon__submit(struct kagent_daemon *daemon, kagent_store_work_function work,
+	       kagent_store_after_function after, void *data)
+{
+	int status = kagent_store_submit(daemon->store, &daemon->loop, work, after, data);
+
+	if (status == 0)
+		daemon->jobs++;
+	return status;
+}
+
+/* ---- the end of a session ---- */
+
+static void
+daemon__session_free(struct kagent_daemon_session *ds)
+{
+	struct kagent_daemon *daemon = ds->daemon;
+	struct kagent_daemon_session **link;
+
+	for (link = &daemon->sessions; *link != NULL; link = &(*link)->next) {
+		if (*link == ds) {
+			*link = ds->next;
+			break;
+		}
+	}
+	if (ds->session != NULL)
+		kagent_session_free(ds->session);
+	if (ds->config_ready)
+		kagent_config_clear(&ds->config);
+	kagent_store_claim_free(ds->claim);
+	json_decref(ds->live);
+	json_decref(ds->summary);
+	free(ds);
+}
+
+/* On the pool: the session's end and its best variant, written once. */
+static int
+daemon__finish_work(struct kagent_store *store, void *data, char **cause)
+{
+	struct kagent_daemon_session *ds = data;
+	const json_t *summary = ds->summary;
+	const json_t *confirmation = json_object_get(summary, "confirmation");
+	const char *variant = json_string_value(json_object_get(summary, "variant"));
+	const char *commit = json_string_value(json_object_get(summary, "commit"));
+	int status;
+
+	if (!ds->finish)
+		return 0;
+	status =
+	    kagent_store_session_finish(store, ds->claim->session_id, ds->state, summary, cause);
+	/* Finished already (by an earlier daemon): nothing to write twice. */
+	if (status == -EALREADY) {
+		free(*cause);
+		*cause = NULL;
+		return 0;
+	}
+	if (status < 0 || variant == NULL || !json_is_true(json_object_get(summary, "confirmed")))
+		return status;
+	/* The summary names one variant, the confirmed best: it goes to the store with its
+	 * re-check on unseen seeds as its verdict. */
+	struct kagent_store_variant record = {
+	    .session_id = ds->claim->session_id,
+	    .variant_id = variant,
+	    .verdict = confirmation,
+	    .speedup_vs_eager =
+		json_number_value(json_object_get(confirmation, "speedup_vs_eager")),
+	    .speedup_vs_compile =
+		json_number_value(json_object_get(confirmation, "speedup_vs_compile")),
+	    .credited = json_is_true(json_object_get(confirmation, "credited")),
+	};
+	if ((status = kagent_store_variant_record(store, &record, NULL, cause)) < 0)
+		return status;
+	if (commit != NULL)
+		status = kagent_store_variant_commit(store, ds->claim->session_id, variant, commit,
+						     NULL, cause);
+	return status;
+}
+
+static void
+daemon__finished(int status, const char *cause, void *data)
+{
+	struct kagent_daemon_session *ds = data;
+	struct kagent_daemon *daemon = ds->daemon;
+	const char *reason = json_string_value(json_object_get(ds->summary, "stop_reason"));
+	const char *detail = json_string_value(json_object_get(ds->summary, "stop_detail"));
+
+	daemon->jobs--;
+	if (status < 0)
+		kagent_daemon_log("session %s: could not record its end: %s", ds->claim->session_id,
+				  cause);
+	else if (ds->finish)
+		kagent_daemon_log("session %s %s (%s%s%s)", ds->claim->session_id,
+				  kagent_store_session_state_name(ds->state),
+				  reason != NULL ? reason : "no stop reason",
+				  detail != NULL && detail[0] != '\0' ? ": " : "",
+				  detail != NULL ? detail : "");
+	else
+		kagent_daemon_log("session %s stopped for the shutdown; the next daemon resumes it",
+				  ds->claim->session_id);
+	kagent_scheduler_release(&daemon->scheduler, ds->slot);
+	daemon__session_free(ds);
+	daemon__maybe_exit(daemon);
+}
+
+/* Writes the end (or, with finish 0, nothing) and frees the session once that is done. */
+static void
+daemon__end(struct kagent_daemon_session *ds)
+{
+	if (daemon__submit(ds->daemon, daemon__finish_work, daemon__finished, ds) < 0) {
+		kagent_daemon_log("session %s: the thread pool refused its end",
+				  ds->claim->session_id);
+		kagent_scheduler_release(&ds->daemon->scheduler, ds->slot);
+		daemon__session_free(ds);
+	}
+}
+
+/* A session that could not run at all: failed, with why, in the shape of a final record. */
+static void
+daemon__fail(struct kagent_daemon_session *ds, const char *reason, const char *detail)
+{
+	ds->summary = json_pack("{s:s, s:s, s:s, s:b, s:b, s:n}", "stop_reason", reason,
+				"stop_detail", detail, "run_id", ds->claim->session_id, "confirmed",
+				0, "target_reached", 0, "confirmation");
+	ds->state = ds->cancelled ? KAGENT_STORE_CANCELLED : KAGENT_STORE_FAILED;
+	ds->finish = 1;
+	daemon__end(ds);
+}
+
+static void
+daemon__session_done(struct kagent_session *session, int status, const json_t *summary, void *data)
+{
+	struct kagent_daemon_session *ds = data;
+	const char *reason = json_string_value(json_object_get(summary, "stop_reason"));
+
+	(void)session;
+	(void)status;
+	ds->summary = json_deep_copy(summary);
+	ds->finish = 1;
+	if (reason != NULL && strcmp(reason, "interrupted") == 0) {
+		if (ds->cancelled)
+			ds->state = KAGENT_STORE_CANCELLED;
+		else
+			ds->finish = 0; /* the shutdown's: left running for recovery */
+	} else if (reason != NULL &&
+		   (strcmp(reason, "bad_problem") == 0 || strcmp(reason, "llm_error") == 0 ||
+		    strcmp(reason, "evaluator_error") == 0)) {
+		ds->state = KAGENT_STORE_FAILED;
+	} else {
+		ds->state = KAGENT_STORE_DONE;
+	}
+	/* Not freed here: the session is still inside its own call; the store job defers it. */
+	daemon__end(ds);
+}
+
+/* The live view of GET /v1/sessions/ID: the turn, tokens, cost and best so far. */
+static void
+daemon__observe(const json_t *record, void *data)
+{
+	struct kagent_daemon_session *ds = data;
+	const char *type = json_string_value(json_object_get(record, "type"));
+	const json_t *turn = json_object_get(record, "turn");
+
+	if (json_is_integer(turn))
+		json_object_set(ds->live, "turn", (json_t *)turn);
+	if (type == NULL)
+		return;
+	if (strcmp(type, "turn_end") == 0) {
+		const json_t *totals = json_object_get(record, "totals");
+		const json_t *best = json_object_get(record, "best");
+
+		json_object_set_new(
+		    ds->live, "tokens",
+		    json_integer(json_integer_value(json_object_get(totals, "input_tokens")) +
+				 json_integer_value(json_object_get(totals, "output_tokens"))));
+		json_object_set(ds->live, "cost", json_object_get(totals, "cost"));
+		if (best != NULL)
+			json_object_set(ds->live, "best", (json_t *)best);
+	} else if (strcmp(type, "best") == 0) {
+		json_object_set_new(ds->live, "best",
+				    json_pack("{s:O?, s:O?}", "variant",
+					      json_object_get(record, "variant"), "speedup",
+					      json_object_get(record, "speedup")));
+	}
+}
+
+/* ---- the start of a session ---- */
+
+static int
+daemon__set_trace_work(struct kagent_store *store, void *data, char **cause)
+{
+	struct kagent_daemon_session *ds = data;
+
+	return kagent_store_session_set_trace(store, ds->claim->session_id,
+					      kagent_session_trace_path(ds->session), cause);
+}
+
+/* Runs only once the store knows where the trace is: from then on a crash resumes it. */
+static void
+daemon__trace_set(int status, const char *cause, void *data)
+{
+	struct kagent_daemon_session *ds = data;
+	struct kagent_daemon *daemon = ds->daemon;
+
+	daemon->jobs--;
+	if (status < 0) {
+		kagent_daemon_log("session %s: %s", ds->claim->session_id, cause);
+		daemon__fail(ds, "store_error", cause);
+		return;
+	}
+	if (daemon->stopping) {
+		/* Never started: nothing to stop, and recovery resumes it from its empty trace. */
+		ds->finish = 0;
+		daemon__end(ds);
+		return;
+	}
+	kagent_daemon_log(
+	    "session %s started on %s%s (batch %s, %s, attempt %d%s)", ds->claim->session_id,
+	    strcmp(daemon->options->device, "cpu") == 0 ? "the CPU" : "GPU ",
+	    strcmp(daemon->options->device, "cpu") == 0 ? "" : daemon->slot_names[ds->slot],
+	    ds->claim->batch_id, ds->claim->problem, ds->claim->attempt,
+	    ds->claim->resume ? ", resumed" : "");
+	ds->started = 1;
+	kagent_session_start(ds->session);
+	if (ds->cancelled)
+		kagent_session_interrupt(ds->session);
+}
+
+static void
+daemon__begin(struct kagent_daemon_session *ds)
+{
+	struct kagent_daemon *daemon = ds->daemon;
+	struct kagent_store_claim *claim = ds->claim;
+	struct kagent_session_options options;
+	char *cause = NULL, gpu[16];
+	int status;
+
+	if (ds->cancelled) {
+		daemon__fail(ds, "interrupted", "cancelled before it started");
+		return;
+	}
+	kagent_config_copy(&ds->config, &daemon->config);
+	ds->config_ready = 1;
+	snprintf(gpu, sizeof gpu, "%d", daemon->slot_gpus[ds->slot]);
+	if ((status = kagent_daemon_apply_settings(&ds->config, claim->settings, &cause)) < 0 ||
+	    (status = kagent_config_set(&ds->config, "evaluation.device", daemon->options->device,
+					&cause)) < 0 ||
+	    (status = kagent_config_set(&ds->config, "evaluation.gpu", gpu, &cause)) < 0 ||
+	    (status = kagent_config_validate(&ds->config, &cause)) < 0) {
+		daemon__fail(ds, "config_error", cause);
+		free(cause);
+		return;
+	}
+	options = (struct kagent_session_options){
+	    .loop = &daemon->loop,
+	    .http = daemon->http,
+	    .config = &ds->config,
+	    .problem_path = claim->problem_path,
+	    .run_id = claim->session_id,
+	    .resume = claim->resume,
+	    .gpu_name = daemon->options->gpu_name,
+	    .worker_executable = daemon->options->worker_executable,
+	    .observer = daemon__observe,
+	    .done = daemon__session_done,
+	    .data = ds,
+	};
+	status = kagent_session_create(&options, &ds->session, &cause);
+	/* Claimed before, but killed before the store learnt where its trace was: the run may
+	 * exist already under this id, so it is continued rather than begun twice. */
+	if (status < 0 && !claim->resume && claim->attempt > 1) {
+		free(cause);
+		cause = NULL;
+		options.resume = 1;
+		status = kagent_session_create(&options, &ds->session, &cause);
+	}
+	if (status < 0) {
+		kagent_daemon_log("session %s (%s) cannot run: %s", claim->session_id,
+				  claim->problem_path, cause);
+		daemon__fail(ds, "bad_problem", cause);
+		free(cause);
+		return;
+	}
+	if (daemon__submit(daemon, daemon__set_trace_work, daemon__trace_set, ds) < 0)
+		daemon__fail(ds, "store_error", "the thread pool refused a job");
+}
+
+/* ---- claims ---- */
+
+struct daemon__claim_job {
+	struct kagent_daemon *daemon;
+	size_t slot;
+	struct kagent_store_claim *claim;
+};
+
+static int
+daemon__claim_work(struct kagent_store *store, void *data, char **cause)
+{
+	struct daemon__claim_job *job = data;
+
+	return kagent_store_session_claim(store, job->daemon->slot_names[job->slot], &job->claim,
+					  cause);
+}
+
+static void
+daemon__claimed(int status, const char *cause, void *data)
+{
+	struct daemon__claim_job *job = data;
+	struct kagent_daemon *daemon = job->daemon;
+	struct kagent_daemon_session *ds;
+
+	daemon->jobs--;
+	if (status < 0 || job->claim == NULL) {
+		if (status < 0)
+			kagent_daemon_log("claim: %s", cause);
+		kagent_scheduler_claimed(&daemon->scheduler, job->slot, 0);
+		free(job);
+		daemon__maybe_exit(daemon);
+		return;
+	}
+	ds = kagent_calloc(1, sizeof *ds);
+	ds->daemon = daemon;
+	ds->claim = job->claim;
+	ds->slot = job->slot;
+	ds->live = json_pack("{s:n, s:i, s:f, s:n}", "turn", "tokens", 0, "cost", 0.0, "best");
+	ds->next = daemon->sessions;
+	daemon->sessions = ds;
+	free(job);
+	if (json_object_get(daemon->cancel_requests, ds->claim->session_id) != NULL) {
+		json_object_del(daemon->cancel_requests, ds->claim->session_id);
+		ds->cancelled = 1;
+	}
+	/* Count it before the next claim is asked for, then set it up. */
+	kagent_scheduler_claimed(&daemon->scheduler, ds->slot, 1);
+	if (daemon->stopping) {
+		/* Claimed as the shutdown began: it stays running in the store for recovery. */
+		ds->finish = 0;
+		daemon__end(ds);
+		return;
+	}
+	daemon__begin(ds);
+}
+
+static void
+daemon__claim(size_t slot, void *data)
+{
+	struct kagent_daemon *daemon = data;
+	struct daemon__claim_job *job = kagent_calloc(1, sizeof *job);
+
+	job->daemon = daemon;
+	job->slot = slot;
+	if (daemon__submit(daemon, daemon__claim_work, daemon__claimed, job) < 0) {
+		kagent_daemon_log("claim: the thread pool refused a job");
+		free(job);
+		kagent_scheduler_claimed(&daemon->scheduler, slot, 0);
+	}
+}
+
+struct kagent_daemon_session *
+kagent_daemon_find(struct kagent_daemon *daemon, const char *id)
+{
+	struct kagent_daemon_session *ds;
+
+	for (ds = daemon->sessions; ds != NULL; ds = ds->next) {
+		if (strcmp(ds->claim->session_id, id) == 0)
+			return ds;
+	}
+	return NULL;
+}
+
+void
+kagent_daemon_cancel(struct kagent_daemon *daemon, const char *id)
+{
+	struct kagent_daemon_session *ds = kagent_daemon_find(daemon, id);
+
+	if (ds == NULL) {
+		/* Running in the store but not here yet: its claim is on its way back. */
+		json_object_set_new(daemon->cancel_requests, id, json_true());
+		return;
+	}
+	if (ds->cancelled)
+		return;
+	ds->cancelled = 1;
+	kagent_daemon_log("session %s: cancel asked, stopping at its next safe point", id);
+	if (ds->started)
+		kagent_session_interrupt(ds->session);
+}
+
+void
+kagent_daemon_wake(struct kagent_daemon *daemon)
+{
+	kagent_scheduler_wake(&daemon->scheduler);
+}
+
+/* ---- start and stop ---- */
+
+static void
+daemon__server_closed(void *data)
+{
+	struct kagent_daemon *daemon = data;
+
+	daemon->server = NULL;
+	daemon__maybe_exit(daemon);
+}
+
+/* Everything has stopped: close what keeps the loop running, so uv_run returns. */
+static void
+daemon__maybe_exit(struct kagent_daemon *daemon)
+{
+	if (!daemon->stopping || daemon->sessions != NULL || daemon->jobs > 0 ||
+	    daemon->server != NULL || !daemon->signals_open)
+		return;
+	for (size_t index = 0; index < DAEMON_SIGNAL_COUNT; index++)
+		uv_close((uv_handle_t *)&daemon->signals[index], NULL);
+	daemon->signals_open = 0;
+	kagent_daemon_log("all sessions stopped; exiting");
+}
+
+static void
+daemon__stop(struct kagent_daemon *daemon, const char *why)
+{
+	struct kagent_daemon_session *ds;
+	int running = 0;
+
+	if (daemon->stopping)
+		return;
+	daemon->stopping = 1;
+	kagent_scheduler_stop(&daemon->scheduler);
+	for (ds = daemon->sessions; ds != NULL; ds = ds->next) {
+		if (ds->started && ds->summary == NULL) {
+			kagent_session_interrupt(ds->session);
+			running++;
+		}
+	}
+	kagent_daemon_log("%s: stopping; %d running session%s stop at their next safe point and "
+			  "stay resumable",
+			  why, running, running == 1 ? "" : "s");
+	if (daemon->server != NULL)
+		kagent_http_server_close(daemon->server, daemon__server_closed, daemon);
+	daemon__maybe_exit(daemon);
+}
+
+static void
+daemon__signalled(uv_signal_t *handle, int number)
+{
+	struct kagent_daemon *daemon = handle->data;
+
+	if (number == SIGHUP)
+		daemon__reload(daemon);
+	else
+		daemon__stop(daemon, number == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+static void
+daemon__slots(struct kagent_daemon *daemon)
+{
+	const struct kagent_daemon_options *options = daemon->options;
+	size_t count =
+	    strcmp(options->device, "cpu") == 0 || options->gpu_count == 0 ? 1 : options->gpu_count;
+
+	daemon->slot_names = kagent_calloc(count, sizeof *daemon->slot_names);
+	daemon->slot_gpus = kagent_calloc(count, sizeof *daemon->slot_gpus);
+	for (size_t slot = 0; slot < count; slot++) {
+		if (strcmp(options->device, "cpu") == 0) {
+			daemon->slot_names[slot] = kagent_strdup("cpu");
+			continue;
+		}
+		daemon->slot_gpus[slot] = options->gpu_count > 0 ? options->gpus[slot] : 0;
+		daemon->slot_names[slot] = kagent_asprintf("%d", daemon->slot_gpus[slot]);
+	}
+	kagent_scheduler_init(&daemon->scheduler, count, options->max_sessions, daemon__claim,
+			      daemon);
+}
+
+int
+kagent_daemon_run(const struct kagent_daemon_options *options, char **cause)
+{
+	struct kagent_daemon *daemon = kagent_calloc(1, sizeof *daemon);
+	struct kagent_http_server_options server_options = {0};
+	int status, recovered = 0, loop_open = 0, config_loaded = 0;
+
+	daemon->options = options;
+	daemon->cancel_requests = json_object();
+	if ((status = daemon__load_config(options->config_path, &daemon->config, cause)) < 0)
+		goto out;
+	config_loaded = 1;
+	if ((status = kagent_store_open(options->store_url, &daemon->store, cause)) < 0)
+		goto out;
+	/* Once, before any claim: what a killed daemon left running goes back to the queue.
+	 * Called directly: the loop serves nothing yet, so there is no one to keep waiting. */
+	if ((status = kagent_store_recover(daemon->store, &recovered, cause)) < 0)
+		goto out;
+	uv_loop_init(&daemon->loop);
+	loop_open = 1;
+	if ((status = kagent_http_client_create(&daemon->loop, &daemon->http, cause)) < 0)
+		goto out;
+	server_options = (struct kagent_http_server_options){
+	    .socket_path = options->socket_path,
+	    .tcp_address = options->tcp_address,
+	    .token = options->token,
+	    .routes = options->routes,
+	    .handler_data = daemon,
+	};
+	if ((status = kagent_http_server_start(&daemon->loop, &server_options, &daemon->server,
+					       cause)) < 0)
+		goto out;
+	for (size_t index = 0; index < DAEMON_SIGNAL_COUNT; index++) {
+		uv_signal_init(&daemon->loop, &daemon->signals[index]);
+		daemon->signals[index].data = daemon;
+		uv_signal_start(&daemon->signals[index], daemon__signalled,
+				daemon__signal_numbers[index]);
+	}
+	daemon->signals_open = 1;
+	daemon__slots(daemon);
+	kagent_daemon_log("listening on %s%s%s; store %s; %s, %zu slot%s, at most %d session%s; "
+			  "%d recovered",
+			  options->socket_path, options->tcp_address != NULL ? " and " : "",
+			  options->tcp_address != NULL ? options->tcp_address : "",
+			  options->store_url, options->device, daemon->scheduler.slot_count,
+			  daemon->scheduler.slot_count == 1 ? "" : "s", options->max_sessions,
+			  options->max_sessions == 1 ? "" : "s", recovered);
+	kagent_scheduler_pump(&daemon->scheduler);
+	uv_run(&daemon->loop, UV_RUN_DEFAULT);
+	status = 0;
+out:
+	if (daemon->server != NULL) {
+		kagent_http_server_close(daemon->server, NULL, NULL);
+		daemon->server = NULL;
+	}
+	if (daemon->http != NULL)
+		kagent_http_client_free(daemon->http);
+	if (loop_open) {
+		uv_run(&daemon->loop, UV_RUN_DEFAULT);
+		if (uv_loop_close(&daemon->loop) != 0)
+			kagent_daemon_log("a handle was left open at exit");
+	}
+	if (daemon->store != NULL)
+		kagent_store_close(daemon->store);
+	if (config_loaded)
+		kagent_config_clear(&daemon->config);
+	if (daemon->slot_names != NULL) {
+		for (size_t slot = 0; slot < daemon->scheduler.slot_count; slot++)
+			free(daemon->slot_names[slot]);
+		kagent_scheduler_clear(&daemon->scheduler);
+	}
+	free(daemon->slot_names);
+	free(daemon->slot_gpus);
+	json_decref(daemon->cancel_requests);
+	free(daemon);
+	return status;
+}

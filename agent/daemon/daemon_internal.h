@@ -1,0 +1,73 @@
+/*
+ * What daemon.c (the loop, the sessions, the signals) shares with daemon_routes.c (the API's
+ * handlers). Private to agent/daemon/.
+ */
+#ifndef KAGENT_DAEMON_INTERNAL_H
+#define KAGENT_DAEMON_INTERNAL_H
+
+#include "kagent/daemon/daemon.h"
+#include "kagent/daemon/scheduler.h"
+#include "kagent/daemon/store.h"
+#include "kagent/llm/http_client.h"
+#include "kagent/records/config.h"
+#include "kagent/session/session.h"
+
+#include <jansson.h>
+#include <uv.h>
+
+#define DAEMON_SIGNAL_COUNT 3
+
+/* One claimed session of this daemon, from its claim until its end is in the store. */
+struct kagent_daemon_session {
+	struct kagent_daemon *daemon;
+	struct kagent_daemon_session *next;
+	struct kagent_store_claim *claim;
+	struct kagent_session *session; /* NULL until created */
+	struct kagent_config config;	/* its own: the daemon's, the batch's settings, its GPU */
+	int config_ready;
+	size_t slot;
+	int started;	 /* kagent_session_start was called */
+	int cancelled;	 /* a DELETE asked for it: it ends as cancelled */
+	json_t *live;	 /* {turn, tokens, cost, best} from its trace records */
+	json_t *summary; /* the final record, once done */
+	enum kagent_store_session_state state; /* how it ends in the store */
+	int finish;			       /* 0: left running for the next daemon's recovery */
+};
+
+struct kagent_daemon {
+	uv_loop_t loop;
+	const struct kagent_daemon_options *options;
+	struct kagent_store *store;
+	struct kagent_http_server *server;
+	struct kagent_http_client *http;
+	struct kagent_config config; /* the file's (SIGHUP reloads it) and the environment */
+	struct kagent_scheduler scheduler;
+	char **slot_names; /* the store's gpu column: "0", "1", ... or "cpu" */
+	int *slot_gpus;
+	struct kagent_daemon_session *sessions;
+	/* Ids a cancel named while their claim was still on its way here (an object as a set). */
+	json_t *cancel_requests;
+	uv_signal_t signals[DAEMON_SIGNAL_COUNT];
+	int signals_open;
+	int stopping;
+	int server_open;
+	int jobs; /* store jobs in flight for the daemon itself */
+};
+
+/* One line on stderr, "kagentd: ...": journald keeps each line as one event. */
+void kagent_daemon_log(const char *format, ...) __attribute__((format(printf, 1, 2)));
+/* The session of this daemon with that run id, or NULL. */
+struct kagent_daemon_session *kagent_daemon_find(struct kagent_daemon *daemon, const char *id);
+/* Interrupts the session id where it runs here (it ends as cancelled), or remembers the id for
+ * when its claim arrives. */
+void kagent_daemon_cancel(struct kagent_daemon *daemon, const char *id);
+/* A new batch: claim again. */
+void kagent_daemon_wake(struct kagent_daemon *daemon);
+/* Checks a batch's settings against the daemon's config: every key known, every value valid. */
+int kagent_daemon_check_settings(const struct kagent_daemon *daemon, const json_t *settings,
+				 char **cause);
+/* Applies settings to config (kagent_config_set for each); -EINVAL with *cause. */
+int kagent_daemon_apply_settings(struct kagent_config *config, const json_t *settings,
+				 char **cause);
+
+#endif

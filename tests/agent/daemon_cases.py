@@ -1,0 +1,523 @@
+#!/usr/bin/env python3
+"""kagentd end to end without a GPU: `kagent daemon --device cpu` on a private socket and
+store, driven over its Unix socket (and TCP with a token) with http.client, its sessions
+talking to the scripted model server in its stateless by_turn mode (tests/fixtures/
+llm_server.py: every conversation gets the reply for its turn) and evaluated by the stand-in
+evaluator (the fake worker in scripted mode, which checks a problem's syntax and judges a
+candidate by its `# fake-judge:` line), as tests/agent/optimize_cases.py does.
+Checks a batch with a broken problem, bad input, the token on TCP, kill -9 then restart
+(every problem ends once), and SIGTERM (exit 0, nothing left behind).
+Prints TAP ending with a line `N passed, N failed`.
+Run: KAGENT=build/kagent KAGENT_SOURCE_DIR=. python3 tests/agent/daemon_cases.py"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+KAGENT = os.path.abspath(os.environ["KAGENT"])
+SOURCE = os.path.abspath(os.environ["KAGENT_SOURCE_DIR"])
+SERVER = os.path.join(SOURCE, "tests", "fixtures", "llm_server.py")
+PROBLEMS = os.path.join(SOURCE, "tests", "fixtures", "problems")
+RELU = os.path.join(PROBLEMS, "relu.py")
+SOFTMAX = os.path.join(PROBLEMS, "softmax_wide.py")
+SCALE = os.path.join(PROBLEMS, "scale_rows.py")
+BROKEN = os.path.join(PROBLEMS, "syntax_error.py")
+SECRET = "sk-kagent-test-secret-0123456789"
+TOKEN = "kagentd-test-token-0123456789abcdef"
+
+
+def candidate(judge):
+    return (f"# fake-judge: {json.dumps(judge)}\nimport torch\n\n\n"
+            f"class ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+            f"        return torch.relu(x)\n")
+
+
+def chat_reply(calls, delay_ms=0):
+    """One streamed Chat Completions reply making these (name, arguments) tool calls."""
+    events = [{"data": {"id": "chatcmpl-1", "model": "scripted", "choices": [
+        {"index": 0, "delta": {"role": "assistant", "content": ""}}]}}]
+    for index, (name, arguments) in enumerate(calls):
+        events.append({"data": {"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": index, "id": f"call_{index}_{name}", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(arguments)}}]}}]}})
+    events.append({"data": {"choices": [{"index": 0, "delta": {},
+                                         "finish_reason": "tool_calls"}]}})
+    events.append({"data": {"choices": [], "usage": {"prompt_tokens": 1000,
+                                                     "completion_tokens": 200}}})
+    events.append({"data": "[DONE]"})
+    return {"status": 200, "sse": events, "delay_ms": delay_ms}
+
+
+def script(delay_ms=0, evaluation_seconds=0):
+    """Turn 1 evaluates a 2x candidate, turn 2 finishes (stateless: any number of sessions)."""
+    judge = {"speedup": 2.0}
+    if evaluation_seconds:
+        judge["delay_seconds"] = evaluation_seconds
+    return {"by_turn": [
+        chat_reply([("evaluate", {"source": candidate(judge)})], delay_ms),
+        chat_reply([("finish", {"summary": "done"})], delay_ms)]}
+
+
+class UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=30):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Daemon:
+    """A scratch folder, the scripted model server and one kagent daemon (restartable)."""
+
+    def __init__(self, model_script, max_sessions=2):
+        self.folder = tempfile.mkdtemp(prefix="kagent-daemon-")
+        self.socket = os.path.join(self.folder, "kagentd.sock")
+        self.database = os.path.join(self.folder, "state", "kagent.db")
+        self.worker_log = os.path.join(self.folder, "worker.jsonl")
+        self.max_sessions = max_sessions
+        self.process = None
+        self.log_file = None
+        self.runs = 0
+        with open(os.path.join(self.folder, "script.json"), "w") as f:
+            json.dump(model_script, f)
+        self.server = subprocess.Popen(
+            [sys.executable, SERVER, "--script", os.path.join(self.folder, "script.json"),
+             "--log", os.path.join(self.folder, "server.jsonl"), "--port", "0",
+             "--exit-with-stdin"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        port = int(self.server.stdout.readline().split()[1])
+        self.config = os.path.join(self.folder, "kagent.yaml")
+        with open(self.config, "w") as f:
+            f.write(f"provider:\n  model: scripted-model\n  api: chat_completions\n"
+                    f"  base_url: http://127.0.0.1:{port}/v1\n"
+                    f"output_directory: {self.folder}/runs\n")
+        self.environment = dict(os.environ)
+        for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "KAGENT_CONFIG",
+                     "KAGENT_DAEMON_SOCKET"):
+            self.environment.pop(name, None)
+        self.environment.update({
+            "KAGENT_RUNNER_DIR": os.path.join(SOURCE, "tests", "fixtures", "fake_runner"),
+            "FAKE_WORKER_MODE": "scripted", "FAKE_WORKER_LOG": self.worker_log,
+            "KAGENT_WORKER_SOCKET": os.path.join(self.folder, "none.sock"),
+            "KAGENT_CACHE_DIR": os.path.join(self.folder, "cache"),
+            "XDG_CONFIG_HOME": os.path.join(self.folder, "config"),
+            "XDG_STATE_HOME": os.path.join(self.folder, "xdg-state"),
+            "OPENAI_API_KEY": SECRET})
+
+    def command(self, *extra):
+        return [KAGENT, "daemon", "--device", "cpu", "--socket", self.socket, "--store",
+                f"sqlite:{self.database}", "--config", self.config, "--max-sessions",
+                str(self.max_sessions), *extra]
+
+    def start(self, *extra):
+        self.runs += 1
+        self.log_path = os.path.join(self.folder, f"daemon-{self.runs}.log")
+        self.log_file = open(self.log_path, "w")
+        self.process = subprocess.Popen(self.command(*extra), cwd=self.folder,
+                                        env=self.environment, stdout=self.log_file,
+                                        stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the daemon exited {self.process.returncode}: "
+                                   f"{self.log()}")
+            try:
+                if self.request("GET", "/v1/health")[0] == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("the daemon did not answer: " + self.log())
+
+    def log(self):
+        with open(self.log_path) as f:
+            return f.read()[-3000:]
+
+    def request(self, method, path, body=None, raw=None):
+        connection = UnixConnection(self.socket)
+        try:
+            data = raw if raw is not None else (
+                json.dumps(body).encode() if body is not None else None)
+            headers = {"Content-Type": "application/json"} if data is not None else {}
+            connection.request(method, path, body=data, headers=headers)
+            response = connection.getresponse()
+            text = response.read().decode("utf-8", "replace")
+            try:
+                return response.status, json.loads(text) if text else None
+            except ValueError:
+                return response.status, text
+        finally:
+            connection.close()
+
+    def post_batch(self, problems, **settings):
+        body = {"problems": problems, "settings": {"max_turns": 2, **settings}}
+        return self.request("POST", "/v1/batches", body)
+
+    def wait_batch(self, batch, timeout=90, until=("done", "cancelled")):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, reply = self.request("GET", f"/v1/batches/{batch}")
+            if status == 200 and reply["state"] in until:
+                return reply
+            time.sleep(0.2)
+        raise RuntimeError(f"batch {batch} did not end: {reply}\n{self.log()}")
+
+    def wait_running(self, batch, count=1, timeout=60):
+        """Until count sessions run and the model has been asked at least once per session."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, reply = self.request("GET", f"/v1/batches/{batch}")
+            running = [s for s in reply.get("sessions", []) if s["state"] == "running" and
+                       s.get("trace_path")]
+            if len(running) >= count and self.model_requests() >= count:
+                return running
+            time.sleep(0.1)
+        raise RuntimeError(f"no session of {batch} ran: {reply}\n{self.log()}")
+
+    def model_requests(self):
+        path = os.path.join(self.folder, "server.jsonl")
+        if not os.path.exists(path):
+            return 0
+        with open(path) as f:
+            return sum(1 for _ in f)
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else None
+        self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return None
+
+    def store_rows(self):
+        connection = sqlite3.connect(self.database)
+        try:
+            return connection.execute("SELECT id, state, attempts, result IS NOT NULL"
+                                      " FROM sessions ORDER BY position").fetchall()
+        finally:
+            connection.close()
+
+    def close(self):
+        self.stop(signal.SIGKILL, timeout=10)
+        if self.log_file:
+            self.log_file.close()
+        self.server.stdin.close()
+        self.server.terminate()
+        self.server.wait(timeout=10)
+        if not os.environ.get("KAGENT_TEST_KEEP"):  # keep the folder to debug a failure
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def leftovers(daemon, timeout=5):
+    """Processes still carrying the daemon's FAKE_WORKER_LOG (the daemon, its workers), after
+    waiting up to timeout seconds for them to go."""
+    marker = f"FAKE_WORKER_LOG={daemon.worker_log}".encode()
+    deadline = time.monotonic() + timeout
+    while True:
+        processes = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if marker in f.read().split(b"\0"):
+                        with open(f"/proc/{pid}/cmdline", "rb") as f:
+                            command = f.read().replace(b"\0", b" ").decode()
+                        processes.append(f"{pid}: {command}")
+            except OSError:
+                pass
+        if not processes or time.monotonic() > deadline:
+            return [f"left behind: {entry}" for entry in processes]
+        time.sleep(0.1)
+
+
+def trace_records(path, record_type):
+    with open(path) as f:
+        return [record for record in (json.loads(line) for line in f if line.endswith("\n"))
+                if record["type"] == record_type]
+
+
+# ---- scenarios: each returns a list of problems (empty: passed) ----
+
+def batch_with_broken_problem():
+    """Health, then a batch of three (one that does not parse): the broken one fails with its
+    reason, the others finish, the report has a row each, and the API shows them."""
+    daemon = Daemon(script()).start()
+    try:
+        problems = []
+        status, health = daemon.request("GET", "/v1/health")
+        if status != 200 or health.get("status") != "ok" or health.get("device") != "cpu" \
+                or health.get("max_sessions") != 2 or health.get("gpus") != []:
+            problems.append(f"health: {status} {health}")
+        status, created = daemon.post_batch([RELU, BROKEN, SOFTMAX], target=1.5)
+        if status != 201 or created.get("sessions") != 3:
+            return problems + [f"POST /v1/batches: {status} {created}"]
+        batch = daemon.wait_batch(created["batch"])
+        states = {s["problem"]: s for s in batch["sessions"]}
+        broken = states.get("syntax_error", {})
+        reason = (broken.get("result") or {}).get("stop_reason")
+        detail = (broken.get("result") or {}).get("stop_detail", "")
+        if broken.get("state") != "failed" or reason != "bad_problem" or not detail:
+            problems.append(f"the broken problem: {broken}")
+        for name in ("relu", "softmax_wide"):
+            session = states.get(name, {})
+            if session.get("state") != "done" or session.get("attempt") != 1:
+                problems.append(f"{name}: {session}\n{daemon.log()}")
+            elif session.get("best_speedup") is None:
+                problems.append(f"{name} has no best_speedup: {session.get('result')}")
+        if batch["state"] != "done":
+            problems.append(f"batch state {batch['state']}")
+        status, report = daemon.request("GET", f"/v1/batches/{created['batch']}/report")
+        rows = (report or {}).get("rows", []) if status == 200 else []
+        if sorted(row["problem"] for row in rows) != ["relu", "softmax_wide", "syntax_error"]:
+            problems.append(f"report: {status} {report}")
+        status, listing = daemon.request("GET", "/v1/batches")
+        if status != 200 or [b["id"] for b in listing["batches"]] != [created["batch"]]:
+            problems.append(f"GET /v1/batches: {status} {listing}")
+        session_id = states.get("relu", {}).get("id", "x")
+        status, session = daemon.request("GET", f"/v1/sessions/{session_id}")
+        if status != 200 or session.get("state") != "done":
+            problems.append(f"GET /v1/sessions/{session_id}: {status} {session}")
+        status, reply = daemon.request("DELETE", f"/v1/batches/{created['batch']}")
+        if status != 409:
+            problems.append(f"cancel of a finished batch: {status} {reply}")
+        status, reply = daemon.request("DELETE", f"/v1/sessions/{session_id}")
+        if status != 409:
+            problems.append(f"cancel of a finished session: {status} {reply}")
+        code = daemon.stop()
+        if code != 0:
+            problems.append(f"SIGTERM when idle: exit {code}")
+        return problems
+    finally:
+        daemon.close()
+
+
+def bad_input():
+    """Garbage gets 4xx and never stops the daemon; a cancel reaches queued sessions."""
+    daemon = Daemon(script(delay_ms=3000), max_sessions=1).start()
+    try:
+        problems = []
+        empty = os.path.join(daemon.folder, "empty")
+        os.mkdir(empty)
+        cases = [
+            ("POST", "/v1/batches", None, b"{not json", 400),
+            ("POST", "/v1/batches", None, b"[1, 2]", 400),
+            ("POST", "/v1/batches", {"folder": empty}, None, 400),
+            ("POST", "/v1/batches", {"problems": ["relative/relu.py"]}, None, 400),
+            ("POST", "/v1/batches", {"problems": [RELU], "settings": {"colour": "red"}},
+             None, 400),
+            ("POST", "/v1/batches", {"problems": [RELU], "settings": {"max_turns": "many"}},
+             None, 400),
+            ("POST", "/v1/batches", {"problems": [RELU], "extra": 1}, None, 400),
+            ("POST", "/v1/batches", None, b"{\"problems\": [\"" + b"x" * (2 << 20) + b"\"]}",
+             413),
+            ("GET", "/v1/batches/b-nope", None, None, 404),
+            ("GET", "/v1/batches/b-nope/report", None, None, 404),
+            ("DELETE", "/v1/batches/b-nope", None, None, 404),
+            ("GET", "/v1/sessions/nope", None, None, 404),
+            ("DELETE", "/v1/sessions/nope", None, None, 404),
+            ("GET", "/v1/nothing", None, None, 404),
+            ("PUT", "/v1/batches", None, None, 405),
+        ]
+        for method, path, body, raw, expected in cases:
+            try:
+                status, reply = daemon.request(method, path, body, raw)
+            except OSError as error:  # h2o may close after a 413 before the body is read
+                status, reply = (413, str(error)) if expected == 413 else (0, str(error))
+            if status != expected:
+                problems.append(f"{method} {path} {str(body or raw)[:60]}: {status} {reply}, "
+                                f"expected {expected}")
+            elif expected != 413 and not (isinstance(reply, dict) and reply.get("error")):
+                problems.append(f"{method} {path}: no error message: {reply}")
+        # A folder with problems: a batch; cancelling it stops the running one and the
+        # queued ones at once (one session at a time).
+        status, created = daemon.request("POST", "/v1/batches", {
+            "folder": PROBLEMS, "filter": "[rs]*.py", "settings": {"max_turns": 2}})
+        if status != 201 or created.get("sessions", 0) < 3:
+            return problems + [f"POST a folder: {status} {created}"]
+        daemon.wait_running(created["batch"])
+        status, cancelled = daemon.request("DELETE", f"/v1/batches/{created['batch']}")
+        if status != 200 or cancelled.get("state") != "cancelled" or \
+                len(cancelled.get("interrupted", [])) != 1:
+            problems.append(f"cancel: {status} {cancelled}")
+        batch = daemon.wait_batch(created["batch"], until=("cancelled",))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(
+                s["state"] in ("queued", "running") for s in batch["sessions"]):
+            time.sleep(0.2)
+            batch = daemon.request("GET", f"/v1/batches/{created['batch']}")[1]
+        left = [s["state"] for s in batch["sessions"] if s["state"] != "cancelled"]
+        if left:
+            problems.append(f"after the cancel, sessions still {left}")
+        status, health = daemon.request("GET", "/v1/health")
+        if status != 200:
+            problems.append(f"the daemon stopped answering: {status}")
+        return problems
+    finally:
+        daemon.close()
+
+
+def tcp_token():
+    """TCP only behind the token: none or a wrong one 401, the right one 200; --listen
+    without --token-file is refused at start."""
+    daemon = Daemon(script())
+    try:
+        refused = subprocess.run(daemon.command("--listen", "127.0.0.1:1"), cwd=daemon.folder,
+                                 env=daemon.environment, capture_output=True, text=True,
+                                 timeout=30)
+        problems = []
+        if refused.returncode != 2 or "--token-file" not in refused.stderr:
+            problems.append(f"--listen without a token: exit {refused.returncode}: "
+                            f"{refused.stderr}")
+        token_file = os.path.join(daemon.folder, "token")
+        with open(token_file, "w") as f:
+            f.write(TOKEN + "\n")
+        port = free_port()
+        daemon.start("--listen", f"127.0.0.1:{port}", "--token-file", token_file)
+        for token, expected in ((None, 401), ("wrong-token-0123456789", 401), (TOKEN, 200)):
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            connection.request("GET", "/v1/health", headers=headers)
+            status = connection.getresponse().status
+            connection.close()
+            if status != expected:
+                problems.append(f"token {token!r}: {status}, expected {expected}")
+        return problems
+    finally:
+        daemon.close()
+
+
+def crash_and_resume():
+    """kill -9 mid-batch, then a new daemon on the same store: every problem ends with exactly
+    one result, the interrupted ones resumed (attempt 2, one final record in their trace)."""
+    daemon = Daemon(script(delay_ms=1500))
+    try:
+        daemon.start()
+        status, created = daemon.post_batch([RELU, SOFTMAX, SCALE])
+        if status != 201:
+            return [f"POST: {status} {created}"]
+        running = daemon.wait_running(created["batch"], count=2)
+        daemon.process.send_signal(signal.SIGKILL)
+        daemon.process.wait(timeout=10)
+        problems = leftovers(daemon)
+        daemon.start()
+        batch = daemon.wait_batch(created["batch"], timeout=120)
+        interrupted = {s["id"] for s in running}
+        for session in batch["sessions"]:
+            expected = 2 if session["id"] in interrupted else 1
+            if session["state"] != "done" or session["attempt"] != expected:
+                problems.append(f"{session['problem']}: {session['state']}, attempt "
+                                f"{session['attempt']}, expected done after {expected}")
+                continue
+            finals = trace_records(session["trace_path"], "final")
+            starts = trace_records(session["trace_path"], "run_start")
+            if len(finals) != 1:
+                problems.append(f"{session['problem']}: {len(finals)} final records")
+            if [s["resumed"] for s in starts] != ([False, True] if expected == 2 else [False]):
+                problems.append(f"{session['problem']}: run_start records "
+                                f"{[s['resumed'] for s in starts]}")
+        rows = daemon.store_rows()
+        if len(rows) != 3 or any(not row[3] for row in rows):
+            problems.append(f"store rows: {rows}")
+        status, report = daemon.request("GET", f"/v1/batches/{created['batch']}/report")
+        if status != 200 or len(report["rows"]) != 3:
+            problems.append(f"report: {status} {report}")
+        if "2 recovered" not in daemon.log():
+            problems.append("the second daemon did not say it recovered 2: " + daemon.log())
+        return problems
+    finally:
+        daemon.close()
+
+
+def evaluations(daemon):
+    """How many evaluate requests reached the fake worker (the problem check is not one)."""
+    if not os.path.exists(daemon.worker_log):
+        return 0
+    with open(daemon.worker_log) as f:
+        return sum(1 for line in f if json.loads(line).get("type") == "evaluate")
+
+
+def sigterm_mid_batch():
+    """SIGTERM while sessions evaluate (3 s each): the evaluation in flight ends, then the
+    daemon exits 0 within seconds with no worker left, the sessions stay running in the store,
+    and the next daemon resumes and finishes them."""
+    daemon = Daemon(script(evaluation_seconds=3))
+    try:
+        daemon.start()
+        status, created = daemon.post_batch([RELU, SOFTMAX, SCALE])
+        if status != 201:
+            return [f"POST: {status} {created}"]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and evaluations(daemon) < 1:
+            time.sleep(0.05)
+        started = time.monotonic()
+        code = daemon.stop(signal.SIGTERM, timeout=30)
+        seconds = time.monotonic() - started
+        problems = []
+        if code != 0 or seconds > 10:
+            problems.append(f"exit {code} after {seconds:.1f} s: {daemon.log()}")
+        problems += leftovers(daemon)
+        if os.path.exists(daemon.socket):
+            problems.append("the socket file is still there")
+        states = sorted(row[1] for row in daemon.store_rows())
+        if states.count("running") < 1 or "done" in states:
+            problems.append(f"store states after SIGTERM: {states}")
+        daemon.start()
+        batch = daemon.wait_batch(created["batch"], timeout=120)
+        if [s["state"] for s in batch["sessions"]] != ["done"] * 3:
+            problems.append(f"after a restart: {[s['state'] for s in batch['sessions']]}")
+        return problems
+    finally:
+        daemon.close()
+
+
+CASES = [
+    ("a batch with a broken problem: it fails, the others finish, one report row each",
+     batch_with_broken_problem),
+    ("bad input: 400, 404, 405, 413; a cancel stops running and queued sessions", bad_input),
+    ("TCP: 401 without the token, 200 with it; no TCP without a token file", tcp_token),
+    ("kill -9 mid-batch, restart: every problem ends once, interrupted ones resumed",
+     crash_and_resume),
+    ("SIGTERM mid-evaluation: exit 0 in seconds, nothing left, sessions resumed later",
+     sigterm_mid_batch),
+]
+
+
+def main():
+    print(f"1..{len(CASES)}")
+    failures = 0
+    for number, (name, scenario) in enumerate(CASES, 1):
+        started = time.monotonic()
+        try:
+            problems = scenario()
+        except Exception as error:  # noqa: BLE001 - a broken case is a failed case
+            problems = [f"{type(error).__name__}: {error}"]
+        print(f"{'ok' if not problems else 'not ok'} {number} - {name} "
+              f"({time.monotonic() - started:.1f} s)")
+        for problem in problems:
+            for line in str(problem).splitlines()[:40]:
+                print(f"# {line}")
+        failures += bool(problems)
+        sys.stdout.flush()
+    print(f"# {len(CASES) - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
