@@ -204,6 +204,7 @@ command_batch__handler(int argc, char **argv)
 	struct kagent_daemon_call call;
 	json_t *body = NULL, *reply = NULL;
 	const char *batch;
+	long long count;
 	int status;
 
 	if (!kagent_daemon_call_parse(&call, &kagent_command_batch, argc, argv, &status))
@@ -219,11 +220,12 @@ command_batch__handler(int argc, char **argv)
 						 "kagentd's answer names no batch");
 		goto out;
 	}
-	if (call.json)
+	if (call.json) {
 		kagent_daemon_call_print_json(reply);
-	else
-		printf("batch %s: %lld problems queued\n", batch,
-		       (long long)json_integer_value(json_object_get(reply, "sessions")));
+		goto out;
+	}
+	count = (long long)json_integer_value(json_object_get(reply, "sessions"));
+	printf("batch %s: %lld problem%s queued\n", batch, count, count == 1 ? "" : "s");
 out:
 	json_decref(body);
 	json_decref(reply);

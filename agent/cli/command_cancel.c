@@ -44,7 +44,8 @@ command_cancel__handler(int argc, char **argv)
 	if (status != 0 && refusal != NULL) {
 		/* The daemon's own words follow: what it says of the state is the truth. */
 		if (http_status == 409)
-			message = kagent_asprintf("%s %s already finished: %s", what, id, refusal);
+			message = kagent_asprintf("%s %s already finished (kagentd: %s)", what, id,
+						  refusal);
 		else
 			message = kagent_strdup(refusal);
 		kagent_daemon_call_fail(&call, status, kagent_daemon_call_error_kind(http_status),
@@ -62,9 +63,10 @@ command_cancel__handler(int argc, char **argv)
 		   ? json_string_value(json_object_get(reply, "state"))
 		   : "cancelled");
 	if (json_array_size(json_object_get(reply, "interrupted")) > 0) {
-		printf("; stopping %zu running session%s at their next safe point:",
-		       json_array_size(json_object_get(reply, "interrupted")),
-		       json_array_size(json_object_get(reply, "interrupted")) == 1 ? "" : "s");
+		size_t count = json_array_size(json_object_get(reply, "interrupted"));
+
+		printf("; stopping %zu running session%s at %s next safe point:", count,
+		       count == 1 ? "" : "s", count == 1 ? "its" : "their");
 		json_array_foreach(json_object_get(reply, "interrupted"), index, session)
 		    printf(" %s", json_string_value(session) ? json_string_value(session) : "?");
 	}
