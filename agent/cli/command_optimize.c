@@ -8,6 +8,8 @@
  * the next safe point, where the session stops its workers; --resume RUN-ID
  * continues it later.
  */
+#include "command_optimize.h"
+
 #include "kagent/base/alloc.h"
 #include "kagent/cli/command.h"
 #include "kagent/records/config.h"
@@ -48,20 +50,10 @@ static const struct kagent_command_option command_optimize__options[] = {
 		"(an error object on failure); the progress goes to stderr", NULL, NULL},
 	[OPTIMIZE_OPTION_VERBOSE] = {"verbose", 0, NULL,
 		"also show the model's text and the tool results", NULL, NULL},
-	{"base-url", 0, "URL", NULL, NULL, "provider.base_url"},
-	{"model", 0, "NAME", NULL, NULL, "provider.model"},
-	{"api", 0, "chat_completions|responses|anthropic", NULL, NULL, "provider.api"},
-	{"target", 0, "SPEEDUP", NULL, NULL, "target.speedup"},
-	{"against", 0, "eager|compile|best", NULL, NULL, "target.baseline"},
-	{"max-turns", 0, "N", NULL, NULL, "budget.max_turns"},
-	{"max-tokens", 0, "N", NULL, NULL, "budget.max_tokens"},
-	{"max-cost", 0, "USD", NULL, NULL, "budget.max_cost"},
-	{"max-seconds", 0, "S", NULL, NULL, "budget.max_wall_seconds"},
-	{"max-gpu-seconds", 0, "S", NULL, NULL, "budget.max_gpu_seconds"},
+	KAGENT_COMMAND_OPTIMIZE_SETTINGS(NULL), /* shared with kagent batch */
 	{"device", 0, "cuda|cpu", NULL, NULL, "evaluation.device"},
 	{"gpu", 0, "N", NULL, NULL, "evaluation.gpu"},
 	{"worker", 0, "SOCKET", NULL, NULL, "evaluation.worker_socket"},
-	{"speedup-basis", 0, "device|wall", NULL, NULL, "evaluation.speedup_basis"},
 	{"output", 0, "DIR", NULL, NULL, "output_directory"},
 	{"prompts", 0, "DIR", NULL, NULL, "prompts_directory"},
 	{0},

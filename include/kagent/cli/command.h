@@ -33,11 +33,15 @@ struct kagent_command {
 };
 
 /* Each defined in its own file. */
+extern const struct kagent_command kagent_command_batch;
+extern const struct kagent_command kagent_command_cancel;
 extern const struct kagent_command kagent_command_daemon;
 extern const struct kagent_command kagent_command_eval;
 extern const struct kagent_command kagent_command_gpu;
 extern const struct kagent_command kagent_command_optimize;
 extern const struct kagent_command kagent_command_profile;
+extern const struct kagent_command kagent_command_report;
+extern const struct kagent_command kagent_command_status;
 extern const struct kagent_command kagent_command_trace;
 extern const struct kagent_command kagent_command_verify;
 extern const struct kagent_command kagent_command_worker;
