@@ -169,6 +169,7 @@ class Harness:
         timing = judge.request.get("timing", {})
         self.timing = timing
         self.call_seconds = float(judge.limits.get("call_seconds", 20))
+        self.first_call_seconds = float(judge.limits.get("first_call_seconds", 120))
         self.warmup = max(1, int(timing.get("warmup_calls", 3)))
 
     # -- one call --------------------------------------------------------------------------
@@ -188,12 +189,14 @@ class Harness:
         judge.synchronize()
         return shift, expected
 
-    def call(self, child, arm, seed, verify=False, null=False):
-        """One call on the judge's clock: (wall ms, reply, expected)."""
+    def call(self, child, arm, seed, verify=False, null=False, first=False):
+        """One call on the judge's clock: (wall ms, reply, expected). An arm's first call may
+        compile (Triton's JIT, torch.compile meeting the pool's inputs): it gets the first
+        call's limit, as in the trials."""
         shift, expected = (0, None) if null else self.prepare(child, seed, verify)
         start = device_record.now_ns()
         reply = child.ask({"op": "null"} if null else {"op": "go", "arm": arm, "shift": shift},
-                          self.call_seconds)
+                          self.first_call_seconds if first else self.call_seconds)
         end = device_record.now_ns()
         child.windows.append((start, end))
         return (end - start) / 1e6, reply, expected
@@ -223,7 +226,7 @@ class Harness:
         estimates = []
         first_window = len(child.windows)
         for index in range(self.warmup):
-            wall, _, _ = self.call(child, arm, base + index)
+            wall, _, _ = self.call(child, arm, base + index, first=index == 0)
             estimates.append(wall)
         discovery_window = len(child.windows) - 1
         nulls = [self.call(child, arm, 0, null=True)[0] for _ in range(max(5, self.warmup))]

@@ -640,14 +640,23 @@ class Judge:
         if self.baseline is None or "eager" not in self.baseline_arms:
             result["error"] = self.compile_error or "the reference's timed child is missing"
             return result
-        self.baseline.start_record(self.call_seconds())
-        self.give_pool(self.baseline)
-        for arm in ("eager", "compile"):
-            if arm not in self.baseline_arms:
-                continue
-            measured, _ = harness_.time_arm(self.baseline, arm)
-            result["boundary"][arm] = measured.pop("boundary")
-            result[arm] = measured
+        try:
+            self.baseline.start_record(self.call_seconds())
+            self.give_pool(self.baseline)
+            for arm in ("eager", "compile"):
+                if arm not in self.baseline_arms:
+                    continue
+                measured, _ = harness_.time_arm(self.baseline, arm)
+                result["boundary"][arm] = measured.pop("boundary")
+                result[arm] = measured
+        except (CandidateFailure, device_record.RecordError) as failure:
+            # the reference's child failed (a call past its limit, a crash): the baselines
+            # say so and the candidate is still judged; never the candidate's fault
+            message = getattr(failure, "message", None) or str(failure)
+            result["error"] = f"the reference's timed child failed: {message[:500]}"
+            if result.get("compile") is None and "compile" in self.baseline_arms:
+                result["compile_error"] = result["compile_error"] or result["error"]
+            self.baseline.reader = None
         self.baseline.pool = None  # its device memory, before the candidate's pool exists
         try:
             self.baseline.channel.send_json({"op": "exit"})
