@@ -127,6 +127,27 @@ def reader_flush():
 
 
 @test
+def reader_drains():
+    """the judge drains the record while nobody collects: a child writing many records
+    between two flushes never blocks (a level 3 model's calls fill CUPTI's buffers)"""
+    reader, child = reader_pair()
+    line = ('{"key": "%s", "records": [%s]}\n' % (
+        reader.key, ", ".join(['["k", 1, 2, 7, "a_long_kernel_name_%d"]' % i
+                               for i in range(2000)]))).encode()
+    done = threading.Event()
+
+    def write():
+        for _ in range(100):  # about 9 MB, far beyond a socket's buffer
+            child.sendall(line)
+        child.sendall(('{"key": "%s", "flushed": 1, "dropped": 0}\n' % reader.key).encode())
+        done.set()
+
+    threading.Thread(target=write, daemon=True).start()
+    assert done.wait(10), "the writer blocked: nobody drained the record"
+    assert len(reader.collect(5)) == 200000
+
+
+@test
 def reader_forged():
     """a line without the library's key is refused (forged by Python code in the child)"""
     reader, child = reader_pair()

@@ -13,7 +13,7 @@ import bisect
 import ctypes
 import json
 import os
-import select
+import threading
 import time
 
 # Records within this much of a call's window belong to it: CUPTI converts the GPU's
@@ -72,7 +72,13 @@ class ChildRecorder:
 
 # -- the judge's side -----------------------------------------------------------------------
 class JudgeReader:
-    """Reads the library's lines from the judge's end of the record descriptor."""
+    """Reads the library's lines from the judge's end of the record descriptor. A thread drains
+    the socket all the time: the library writes from CUPTI's thread as buffers fill, and a
+    socket nobody reads would stall that thread and with it the child's launches (a level 3
+    model fills a buffer within a few calls)."""
+
+    # what a child may send between two flushes before the judge stops listening to it
+    LIMIT = 512 << 20
 
     def __init__(self, sock, key):
         self.sock = sock
@@ -81,29 +87,46 @@ class JudgeReader:
         self.records = []
         self.flushes = 0
         self.dropped = 0
+        self.ended = None  # why the drain stopped: closed, or over the limit
+        self.ready = threading.Condition()
+        threading.Thread(target=self._drain, daemon=True).start()
 
     @staticmethod
     def new_key():
         return os.urandom(8)
 
+    def _drain(self):
+        while True:
+            try:
+                chunk = self.sock.recv(1 << 20)
+            except OSError as error:
+                chunk, reason = b"", f"the device record's descriptor failed: {error}"
+            else:
+                reason = "the device record's descriptor was closed"
+            with self.ready:
+                if not chunk:
+                    self.ended = reason
+                elif len(self.buffer) + len(chunk) > self.LIMIT:
+                    self.ended = "the device record sent more than 512 MiB between flushes"
+                else:
+                    self.buffer += chunk
+                self.ready.notify_all()
+                if self.ended:
+                    return
+
     def _lines(self, deadline):
-        while b"\n" not in self.buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise RecordError("the device record did not answer a flush in time")
-            ready, _, _ = select.select([self.sock], [], [], remaining)
-            if not ready:
-                continue
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                raise RecordError("the device record's descriptor was closed")
-            self.buffer += chunk
-            if len(self.buffer) > (256 << 20):
-                raise RecordError("the device record sent more than 256 MiB without a line end")
-        index = self.buffer.index(b"\n")
-        line = bytes(self.buffer[:index])
-        del self.buffer[:index + 1]
-        return line
+        with self.ready:
+            while b"\n" not in self.buffer:
+                if self.ended:
+                    raise RecordError(self.ended)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RecordError("the device record did not answer a flush in time")
+                self.ready.wait(remaining)
+            index = self.buffer.index(b"\n")
+            line = bytes(self.buffer[:index])
+            del self.buffer[:index + 1]
+            return line
 
     def collect(self, timeout):
         """Reads until the next flush marker; returns the records that came with it."""
