@@ -254,8 +254,14 @@ class Judge:
                 shared.copy_(value)
 
     # -- correctness -----------------------------------------------------------------------
-    def check_outputs(self, reference_leaves, described):
-        """Per-output records; the candidate's description is checked before its data is read."""
+    def check_outputs(self, reference_leaves, described, read=None):
+        """Per-output records; the candidate's description is checked before its data is read.
+        read(leaf index, tensor slot, description, reference) gives a tensor output's data
+        (by default the trial's receive buffer); it may raise ValueError, TypeError or
+        cuda_ipc.DriverError for data that cannot be read."""
+        if read is None:
+            def read(index, slot, info, reference):
+                return self.candidate_receive[slot]
         records = []
         if len(described) != len(reference_leaves):
             records.append({"path": "output", "kind": "structure", "passed": False,
@@ -266,7 +272,7 @@ class Judge:
             info = described[index] if index < len(described) and isinstance(described[index], dict) else {}
             record = {"path": path}
             if isinstance(reference, torch.Tensor):
-                buffer = self.candidate_receive[tensor_slot]
+                slot = tensor_slot
                 tensor_slot += 1
                 record.update({"kind": "tensor", "dtype": tensors.dtype_name(reference.dtype),
                                "shape": list(reference.shape),
@@ -284,8 +290,14 @@ class Judge:
                 elif info.get("subclass"):
                     record.update({"passed": False, "reason": "a tensor subclass was returned"})
                 else:
-                    tolerance = compare.tolerance_for(reference.dtype, self.tolerances)
-                    record.update(compare.compare_tensors(reference, buffer, tolerance))
+                    try:
+                        value = read(index, slot, info, reference)
+                    except (ValueError, TypeError, cuda_ipc.DriverError) as error:
+                        record.update({"passed": False,
+                                       "reason": f"output not readable: {error}"})
+                    else:
+                        tolerance = compare.tolerance_for(reference.dtype, self.tolerances)
+                        record.update(compare.compare_tensors(reference, value, tolerance))
             elif isinstance(reference, (bool, int, float)):
                 record.update({"kind": "scalar"})
                 if info.get("kind") != "scalar":
@@ -580,37 +592,20 @@ class Judge:
     def check_timed_outputs(self, leaves, described, child):
         """A verified timed call's outputs, read by the judge itself right after the call:
         through the IPC handle of each output's allocation on a GPU, from the judge's receive
-        files on the CPU."""
-        records = []
-        if len(described) != len(leaves):
-            return [{"passed": False, "reason": "wrong number of outputs"}]
-        for index, ((path, reference), info) in enumerate(zip(leaves, described)):
-            info = info if isinstance(info, dict) else {}
-            if not isinstance(reference, torch.Tensor):
-                records.append({"passed": info.get("kind") != "tensor"})
-                continue
-            if (info.get("kind") != "tensor" or info.get("subclass")
-                    or info.get("dtype") != tensors.dtype_name(reference.dtype)
-                    or info.get("shape") != list(reference.shape)):
-                records.append({"passed": False, "reason": "output description differs"})
-                continue
-            try:
-                if self.device == "cuda":
-                    if self.importer is None:
-                        self.importer = cuda_ipc.Importer()
-                    stride = info.get("stride")
-                    if not isinstance(info.get("memory"), dict) or not isinstance(stride, list):
-                        raise ValueError(info.get("memory_error") or "no output handle")
-                    value = self.importer.tensor(info["memory"], reference.dtype,
-                                                 list(reference.shape), [int(s) for s in stride])
-                else:
-                    value = child.receive.tensors[index]
-            except (ValueError, TypeError, cuda_ipc.DriverError) as error:
-                records.append({"passed": False, "reason": f"output not readable: {error}"})
-                continue
-            tolerance = compare.tolerance_for(reference.dtype, self.tolerances)
-            records.append(compare.compare_tensors(reference, value, tolerance))
-        return records
+        files on the CPU; checked as the trials' are."""
+
+        def read(index, slot, info, reference):
+            if self.device != "cuda":
+                return child.receive.tensors[index]
+            if self.importer is None:
+                self.importer = cuda_ipc.Importer()
+            stride = info.get("stride")
+            if not isinstance(info.get("memory"), dict) or not isinstance(stride, list):
+                raise ValueError(info.get("memory_error") or "no output handle")
+            return self.importer.tensor(info["memory"], reference.dtype, list(reference.shape),
+                                        [int(step) for step in stride])
+
+        return self.check_outputs(leaves, described, read)
 
     def other_process_findings(self):
         """Processes beside the known ones that could run device work the record misses."""
