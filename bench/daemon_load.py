@@ -217,7 +217,9 @@ def main():
             [sys.executable, SERVER, "--script", os.path.join(folder, "script.json"),
              "--log", "/dev/null", "--port", "0", "--exit-with-stdin",
              "--backlog", str(max(64, 2 * n))],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment,
+            # Its tracebacks for the model calls that the cancel and SIGTERM cut off.
+            stderr=open(os.path.join(folder, "server.log"), "w"))
         processes.append(server)
         port = int(server.stdout.readline().split()[1])
         worker = subprocess.Popen([kagent, "worker", "--socket", worker_socket],
