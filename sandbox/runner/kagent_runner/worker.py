@@ -526,7 +526,9 @@ def _listen(path):
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(temporary)
     os.chmod(temporary, 0o600)
-    listener.listen(16)
+    # the kernel's largest backlog: a daemon's sessions may all connect to one shared worker
+    # at once, and a full backlog makes a Unix socket's connect fail with EAGAIN at once
+    listener.listen(socket.SOMAXCONN)
     os.rename(temporary, path)
     _listening = (path, os.lstat(path).st_ino)
     return listener
