@@ -361,6 +361,69 @@ def thousand_clients():
         daemon.close()
 
 
+def watch_command(daemon, *arguments):
+    environment = dict(daemon.environment, KAGENT_SOCKET=daemon.socket)
+    return subprocess.Popen([KAGENT, "watch", *arguments], env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def kagent_watch():
+    """`kagent watch SESSION` attached to a running session prints what `kagent trace` prints
+    of its trace, and exits 0 when it ends; `kagent watch BATCH` ends with the batch's line;
+    Ctrl-C detaches (exit 0) and the session goes on; an unknown id exits 1."""
+    daemon = Daemon(slow_script(1500))
+    try:
+        daemon.start()
+        status, created = daemon.post_batch([RELU, daemon_cases.SOFTMAX])
+        batch = created["batch"]
+        session = session_of(daemon, batch)
+        deadline = time.monotonic() + 30
+        while session["state"] != "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+            session = session_of(daemon, batch)
+        watching = watch_command(daemon, session["id"])
+        watching_batch = watch_command(daemon, batch)
+        problems = []
+        time.sleep(0.3)
+        if session_of(daemon, batch)["state"] != "running":
+            problems.append("the session ended before kagent watch was attached")
+        out, err = watching.communicate(timeout=60)
+        session = session_of(daemon, batch)
+        rendered = subprocess.run([KAGENT, "trace", session["trace_path"]],
+                                  capture_output=True, text=True).stdout
+        if watching.returncode != 0 or out != rendered:
+            problems.append(f"watch SESSION: exit {watching.returncode}, its lines and trace's "
+                            f"differ:\n{out}\n--- trace:\n{rendered}\n{err}")
+        if f"session {session['id']} ended: done" not in err:
+            problems.append(f"watch SESSION's stderr: {err}")
+        out, err = watching_batch.communicate(timeout=60)
+        lines = out.splitlines()
+        if watching_batch.returncode != 0 or not lines or \
+                not lines[-1].startswith(f"batch {batch} done: 0 queued, 0 running, 2 done"):
+            problems.append(f"watch BATCH: exit {watching_batch.returncode}:\n{out}\n{err}")
+        if not any(line.startswith(session["id"]) and " done " in line and "best v1 2.00x"
+                   in line for line in lines):
+            problems.append(f"watch BATCH lacks the session's line, done:\n{out}")
+        # Ctrl-C: detached, exit 0, the session not stopped.
+        status, again = daemon.post_batch([RELU])
+        other = session_of(daemon, again["batch"])
+        detaching = watch_command(daemon, other["id"])
+        time.sleep(1)
+        detaching.send_signal(signal.SIGINT)
+        out, err = detaching.communicate(timeout=10)
+        if detaching.returncode != 0 or "detached" not in err:
+            problems.append(f"Ctrl-C: exit {detaching.returncode}: {err}")
+        if daemon.wait_batch(again["batch"])["sessions"][0]["state"] != "done":
+            problems.append("the session did not finish after kagent watch detached")
+        unknown = watch_command(daemon, "no-such-session")
+        out, err = unknown.communicate(timeout=10)
+        if unknown.returncode != 1 or "no session" not in err:
+            problems.append(f"an unknown id: exit {unknown.returncode}: {err}")
+        return problems
+    finally:
+        daemon.close()
+
+
 CASES = [
     ("a session's stream replays and follows its trace to the end; /v1/events follows it",
      replay_and_follow),
@@ -370,6 +433,8 @@ CASES = [
      clients_that_leave_or_stall),
     ("1,000 concurrent clients on one session: all records to each, memory bounded",
      thousand_clients),
+    ("kagent watch: a running session as trace shows it, a batch, Ctrl-C detaches",
+     kagent_watch),
 ]
 
 
