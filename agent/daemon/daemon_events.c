@@ -66,6 +66,7 @@ struct kagent_daemon_feed {
 	int reading;	  /* the feed's read is in flight */
 	int dirty;	  /* records were written since that read began */
 	int checking;	  /* a store check is in flight */
+	int seen_elsewhere; /* the store said "running" with a trace, not here */
 };
 
 /* A read of a trace on the thread pool, for a watcher's replay or for the feed. */
@@ -534,6 +535,10 @@ events__feed_apply(struct kagent_daemon_feed *feed, const json_t *session)
 		return;
 	if (strcmp(state, "running") == 0 && trace_path == NULL)
 		return; /* claimed, not started yet */
+	/* Running with a trace but not here: another daemon's, or this daemon's claim of a
+	 * resumed session on its way to the loop. Only a second look a poll later tells. */
+	if (strcmp(state, "running") == 0 && !feed->seen_elsewhere++)
+		return;
 	if (trace_path != NULL && feed->trace_path == NULL)
 		feed->trace_path = kagent_strdup(trace_path);
 	/* Finished, or running in another daemon: its trace as it is now, then "end". */
@@ -875,8 +880,13 @@ events__send_batches(struct kagent_daemon *daemon, const json_t *batches,
 		data = events__batch_json(batch);
 		if (only != NULL)
 			events__listener_send(only, "batch", data);
-		else
+		else if (batch_id != NULL &&
+			 !json_equal(json_object_get(daemon->events_batches, batch_id), data)) {
+			/* Sessions starting together each ask for their batch: one event per
+			 * change is enough. */
 			events__publish(daemon, batch_id, "batch", data);
+			json_object_set(daemon->events_batches, batch_id, data);
+		}
 		json_decref(data);
 	}
 }
@@ -1089,6 +1099,7 @@ events__init(struct kagent_daemon *daemon)
 	uv_timer_init(&daemon->loop, &daemon->events_poll);
 	daemon->events_poll.data = daemon;
 	uv_timer_start(&daemon->events_poll, events__poll, EVENTS_POLL_MS, EVENTS_POLL_MS);
+	daemon->events_batches = json_object();
 	daemon->events_open = 1;
 }
 
@@ -1099,6 +1110,8 @@ events__close(struct kagent_daemon *daemon)
 		return;
 	uv_close((uv_handle_t *)&daemon->events_tick, NULL);
 	uv_close((uv_handle_t *)&daemon->events_poll, NULL);
+	json_decref(daemon->events_batches);
+	daemon->events_batches = NULL;
 	daemon->events_open = 0;
 }
 
