@@ -357,14 +357,46 @@ session__host_init(struct kagent_session *session)
 
 /* ---- turns ---- */
 
+/*
+ * A request record carries the body as sent, but its message list ("messages", or the
+ * Responses API's "input") only from where it differs from the previous request's: "earlier"
+ * says how many items the previous request record's list (as rebuilt) shares with it. A
+ * conversation grows every turn, so whole bodies made a trace grow with the square of its
+ * turns (and its redaction and writing cost the daemon CPU in proportion).
+ */
+static json_t *
+session__request_fields(struct kagent_session *session, int attempt, const char *url,
+			const json_t *body)
+{
+	const char *key = json_is_array(json_object_get(body, "messages")) ? "messages" : "input";
+	json_t *list = json_object_get(body, key), *tail, *shown;
+	size_t earlier = 0, index;
+
+	if (!json_is_array(list))
+		return json_pack("{s:i, s:s, s:O}", "attempt", attempt, "url", url, "body", body);
+	while (earlier < json_array_size(list) &&
+	       earlier < json_array_size(session->recorded_list) &&
+	       json_equal(json_array_get(list, earlier),
+			  json_array_get(session->recorded_list, earlier)))
+		earlier++;
+	json_decref(session->recorded_list);
+	session->recorded_list = json_incref(list);
+	shown = json_copy((json_t *)body); /* shallow: the other members are shared */
+	tail = json_array();
+	for (index = earlier; index < json_array_size(list); index++)
+		json_array_append(tail, json_array_get(list, index));
+	json_object_set_new(shown, key, tail);
+	return json_pack("{s:i, s:s, s:o, s:I}", "attempt", attempt, "url", url, "body", shown,
+			 "earlier", (json_int_t)earlier);
+}
+
 static void
 session__llm_attempt(int attempt, const char *url, const json_t *body, void *data)
 {
 	struct kagent_session *session = data;
 
-	kagent_session_record(
-	    session, "request",
-	    json_pack("{s:i, s:s, s:O}", "attempt", attempt, "url", url, "body", body));
+	kagent_session_record(session, "request",
+			      session__request_fields(session, attempt, url, body));
 }
 
 static void
@@ -660,6 +692,26 @@ session__number_or_null(const json_t *object, const char *key)
 	return json_is_number(value) ? value : json_null();
 }
 
+/* The best variant as evaluated (kagent_variants_best_evaluated), for reports of runs that
+ * confirmed nothing: its verdict's status, reason and measured speedups, and credit. */
+static json_t *
+session__evaluated_json(struct kagent_session *session)
+{
+	const struct kagent_variant *variant = kagent_variants_best_evaluated(session->variants);
+	const json_t *timing;
+
+	if (variant == NULL)
+		return json_null();
+	timing = json_object_get(variant->verdict, "timing");
+	return json_pack("{s:s, s:O?, s:O?, s:O, s:O, s:b}", "variant", variant->id, "status",
+			 json_object_get(variant->verdict, "status"), "reason",
+			 json_object_get(variant->verdict, "reason"), "speedup_vs_eager",
+			 session__number_or_null(timing, "speedup_vs_eager"), "speedup_vs_compile",
+			 session__number_or_null(timing, "speedup_vs_compile"), "credited",
+			 !json_is_false(json_object_get(
+			     json_object_get(variant->verdict, "credit"), "credited")));
+}
+
 static void
 session__announce(struct kagent_session *session, struct kagent_variant *variant,
 		  const json_t *confirmation, int confirmed, char *path)
@@ -699,6 +751,7 @@ session__announce(struct kagent_session *session, struct kagent_variant *variant
 		json_object_set_new(final, "confirmation", confirmation_json);
 	} else
 		json_object_set_new(final, "confirmation", json_null());
+	json_object_set_new(final, "evaluated", session__evaluated_json(session));
 	kagent_session_record(session, "final", json_incref(final));
 	free(path);
 	session->state_done = 1;
@@ -892,6 +945,7 @@ session__release(void *data)
 
 	kagent_variants_free(session->variants);
 	json_decref(session->messages);
+	json_decref(session->recorded_list);
 	json_decref(session->tools);
 	json_decref(session->reply_message);
 	json_decref(session->pending_call);
