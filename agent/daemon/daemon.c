@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 static const int daemon__signal_numbers[DAEMON_SIGNAL_COUNT] = {SIGTERM, SIGINT, SIGHUP};
 
@@ -571,6 +572,21 @@ kagent_daemon_wake(struct kagent_daemon *daemon)
 
 /* ---- start and stop ---- */
 
+/* Descriptors the daemon asks for: each event-stream client (kagent watch, a viewer's page)
+ * holds a socket, and a shell's soft limit (1,024) would refuse the thousandth. */
+#define DAEMON_FILE_LIMIT 65536
+
+static void
+daemon__raise_file_limit(void)
+{
+	struct rlimit limit;
+
+	if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= DAEMON_FILE_LIMIT)
+		return;
+	limit.rlim_cur = limit.rlim_max < DAEMON_FILE_LIMIT ? limit.rlim_max : DAEMON_FILE_LIMIT;
+	setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 static void
 daemon__server_closed(void *data)
 {
@@ -660,6 +676,7 @@ kagent_daemon_run(const struct kagent_daemon_options *options, char **cause)
 
 	daemon->options = options;
 	daemon->cancel_requests = json_object();
+	daemon__raise_file_limit();
 	if ((status = daemon__load_config(options->config_path, &daemon->config, cause)) < 0)
 		goto out;
 	config_loaded = 1;

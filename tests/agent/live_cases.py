@@ -492,7 +492,7 @@ CASES = [
 
 
 def main():
-    # 1,000 clients need as many descriptors here and in the daemon (which inherits this).
+    # 1,000 clients need as many descriptors here (the daemon raises its own limit).
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or hard > 4096:
         hard = max(soft, 4096)
