@@ -1342,31 +1342,75 @@ kagent_store_listen_stop(struct kagent_store *store)
 
 /* ---- trace records ---- */
 
-int
-kagent_store_trace_append(struct kagent_store *store, const char *session_id, const json_t *record,
-			  char **cause)
+struct store__trace_append {
+	const char *session_id;
+	const json_t *records;
+	int appended;
+};
+
+static int
+store__trace_append(struct kagent_store *store, void *data, char **cause)
 {
-	char *text = store__json_text(record);
-	struct store_value values[] = {STORE_TEXT(session_id), STORE_TEXT(text)};
+	struct store__trace_append *append = data;
+	size_t index;
+	json_t *record;
+	int status = 0;
+
+	append->appended = 0;
+	json_array_foreach(append->records, index, record)
+	{
+		char *text = store__json_text(record);
+		struct store_value values[] = {
+		    STORE_TEXT(append->session_id),
+		    STORE_INTEGER(json_integer_value(json_object_get(record, "seq"))),
+		    STORE_TEXT(text)};
+		long long changes = 0;
+
+		status = store__query(store, "storing a trace record",
+				      "INSERT INTO trace_records (session_id, seq, record)"
+				      " VALUES ($1, $2, $3)"
+				      " ON CONFLICT (session_id, seq) DO NOTHING",
+				      values, 3, NULL, &changes, cause);
+		free(text);
+		if (status == -EEXIST) {
+			/* The only constraint left once the conflict is ignored: the session. */
+			free(*cause);
+			status = store__no_session(append->session_id, cause);
+		}
+		if (status < 0)
+			break;
+		append->appended += (int)changes;
+	}
+	return status;
+}
+
+int
+kagent_store_trace_append(struct kagent_store *store, const char *session_id,
+			  const json_t *records, int *appended_out, char **cause)
+{
+	struct store__trace_append append = {.session_id = session_id, .records = records};
+	size_t index;
+	json_t *record;
 	int status;
 
-	if (text == NULL) {
-		*cause = kagent_strdup("no trace record to store");
+	if (appended_out != NULL)
+		*appended_out = 0;
+	if (!json_is_array(records)) {
+		*cause = kagent_strdup("trace records must be an array");
 		return -EINVAL;
 	}
-	pthread_mutex_lock(&store->lock);
-	/* One writer per session (its owner), so the next number cannot be taken twice. */
-	status = store__query(store, "storing a trace record",
-			      "INSERT INTO trace_records (session_id, seq, record) VALUES ($1,"
-			      " (SELECT COALESCE(MAX(seq), 0) + 1 FROM trace_records"
-			      "  WHERE session_id = $1), $2)",
-			      values, 2, NULL, NULL, cause);
-	pthread_mutex_unlock(&store->lock);
-	free(text);
-	if (status == -EEXIST) {
-		free(*cause);
-		status = store__no_session(session_id, cause);
+	json_array_foreach(records, index, record)
+	{
+		if (!json_is_integer(json_object_get(record, "seq")) ||
+		    json_integer_value(json_object_get(record, "seq")) < 1) {
+			*cause = kagent_asprintf("trace record %zu has no seq (1, 2, ...)",
+						 index + 1);
+			return -EINVAL;
+		}
 	}
+	status = store__write(store, store__trace_append, &append, cause);
+	if (status == 0 && appended_out != NULL)
+		*appended_out = append.appended;
 	return status;
 }
 

@@ -1201,8 +1201,9 @@ test_trace_records(void)
 {
 	struct fixture fixture = {0};
 	struct kagent_store_claim *claimed;
-	json_t *records = NULL, *record;
+	json_t *records = NULL, *batch_records = json_array(), *record;
 	char *batch_id, *cause = NULL;
+	int appended = -1;
 
 	fixture_open(&fixture);
 	batch_id = make_batch(fixture.store, 1, 1);
@@ -1210,28 +1211,43 @@ test_trace_records(void)
 	CHECK_INT(kagent_store_trace_read(fixture.store, claimed->session_id, &records, &cause), 0);
 	CHECK_INT(json_array_size(records), 0);
 	json_decref(records);
-	for (int turn = 1; turn <= 3; turn++) {
-		record = json_pack("{s:s, s:i, s:s}", "type", "turn_end", "turn", turn, "text",
-				   "a 'quoted' \"line\"\n$1");
-		CHECK_INT(
-		    kagent_store_trace_append(fixture.store, claimed->session_id, record, &cause),
-		    0);
-		json_decref(record);
-	}
+	/* Out of order, as two syncs of one file may arrive. */
+	for (int seq = 3; seq >= 1; seq--)
+		json_array_append_new(batch_records,
+				      json_pack("{s:s, s:i, s:s}", "type", "turn_end", "seq", seq,
+						"text", "a 'quoted' \"line\"\n$1"));
+	CHECK_INT(kagent_store_trace_append(fixture.store, claimed->session_id, batch_records,
+					    &appended, &cause),
+		  0);
+	CHECK_INT(appended, 3);
+	/* The same records again (and one new): only the new one goes in. */
+	json_array_append_new(batch_records, json_pack("{s:s, s:i}", "type", "stop", "seq", 4));
+	CHECK_INT(kagent_store_trace_append(fixture.store, claimed->session_id, batch_records,
+					    &appended, &cause),
+		  0);
+	CHECK_INT(appended, 1);
 	CHECK_INT(kagent_store_trace_read(fixture.store, claimed->session_id, &records, &cause), 0);
-	CHECK_INT(json_array_size(records), 3);
-	for (int turn = 1; turn <= 3; turn++) {
-		record = json_array_get(records, (size_t)turn - 1);
-		CHECK_INT(json_integer_value(json_object_get(record, "turn")), turn);
+	CHECK_INT(json_array_size(records), 4);
+	for (int seq = 1; seq <= 3; seq++) {
+		record = json_array_get(records, (size_t)seq - 1);
+		CHECK_INT(json_integer_value(json_object_get(record, "seq")), seq);
 		CHECK_STRING(json_string_value(json_object_get(record, "text")),
 			     "a 'quoted' \"line\"\n$1");
 	}
 	json_decref(records);
-	record = json_pack("{s:s}", "type", "start");
-	CHECK_INT(kagent_store_trace_append(fixture.store, "nobody", record, &cause), -ENOENT);
+	CHECK_INT(kagent_store_trace_append(fixture.store, "nobody", batch_records, &appended,
+					    &cause),
+		  -ENOENT);
 	CHECK_CONTAINS(cause, "no session nobody");
 	free(cause);
-	json_decref(record);
+	cause = NULL;
+	json_array_append_new(batch_records, json_pack("{s:s}", "type", "no seq"));
+	CHECK_INT(kagent_store_trace_append(fixture.store, claimed->session_id, batch_records,
+					    &appended, &cause),
+		  -EINVAL);
+	CHECK_CONTAINS(cause, "no seq");
+	free(cause);
+	json_decref(batch_records);
 	kagent_store_claim_free(claimed);
 	free(batch_id);
 	fixture_close(&fixture);

@@ -188,11 +188,15 @@ int kagent_store_listen(struct kagent_store *store, uv_loop_t *loop, void (*wake
 			void *data, char **cause);
 void kagent_store_listen_stop(struct kagent_store *store);
 
-/* Appends one record of a session's trace (docs/traces.md), so that another machine can
- * rebuild the trace where the old machine's files are gone. */
+/*
+ * Stores records of a session's trace (docs/traces.md), an array of records each with its
+ * "seq", in one transaction, so that the store holds the run's account wherever its files
+ * are. A seq stored already keeps its first record (syncing the same file twice changes
+ * nothing); *appended_out (may be NULL) counts the new ones.
+ */
 int kagent_store_trace_append(struct kagent_store *store, const char *session_id,
-			      const json_t *record, char **cause);
-/* The session's trace records in the order they were appended (an array; empty when none). */
+			      const json_t *records, int *appended_out, char **cause);
+/* The session's trace records by seq (an array; empty when none). */
 int kagent_store_trace_read(struct kagent_store *store, const char *session_id,
 			    json_t **records_out, char **cause);
 
