@@ -528,6 +528,12 @@ kagent_store_backend(const struct kagent_store *store)
 	return store->backend->name;
 }
 
+const char *
+kagent_store_name(const struct kagent_store *store)
+{
+	return store->name;
+}
+
 int
 kagent_store_set_lease(struct kagent_store *store, double seconds, char **cause)
 {
@@ -1385,8 +1391,8 @@ store__trace_append(struct kagent_store *store, void *data, char **cause)
 }
 
 int
-kagent_store_trace_append(struct kagent_store *store, const char *session_id,
-			  const json_t *records, int *appended_out, char **cause)
+kagent_store_trace_append(struct kagent_store *store, const char *session_id, const json_t *records,
+			  int *appended_out, char **cause)
 {
 	struct store__trace_append append = {.session_id = session_id, .records = records};
 	size_t index;
@@ -1403,8 +1409,8 @@ kagent_store_trace_append(struct kagent_store *store, const char *session_id,
 	{
 		if (!json_is_integer(json_object_get(record, "seq")) ||
 		    json_integer_value(json_object_get(record, "seq")) < 1) {
-			*cause = kagent_asprintf("trace record %zu has no seq (1, 2, ...)",
-						 index + 1);
+			*cause =
+			    kagent_asprintf("trace record %zu has no seq (1, 2, ...)", index + 1);
 			return -EINVAL;
 		}
 	}

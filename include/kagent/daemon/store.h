@@ -54,6 +54,8 @@ int kagent_store_open(const char *url, struct kagent_store **store_out, char **c
 void kagent_store_close(struct kagent_store *store);
 /* "sqlite" or "postgresql". */
 const char *kagent_store_backend(const struct kagent_store *store);
+/* The store as messages name it: the file, or the URL with its password as "***". */
+const char *kagent_store_name(const struct kagent_store *store);
 /* This store's daemon identity, host:pid:random: the owner of the sessions it claims. */
 const char *kagent_store_identity(const struct kagent_store *store);
 /* The backend's name for the store at url ("sqlite", "postgresql"); NULL for none. */
