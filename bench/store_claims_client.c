@@ -135,7 +135,7 @@ client__run(struct kagent_store *store, double start, double work_seconds, char 
 		last = done;
 		json_array_append_new(sessions, json_real((done - after) * 1000.0));
 		if (done - beat > kagent_store_lease(store) / 3) {
-			if ((status = kagent_store_heartbeat(store, NULL, cause)) < 0)
+			if ((status = kagent_store_heartbeat(store, NULL, NULL, cause)) < 0)
 				break;
 			beat = done;
 		}

@@ -703,17 +703,26 @@ kagent_daemon_wake(struct kagent_daemon *daemon)
 
 /* ---- leases and wake-ups ---- */
 
+struct daemon__heartbeat_job {
+	struct kagent_daemon *daemon;
+	json_t *cancelled;
+};
+
 static int
 daemon__heartbeat_work(struct kagent_store *store, void *data, char **cause)
 {
-	(void)data;
-	return kagent_store_heartbeat(store, NULL, cause);
+	struct daemon__heartbeat_job *job = data;
+
+	return kagent_store_heartbeat(store, NULL, &job->cancelled, cause);
 }
 
 static void
 daemon__heartbeat_done(int status, const char *cause, void *data)
 {
-	struct kagent_daemon *daemon = data;
+	struct daemon__heartbeat_job *job = data;
+	struct kagent_daemon *daemon = job->daemon;
+	size_t index;
+	json_t *id;
 
 	daemon->jobs--;
 	daemon->heartbeat_in_flight = 0;
@@ -721,6 +730,17 @@ daemon__heartbeat_done(int status, const char *cause, void *data)
 		kagent_daemon_log("heartbeat: %s (if this lasts longer than the lease, other "
 				  "daemons take this one's sessions over)",
 				  cause);
+	/* Cancels asked through another daemon's API. */
+	json_array_foreach(job->cancelled, index, id)
+	{
+		struct kagent_daemon_session *ds =
+		    kagent_daemon_find(daemon, json_string_value(id));
+
+		if (ds != NULL && !ds->cancelled)
+			kagent_daemon_cancel(daemon, json_string_value(id));
+	}
+	json_decref(job->cancelled);
+	free(job);
 	daemon__maybe_exit(daemon);
 }
 
@@ -729,9 +749,16 @@ daemon__heartbeat(uv_timer_t *timer)
 {
 	struct kagent_daemon *daemon = timer->data;
 
-	if (!daemon->heartbeat_in_flight &&
-	    daemon__submit(daemon, daemon__heartbeat_work, daemon__heartbeat_done, daemon) == 0)
-		daemon->heartbeat_in_flight = 1;
+	if (!daemon->heartbeat_in_flight) {
+		struct daemon__heartbeat_job *job = kagent_calloc(1, sizeof *job);
+
+		job->daemon = daemon;
+		if (daemon__submit(daemon, daemon__heartbeat_work, daemon__heartbeat_done, job) ==
+		    0)
+			daemon->heartbeat_in_flight = 1;
+		else
+			free(job);
+	}
 	/* A dead daemon's sessions become claimable when their leases run out, which nobody
 	 * announces: an idle daemon looks again on each beat. */
 	kagent_scheduler_wake(&daemon->scheduler);

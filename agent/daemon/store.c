@@ -977,6 +977,7 @@ store__claim(struct kagent_store *store, void *data, char **cause)
 	sql = kagent_asprintf(
 	    "UPDATE sessions SET state = 'running', gpu = $1, owner = $2, gpu_name = $3,"
 	    " lease_until = kagent_epoch() + $4, attempts = attempts + 1,"
+	    " cancel_requested = 0,"
 	    " resume = CASE WHEN state = 'running' AND trace_path IS NOT NULL THEN 1"
 	    "  ELSE resume END,"
 	    " started_at = COALESCE(started_at, kagent_now())"
@@ -1082,7 +1083,12 @@ store__finish(struct kagent_store *store, void *data, char **cause)
 	owner = store__cell(&rows, 0, 2);
 	if (finish->cancel) {
 		if (current != NULL && strcmp(current, "running") == 0) {
+			/* Its owner interrupts it: here, or on another machine at its heartbeat. */
 			finish->running_out = 1;
+			status =
+			    store__query(store, "asking for a cancel",
+					 "UPDATE sessions SET cancel_requested = 1 WHERE id = $1",
+					 values, 1, NULL, NULL, cause);
 			goto out;
 		}
 		if (current == NULL || strcmp(current, "queued") != 0) {
@@ -1148,7 +1154,6 @@ kagent_store_session_cancel(struct kagent_store *store, const char *session_id, 
 	struct store__finish finish = {.session_id = session_id, .cancel = 1};
 	int status = store__write(store, store__finish, &finish, cause);
 
-	/* A running one is its owner's to interrupt; the rollback changed nothing. */
 	*running_out = status == 0 ? finish.running_out : 0;
 	return status;
 }
@@ -1283,15 +1288,18 @@ kagent_store_recover(struct kagent_store *store, int *recovered_out, char **caus
 
 struct store__heartbeat {
 	int renewed;
+	json_t *cancelled; /* this daemon's running sessions a cancel reached elsewhere */
 };
 
-/* Renews this daemon's leases; ends the sessions of cancelled batches whose daemon is gone. */
+/* Renews this daemon's leases; lists its sessions cancelled through another daemon; ends the
+ * sessions of cancelled batches whose daemon is gone. */
 static int
 store__heartbeat(struct kagent_store *store, void *data, char **cause)
 {
 	struct store__heartbeat *heartbeat = data;
 	struct store_value values[] = {STORE_TEXT(store->identity),
 				       STORE_REAL(store->lease_seconds)};
+	struct store_rows rows = {0};
 	long long renewed = 0, reaped = 0;
 	int status;
 
@@ -1299,6 +1307,14 @@ store__heartbeat(struct kagent_store *store, void *data, char **cause)
 			      "UPDATE sessions SET lease_until = kagent_epoch() + $2"
 			      " WHERE owner = $1 AND state = 'running'",
 			      values, 2, NULL, &renewed, cause);
+	if (status == 0)
+		status =
+		    store__query(store, "reading cancels",
+				 "SELECT s.id FROM sessions s JOIN batches b ON b.id = s.batch_id"
+				 " WHERE s.owner = $1 AND s.state = 'running' AND"
+				 " (s.cancel_requested = 1 OR b.state = 'cancelled')"
+				 " ORDER BY s.id",
+				 values, 1, &rows, NULL, cause);
 	if (status == 0)
 		status = store__query(
 		    store, "ending sessions of cancelled batches",
@@ -1310,17 +1326,30 @@ store__heartbeat(struct kagent_store *store, void *data, char **cause)
 	if (status == 0 && reaped > 0)
 		status = store__refresh_batches(store, NULL, cause);
 	heartbeat->renewed = (int)renewed;
+	json_decref(heartbeat->cancelled);
+	heartbeat->cancelled = json_array();
+	for (size_t row = 0; row < rows.row_count; row++)
+		json_array_append_new(heartbeat->cancelled, store__cell_string(&rows, row, 0));
+	store__rows_clear(&rows);
 	return status;
 }
 
 int
-kagent_store_heartbeat(struct kagent_store *store, int *renewed_out, char **cause)
+kagent_store_heartbeat(struct kagent_store *store, int *renewed_out, json_t **cancelled_out,
+		       char **cause)
 {
 	struct store__heartbeat heartbeat = {0};
 	int status = store__write(store, store__heartbeat, &heartbeat, cause);
 
 	if (renewed_out != NULL)
 		*renewed_out = status == 0 ? heartbeat.renewed : 0;
+	if (cancelled_out != NULL && status == 0) {
+		*cancelled_out = heartbeat.cancelled;
+		heartbeat.cancelled = NULL;
+	} else if (cancelled_out != NULL) {
+		*cancelled_out = NULL;
+	}
+	json_decref(heartbeat.cancelled);
 	return status;
 }
 

@@ -81,6 +81,8 @@ static const struct store_migration store_postgresql__migrations[] = {
      "ALTER TABLE sessions ADD COLUMN owner TEXT;"
      "ALTER TABLE sessions ADD COLUMN lease_until DOUBLE PRECISION;"
      "ALTER TABLE sessions ADD COLUMN gpu_name TEXT;"
+     /* a cancel asked of a running session, for the daemon that runs it */
+     "ALTER TABLE sessions ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;"
      "ALTER TABLE variants ADD COLUMN gpu_name TEXT;"
      "CREATE TABLE trace_records ("
      " session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"

@@ -237,6 +237,7 @@ test_migrates_an_old_file(void)
 			   "ALTER TABLE sessions DROP COLUMN owner;"
 			   "ALTER TABLE sessions DROP COLUMN lease_until;"
 			   "ALTER TABLE sessions DROP COLUMN gpu_name;"
+			   "ALTER TABLE sessions DROP COLUMN cancel_requested;"
 			   "ALTER TABLE variants DROP COLUMN gpu_name;"
 			   "DROP INDEX sessions_by_state;"
 			   "DELETE FROM schema_version WHERE version > 1");
@@ -1141,12 +1142,12 @@ test_heartbeat_keeps_the_lease(void)
 	CHECK(first != NULL);
 	for (int beat = 0; beat < 5; beat++) {
 		sleep_seconds(0.4);
-		CHECK_INT(kagent_store_heartbeat(fixture.store, &renewed, &cause), 0);
+		CHECK_INT(kagent_store_heartbeat(fixture.store, &renewed, NULL, &cause), 0);
 		CHECK_INT(renewed, 1);
 		CHECK(claim(other) == NULL);
 	}
 	/* Another daemon's heartbeat renews only its own (none). */
-	CHECK_INT(kagent_store_heartbeat(other, &renewed, &cause), 0);
+	CHECK_INT(kagent_store_heartbeat(other, &renewed, NULL, &cause), 0);
 	CHECK_INT(renewed, 0);
 	kagent_store_close(fixture.store);
 	fixture.store = NULL;
@@ -1179,19 +1180,62 @@ test_heartbeat_ends_orphans_of_cancelled_batches(void)
 	CHECK_INT(kagent_store_batch_cancel(other, batch_id, &running_ids, &cause), 0);
 	CHECK_INT(json_array_size(running_ids), 1);
 	json_decref(running_ids);
-	CHECK_INT(kagent_store_heartbeat(other, NULL, &cause), 0);
+	CHECK_INT(kagent_store_heartbeat(other, NULL, NULL, &cause), 0);
 	batch = get_batch(other, batch_id);
 	CHECK_STRING(session_field(batch, 0, "state"), "running"); /* its lease still holds */
 	json_decref(batch);
 	kagent_store_close(fixture.store); /* the daemon goes: its lease ends */
 	fixture.store = other;
 	CHECK(claim(other) == NULL); /* never taken over */
-	CHECK_INT(kagent_store_heartbeat(other, NULL, &cause), 0);
+	CHECK_INT(kagent_store_heartbeat(other, NULL, NULL, &cause), 0);
 	batch = get_batch(other, batch_id);
 	CHECK_STRING(session_field(batch, 0, "state"), "cancelled");
 	CHECK_STRING(batch_state(batch), "cancelled");
 	json_decref(batch);
 	kagent_store_claim_free(running);
+	free(batch_id);
+	fixture_close(&fixture);
+}
+
+/* A cancel asked through one daemon reaches the daemon running the session at its
+ * heartbeat: the session's own cancel, and its batch's. */
+static void
+test_heartbeat_carries_cancels(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store *other;
+	struct kagent_store_claim *first, *second;
+	json_t *cancelled = NULL, *running_ids = NULL;
+	char *batch_id, *cause = NULL;
+	int is_running = 0;
+
+	fixture_open(&fixture);
+	other = open_store(fixture.url);
+	batch_id = make_batch(fixture.store, 3, 1);
+	first = claim(fixture.store);
+	second = claim(fixture.store);
+	CHECK_INT(kagent_store_heartbeat(fixture.store, NULL, &cancelled, &cause), 0);
+	CHECK_INT(json_array_size(cancelled), 0);
+	json_decref(cancelled);
+	CHECK_INT(kagent_store_session_cancel(other, first->session_id, &is_running, &cause), 0);
+	CHECK_INT(is_running, 1);
+	/* Only the daemon that runs it hears of it. */
+	CHECK_INT(kagent_store_heartbeat(other, NULL, &cancelled, &cause), 0);
+	CHECK_INT(json_array_size(cancelled), 0);
+	json_decref(cancelled);
+	CHECK_INT(kagent_store_heartbeat(fixture.store, NULL, &cancelled, &cause), 0);
+	CHECK_INT(json_array_size(cancelled), 1);
+	CHECK_STRING(json_string_value(json_array_get(cancelled, 0)), first->session_id);
+	json_decref(cancelled);
+	CHECK_INT(kagent_store_batch_cancel(other, batch_id, &running_ids, &cause), 0);
+	CHECK_INT(json_array_size(running_ids), 2);
+	json_decref(running_ids);
+	CHECK_INT(kagent_store_heartbeat(fixture.store, NULL, &cancelled, &cause), 0);
+	CHECK_INT(json_array_size(cancelled), 2);
+	json_decref(cancelled);
+	kagent_store_claim_free(first);
+	kagent_store_claim_free(second);
+	kagent_store_close(other);
 	free(batch_id);
 	fixture_close(&fixture);
 }
@@ -1235,9 +1279,9 @@ test_trace_records(void)
 			     "a 'quoted' \"line\"\n$1");
 	}
 	json_decref(records);
-	CHECK_INT(kagent_store_trace_append(fixture.store, "nobody", batch_records, &appended,
-					    &cause),
-		  -ENOENT);
+	CHECK_INT(
+	    kagent_store_trace_append(fixture.store, "nobody", batch_records, &appended, &cause),
+	    -ENOENT);
 	CHECK_CONTAINS(cause, "no session nobody");
 	free(cause);
 	cause = NULL;
@@ -1328,6 +1372,7 @@ static const struct kagent_test tests[] = {
     {"heartbeat_keeps_the_lease", test_heartbeat_keeps_the_lease},
     {"heartbeat_ends_orphans_of_cancelled_batches",
      test_heartbeat_ends_orphans_of_cancelled_batches},
+    {"heartbeat_carries_cancels", test_heartbeat_carries_cancels},
     {"trace_records", test_trace_records},
     {"listen_wakes_on_new_work", test_listen_wakes_on_new_work},
     {NULL, NULL},

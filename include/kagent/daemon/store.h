@@ -149,8 +149,9 @@ int kagent_store_session_finish(struct kagent_store *store, const char *session_
 				char **cause);
 /*
  * Cancels one session: a queued one becomes cancelled at once; for a running one
- * *running_out is set to 1 and nothing changes, so the caller interrupts it and
- * finishes it as cancelled when it stops. One that has finished answers
+ * *running_out is set to 1 and its state stays, so the caller interrupts it and
+ * finishes it as cancelled when it stops (where it runs on another daemon, that
+ * daemon's heartbeat learns of the cancel). One that has finished answers
  * -EALREADY, an unknown one -ENOENT.
  */
 int kagent_store_session_cancel(struct kagent_store *store, const char *session_id,
@@ -176,10 +177,14 @@ int kagent_store_session_get(struct kagent_store *store, const char *session_id,
 int kagent_store_recover(struct kagent_store *store, int *recovered_out, char **cause);
 /*
  * Renews the leases of the running sessions this store claimed (*renewed_out,
- * may be NULL, counts them) and ends as cancelled the sessions of cancelled
- * batches whose daemon is gone. A daemon calls it well within its lease.
+ * may be NULL, counts them); *cancelled_out (may be NULL; an array the caller
+ * owns) gets the ids of those a cancel reached through another daemon (the
+ * session's, or its batch's), for the caller to interrupt; and ends as
+ * cancelled the sessions of cancelled batches whose daemon is gone. A daemon
+ * calls it well within its lease.
  */
-int kagent_store_heartbeat(struct kagent_store *store, int *renewed_out, char **cause);
+int kagent_store_heartbeat(struct kagent_store *store, int *renewed_out, json_t **cancelled_out,
+			   char **cause);
 /*
  * Calls wake(data) on loop's thread whenever another daemon queues work
  * (PostgreSQL's LISTEN/NOTIFY, on a second connection watched by a uv_poll_t).
