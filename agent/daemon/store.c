@@ -183,8 +183,9 @@ store__json_text(const json_t *value)
 
 /*
  * Runs body in one write transaction, under the store's lock: committed when it returns 0,
- * rolled back otherwise. A serialisation failure or deadlock (PostgreSQL's answer when two
- * daemons' transactions cross) rolls back and runs body again, a few times.
+ * rolled back otherwise (begin NULL: body is one statement, a transaction of its own). A
+ * serialisation failure or deadlock (PostgreSQL's answer when two daemons' transactions cross)
+ * rolls back and runs body again, a few times.
  */
 typedef int (*store__body)(struct kagent_store *store, void *data, char **cause);
 
@@ -198,14 +199,16 @@ store__transaction(struct kagent_store *store, const char *begin, store__body bo
 
 	pthread_mutex_lock(&store->lock);
 	for (int attempt = 1; attempt <= STORE_TRANSACTION_TRIES; attempt++) {
-		if ((status = store__script(store, "starting a transaction", begin, cause)) < 0)
+		if (begin != NULL &&
+		    (status = store__script(store, "starting a transaction", begin, cause)) < 0)
 			break;
 		status = body(store, data, cause);
-		if (status == 0)
+		if (status == 0 && begin != NULL)
 			status = store__script(store, "committing", "COMMIT", cause);
 		if (status == 0)
 			break;
-		store__rollback(store);
+		if (begin != NULL)
+			store__rollback(store);
 		if (status != -EAGAIN || attempt == STORE_TRANSACTION_TRIES)
 			break;
 		free(*cause);
@@ -954,6 +957,12 @@ struct store__claim {
 	struct kagent_store_claim *claim;
 };
 
+/* The batch of a claimed session was served now: it goes behind every other batch with
+ * queued work (round robin), and it has started. */
+#define STORE_SERVE_BATCH                                                                          \
+	"UPDATE batches SET served = (SELECT MAX(served) FROM batches) + 1,"                       \
+	" state = CASE WHEN state = 'queued' THEN 'running' ELSE state END"
+
 /*
  * The choice and the update are one statement: on SQLite under the file's write lock, on
  * PostgreSQL with the chosen row locked and rows other daemons hold skipped. A queued session
@@ -975,7 +984,7 @@ store__claim(struct kagent_store *store, void *data, char **cause)
 	kagent_store_claim_free(job->claim);
 	job->claim = NULL;
 	sql = kagent_asprintf(
-	    "UPDATE sessions SET state = 'running', gpu = $1, owner = $2, gpu_name = $3,"
+	    "%sUPDATE sessions SET state = 'running', gpu = $1, owner = $2, gpu_name = $3,"
 	    " lease_until = kagent_epoch() + $4, attempts = attempts + 1,"
 	    " cancel_requested = 0,"
 	    " resume = CASE WHEN state = 'running' AND trace_path IS NOT NULL THEN 1"
@@ -985,8 +994,16 @@ store__claim(struct kagent_store *store, void *data, char **cause)
 	    "  WHERE s.state = 'queued' OR (s.state = 'running' AND b.state <> 'cancelled'"
 	    "   AND s.lease_until < kagent_epoch())"
 	    "  ORDER BY b.served, b.rowid, s.position LIMIT 1%s)"
-	    " RETURNING id, batch_id, problem_path, problem, level, attempts, resume, trace_path",
-	    store->backend->claim_lock);
+	    " RETURNING id, batch_id, problem_path, problem, level, attempts, resume, trace_path"
+	    "%s",
+	    store->backend->one_statement_claim ? "WITH claimed AS (" : "",
+	    store->backend->claim_lock,
+	    store->backend->one_statement_claim ? "), served AS (" STORE_SERVE_BATCH
+						  " WHERE id = (SELECT batch_id FROM claimed)"
+						  " RETURNING settings)"
+						  " SELECT claimed.*, served.settings"
+						  " FROM claimed, served"
+						: "");
 	status = store__query(store, "claiming a session", sql, values, 4, &rows, NULL, cause);
 	free(sql);
 	if (status < 0 || rows.row_count == 0)
@@ -1001,15 +1018,15 @@ store__claim(struct kagent_store *store, void *data, char **cause)
 	claim->attempt = (int)store__cell_long(&rows, 0, 5);
 	claim->resume = (int)store__cell_long(&rows, 0, 6);
 	claim->trace_path = store__cell_strdup(&rows, 0, 7);
+	if (store->backend->one_statement_claim) {
+		claim->settings = store__cell_json(&rows, 0, 8);
+		goto out;
+	}
 	store__rows_clear(&rows);
-
-	/* The batch was served now: it goes behind every other batch with queued work. */
 	values[0] = STORE_TEXT(claim->batch_id);
 	status = store__query(store, "updating the claimed session's batch",
-			      "UPDATE batches SET served = (SELECT MAX(served) FROM batches) + 1,"
-			      " state = CASE WHEN state = 'queued' THEN 'running' ELSE state END"
-			      " WHERE id = $1 RETURNING settings",
-			      values, 1, &rows, NULL, cause);
+			      STORE_SERVE_BATCH " WHERE id = $1 RETURNING settings", values, 1,
+			      &rows, NULL, cause);
 	if (status == 0)
 		claim->settings = store__cell_json(&rows, 0, 0);
 out:
@@ -1022,7 +1039,11 @@ kagent_store_session_claim(struct kagent_store *store, const char *gpu,
 			   struct kagent_store_claim **claim_out, char **cause)
 {
 	struct store__claim job = {.gpu = gpu};
-	int status = store__write(store, store__claim, &job, cause);
+	/* One statement commits on its own: no transaction round trips while the batch's row,
+	 * which every claim of the batch updates, is locked. */
+	int status = store__transaction(
+	    store, store->backend->one_statement_claim ? NULL : store->backend->begin_write,
+	    store__claim, &job, cause);
 
 	if (status < 0) {
 		kagent_store_claim_free(job.claim);

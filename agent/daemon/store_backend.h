@@ -60,6 +60,9 @@ struct store_backend {
 	const char *schema_lock;
 	/* Appended to the claim's choice of a session (row locks across machines), or "". */
 	const char *claim_lock;
+	/* The claim and its batch's update as one statement (data-modifying WITH), committed
+	 * on its own; else two statements in a begin_write transaction. */
+	int one_statement_claim;
 	/* Run in a transaction that queued work, so idle daemons wake; NULL: none. */
 	const char *notify;
 	/* location: what follows the scheme's prefix ("sqlite:" is stripped, a PostgreSQL URL

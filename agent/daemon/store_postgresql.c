@@ -369,6 +369,10 @@ const struct store_backend kagent_store_postgresql_backend = {
     .schema_lock = POSTGRESQL_STORE_SCHEMA_LOCK,
     /* Rows another daemon is claiming are passed over, not waited for. */
     .claim_lock = " FOR UPDATE OF s SKIP LOCKED",
+    /* Four round trips (BEGIN, two statements, COMMIT) become one: the batch's row, which
+     * every claim of a batch updates, is locked for one statement instead of two round
+     * trips (bench/store_claims.py, docs/benchmarks.md). */
+    .one_statement_claim = 1,
     .notify = "NOTIFY " POSTGRESQL_STORE_CHANNEL,
     .connect = store_postgresql__connect,
     .disconnect = store_postgresql__disconnect,

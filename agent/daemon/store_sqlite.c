@@ -295,6 +295,7 @@ const struct store_backend kagent_store_sqlite_backend = {
     .begin_read = "BEGIN",
     .schema_lock = NULL,
     .claim_lock = "",
+    .one_statement_claim = 0, /* SQLite's WITH holds no UPDATE */
     .notify = NULL,
     .connect = store_sqlite__connect,
     .disconnect = store_sqlite__disconnect,
