@@ -388,7 +388,7 @@ daemon__finished(int status, const char *cause, void *data)
 	if (status < 0)
 		kagent_daemon_log("session %s: could not record its end: %s", ds->claim->session_id,
 				  cause);
-	else if (ds->taken_over)
+	else if (ds->taken_over || ds->lost)
 		kagent_daemon_log("session %s: another daemon took it over after this one's lease "
 				  "ran out; its end is that daemon's to write",
 				  ds->claim->session_id);
@@ -631,6 +631,7 @@ daemon__claimed(int status, const char *cause, void *data)
 	ds->daemon = daemon;
 	ds->claim = job->claim;
 	ds->slot = job->slot;
+	ds->claimed_at = uv_now(&daemon->loop);
 	ds->live = json_pack("{s:n, s:i, s:f, s:n}", "turn", "tokens", 0, "cost", 0.0, "best");
 	ds->next = daemon->sessions;
 	daemon->sessions = ds;
@@ -705,6 +706,8 @@ kagent_daemon_wake(struct kagent_daemon *daemon)
 
 struct daemon__heartbeat_job {
 	struct kagent_daemon *daemon;
+	uint64_t submitted; /* uv_now: sessions claimed since are not in its answer */
+	json_t *held;
 	json_t *cancelled;
 };
 
@@ -713,7 +716,7 @@ daemon__heartbeat_work(struct kagent_store *store, void *data, char **cause)
 {
 	struct daemon__heartbeat_job *job = data;
 
-	return kagent_store_heartbeat(store, NULL, &job->cancelled, cause);
+	return kagent_store_heartbeat(store, &job->held, &job->cancelled, cause);
 }
 
 static void
@@ -721,6 +724,7 @@ daemon__heartbeat_done(int status, const char *cause, void *data)
 {
 	struct daemon__heartbeat_job *job = data;
 	struct kagent_daemon *daemon = job->daemon;
+	struct kagent_daemon_session *ds;
 	size_t index;
 	json_t *id;
 
@@ -733,12 +737,31 @@ daemon__heartbeat_done(int status, const char *cause, void *data)
 	/* Cancels asked through another daemon's API. */
 	json_array_foreach(job->cancelled, index, id)
 	{
-		struct kagent_daemon_session *ds =
-		    kagent_daemon_find(daemon, json_string_value(id));
-
+		ds = kagent_daemon_find(daemon, json_string_value(id));
 		if (ds != NULL && !ds->cancelled)
 			kagent_daemon_cancel(daemon, json_string_value(id));
 	}
+	/* Running here, claimed before this heartbeat, yet not held: another daemon took it over
+	 * while this one could not renew (a partition longer than the lease). Two daemons must
+	 * never run one session: it stops here, and its end is the other's to write. */
+	for (ds = daemon->sessions; status == 0 && ds != NULL; ds = ds->next) {
+		int held = 0;
+
+		if (!ds->started || ds->summary != NULL || ds->lost ||
+		    ds->claimed_at >= job->submitted)
+			continue;
+		json_array_foreach(job->held, index, id) held |=
+		    strcmp(json_string_value(id), ds->claim->session_id) == 0;
+		if (held)
+			continue;
+		ds->lost = 1;
+		kagent_daemon_log(
+		    "session %s: this daemon's lease on it ran out and another daemon "
+		    "holds it now; stopping it here",
+		    ds->claim->session_id);
+		kagent_session_interrupt(ds->session);
+	}
+	json_decref(job->held);
 	json_decref(job->cancelled);
 	free(job);
 	daemon__maybe_exit(daemon);
@@ -753,6 +776,7 @@ daemon__heartbeat(uv_timer_t *timer)
 		struct daemon__heartbeat_job *job = kagent_calloc(1, sizeof *job);
 
 		job->daemon = daemon;
+		job->submitted = uv_now(&daemon->loop);
 		if (daemon__submit(daemon, daemon__heartbeat_work, daemon__heartbeat_done, job) ==
 		    0)
 			daemon->heartbeat_in_flight = 1;

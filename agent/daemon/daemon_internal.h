@@ -32,7 +32,9 @@ struct kagent_daemon_session {
 	json_t *summary; /* the final record, once done */
 	enum kagent_store_session_state state; /* how it ends in the store */
 	int finish;			       /* 0: left running for the next daemon's recovery */
-	int taken_over; /* its lease ran out and another daemon holds it: not ours to end */
+	int taken_over;	     /* its lease ran out and another daemon holds it: not ours to end */
+	int lost;	     /* the heartbeat found it held by another daemon: stopped here */
+	uint64_t claimed_at; /* uv_now when its claim came back */
 	/* Its trace, copied to the store as it grows (daemon.c's trace sync): the file, the
 	 * bytes already copied, a copy in flight, more records since it left, and its end
 	 * waiting for that copy. */

@@ -1308,9 +1308,20 @@ kagent_store_recover(struct kagent_store *store, int *recovered_out, char **caus
 }
 
 struct store__heartbeat {
-	int renewed;
-	json_t *cancelled; /* this daemon's running sessions a cancel reached elsewhere */
+	json_t *held;	   /* the running sessions this store holds, their leases renewed */
+	json_t *cancelled; /* those of them a cancel reached elsewhere */
 };
+
+/* The first column of rows as an array of strings. */
+static json_t *
+store__id_array(const struct store_rows *rows)
+{
+	json_t *ids = json_array();
+
+	for (size_t row = 0; row < rows->row_count; row++)
+		json_array_append_new(ids, store__cell_string(rows, row, 0));
+	return ids;
+}
 
 /* Renews this daemon's leases; lists its sessions cancelled through another daemon; ends the
  * sessions of cancelled batches whose daemon is gone. */
@@ -1320,14 +1331,14 @@ store__heartbeat(struct kagent_store *store, void *data, char **cause)
 	struct store__heartbeat *heartbeat = data;
 	struct store_value values[] = {STORE_TEXT(store->identity),
 				       STORE_REAL(store->lease_seconds)};
-	struct store_rows rows = {0};
-	long long renewed = 0, reaped = 0;
+	struct store_rows held = {0}, cancelled = {0};
+	long long reaped = 0;
 	int status;
 
 	status = store__query(store, "renewing leases",
 			      "UPDATE sessions SET lease_until = kagent_epoch() + $2"
-			      " WHERE owner = $1 AND state = 'running'",
-			      values, 2, NULL, &renewed, cause);
+			      " WHERE owner = $1 AND state = 'running' RETURNING id",
+			      values, 2, &held, NULL, cause);
 	if (status == 0)
 		status =
 		    store__query(store, "reading cancels",
@@ -1335,7 +1346,7 @@ store__heartbeat(struct kagent_store *store, void *data, char **cause)
 				 " WHERE s.owner = $1 AND s.state = 'running' AND"
 				 " (s.cancel_requested = 1 OR b.state = 'cancelled')"
 				 " ORDER BY s.id",
-				 values, 1, &rows, NULL, cause);
+				 values, 1, &cancelled, NULL, cause);
 	if (status == 0)
 		status = store__query(
 		    store, "ending sessions of cancelled batches",
@@ -1346,30 +1357,31 @@ store__heartbeat(struct kagent_store *store, void *data, char **cause)
 		    NULL, 0, NULL, &reaped, cause);
 	if (status == 0 && reaped > 0)
 		status = store__refresh_batches(store, NULL, cause);
-	heartbeat->renewed = (int)renewed;
+	json_decref(heartbeat->held);
 	json_decref(heartbeat->cancelled);
-	heartbeat->cancelled = json_array();
-	for (size_t row = 0; row < rows.row_count; row++)
-		json_array_append_new(heartbeat->cancelled, store__cell_string(&rows, row, 0));
-	store__rows_clear(&rows);
+	heartbeat->held = store__id_array(&held);
+	heartbeat->cancelled = store__id_array(&cancelled);
+	store__rows_clear(&held);
+	store__rows_clear(&cancelled);
 	return status;
 }
 
 int
-kagent_store_heartbeat(struct kagent_store *store, int *renewed_out, json_t **cancelled_out,
+kagent_store_heartbeat(struct kagent_store *store, json_t **held_out, json_t **cancelled_out,
 		       char **cause)
 {
 	struct store__heartbeat heartbeat = {0};
 	int status = store__write(store, store__heartbeat, &heartbeat, cause);
 
-	if (renewed_out != NULL)
-		*renewed_out = status == 0 ? heartbeat.renewed : 0;
-	if (cancelled_out != NULL && status == 0) {
-		*cancelled_out = heartbeat.cancelled;
-		heartbeat.cancelled = NULL;
-	} else if (cancelled_out != NULL) {
-		*cancelled_out = NULL;
+	if (held_out != NULL) {
+		*held_out = status == 0 ? heartbeat.held : NULL;
+		heartbeat.held = status == 0 ? NULL : heartbeat.held;
 	}
+	if (cancelled_out != NULL) {
+		*cancelled_out = status == 0 ? heartbeat.cancelled : NULL;
+		heartbeat.cancelled = status == 0 ? NULL : heartbeat.cancelled;
+	}
+	json_decref(heartbeat.held);
 	json_decref(heartbeat.cancelled);
 	return status;
 }

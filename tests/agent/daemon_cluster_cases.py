@@ -166,10 +166,70 @@ def two_daemons_one_killed():
             shutil.rmtree(runs_folder, ignore_errors=True)
 
 
+def partitioned_daemon():
+    """A daemon frozen (SIGSTOP) for longer than its lease, as behind a network partition: the
+    other takes its sessions over; thawed, it finds them held by the other at its heartbeat
+    and stops them (or its end is refused), and every problem still ends once."""
+    runs_folder = os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                               f"kagent-cluster-{os.getpid()}-partition")
+    problems_folder = os.path.join(runs_folder, "problems")
+    os.makedirs(problems_folder, exist_ok=True)
+    problems = []
+    for index in range(1, 5):
+        path = os.path.join(problems_folder, f"scale_{index}.py")
+        shutil.copy(daemon_cases.SCALE, path)
+        problems.append(path)
+    psql("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    model = daemon_cases.script(delay_ms=2000)
+    first = ClusterDaemon(model, runs_folder)
+    second = ClusterDaemon(model, runs_folder)
+    failures = []
+    try:
+        first.start()
+        second.start()
+        status, created = first.post_batch(problems)
+        if status != 201:
+            return [f"POST: {status} {created}"]
+        batch_id = created["batch"]
+        deadline = time.monotonic() + 90
+        mine = []
+        while time.monotonic() < deadline and not mine:
+            batch = second.request("GET", f"/v1/batches/{batch_id}")[1]
+            mine = [s for s in batch["sessions"] if s["state"] == "running" and
+                    s.get("trace_path") and owner_pid(s) == first.process.pid]
+            time.sleep(0.1)
+        if not mine:
+            return [f"the first daemon never ran a session: {first.log()}"]
+        first.process.send_signal(signal.SIGSTOP)
+        time.sleep(2 * LEASE + 2)
+        first.process.send_signal(signal.SIGCONT)
+        batch = second.wait_batch(batch_id, timeout=240)
+        for session in batch["sessions"]:
+            if session["state"] != "done":
+                failures.append(f"{session['problem']}: {session['state']}")
+            elif len(daemon_cases.trace_records(session["trace_path"], "final")) < 1:
+                failures.append(f"{session['problem']}: no final record")
+        rows = psql("SELECT id, state FROM sessions WHERE state <> 'done'")
+        if rows:
+            failures.append(f"store: {rows}")
+        time.sleep(LEASE)  # a heartbeat of the thawed daemon
+        log = first.log()
+        if "another daemon holds it now" not in log and "another daemon took it over" not in log:
+            failures.append("the thawed daemon did not give its sessions up: " + log)
+        return failures
+    finally:
+        first.close()
+        second.close()
+        if not os.environ.get("KAGENT_TEST_KEEP"):
+            shutil.rmtree(runs_folder, ignore_errors=True)
+
+
 CASES = [
     ("two daemons share a batch of 8 on PostgreSQL; one killed -9: the survivor takes over "
      "within the lease, every problem ends once, nothing committed twice",
      two_daemons_one_killed),
+    ("a daemon frozen past its lease (a partition): the other takes over; thawed, it stops "
+     "the sessions it lost; every problem ends once", partitioned_daemon),
 ]
 
 

@@ -1105,7 +1105,15 @@ test_takeover_after_the_lease(void)
 		     kagent_store_identity(other));
 	CHECK_STRING(json_string_value(json_object_get(session, "gpu_name")), "NVIDIA H200");
 	json_decref(session);
-	/* The first daemon comes back: its end is no longer its to write. */
+	/* The first daemon comes back: its heartbeat no longer holds the session (it stops it),
+	 * and its end is no longer its to write. */
+	{
+		json_t *held = NULL;
+
+		CHECK_INT(kagent_store_heartbeat(fixture.store, &held, NULL, &cause), 0);
+		CHECK_INT(json_array_size(held), 0);
+		json_decref(held);
+	}
 	CHECK_INT(kagent_store_session_finish(fixture.store, first->session_id, KAGENT_STORE_DONE,
 					      NULL, &cause),
 		  -ESTALE);
@@ -1132,7 +1140,7 @@ test_heartbeat_keeps_the_lease(void)
 	struct kagent_store *other;
 	struct kagent_store_claim *first, *taken;
 	char *batch_id, *cause = NULL;
-	int renewed = -1;
+	json_t *held = NULL;
 
 	fixture_open(&fixture);
 	other = open_store(fixture.url);
@@ -1142,13 +1150,16 @@ test_heartbeat_keeps_the_lease(void)
 	CHECK(first != NULL);
 	for (int beat = 0; beat < 5; beat++) {
 		sleep_seconds(0.4);
-		CHECK_INT(kagent_store_heartbeat(fixture.store, &renewed, NULL, &cause), 0);
-		CHECK_INT(renewed, 1);
+		CHECK_INT(kagent_store_heartbeat(fixture.store, &held, NULL, &cause), 0);
+		CHECK_INT(json_array_size(held), 1);
+		CHECK_STRING(json_string_value(json_array_get(held, 0)), first->session_id);
+		json_decref(held);
 		CHECK(claim(other) == NULL);
 	}
 	/* Another daemon's heartbeat renews only its own (none). */
-	CHECK_INT(kagent_store_heartbeat(other, &renewed, NULL, &cause), 0);
-	CHECK_INT(renewed, 0);
+	CHECK_INT(kagent_store_heartbeat(other, &held, NULL, &cause), 0);
+	CHECK_INT(json_array_size(held), 0);
+	json_decref(held);
 	kagent_store_close(fixture.store);
 	fixture.store = NULL;
 	taken = claim(other);

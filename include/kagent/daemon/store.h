@@ -176,14 +176,16 @@ int kagent_store_session_get(struct kagent_store *store, const char *session_id,
  */
 int kagent_store_recover(struct kagent_store *store, int *recovered_out, char **cause);
 /*
- * Renews the leases of the running sessions this store claimed (*renewed_out,
- * may be NULL, counts them); *cancelled_out (may be NULL; an array the caller
- * owns) gets the ids of those a cancel reached through another daemon (the
- * session's, or its batch's), for the caller to interrupt; and ends as
+ * Renews the leases of the running sessions this store claimed; *held_out (may
+ * be NULL; an array the caller owns) gets their ids: a session this daemon runs
+ * that is not among them was taken over after its lease ran out (a partition
+ * longer than the lease), and must stop here. *cancelled_out (may be NULL; an
+ * array) gets the held sessions a cancel reached through another daemon (the
+ * session's, or its batch's), for the caller to interrupt. Also ends as
  * cancelled the sessions of cancelled batches whose daemon is gone. A daemon
  * calls it well within its lease.
  */
-int kagent_store_heartbeat(struct kagent_store *store, int *renewed_out, json_t **cancelled_out,
+int kagent_store_heartbeat(struct kagent_store *store, json_t **held_out, json_t **cancelled_out,
 			   char **cause);
 /*
  * Calls wake(data) on loop's thread whenever another daemon queues work
