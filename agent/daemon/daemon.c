@@ -308,7 +308,7 @@ daemon__trace_copied(int status, const char *cause, void *data)
 	}
 }
 
-/* A record was written (or is about to be): copy what the file holds, one copy at a time. */
+/* A turn ended: copy what the file holds, one copy at a time. */
 static void
 daemon__trace_sync(struct kagent_daemon_session *ds)
 {
@@ -469,7 +469,10 @@ daemon__observe(const json_t *record, void *data)
 	const char *type = json_string_value(json_object_get(record, "type"));
 	const json_t *turn = json_object_get(record, "turn");
 
-	daemon__trace_sync(ds);
+	/* Once a turn, not per record: a streamed reply writes a record per event, and the copy is
+	 * a transaction on a store that many daemons share. The end copies the rest. */
+	if (type != NULL && strcmp(type, "turn_end") == 0)
+		daemon__trace_sync(ds);
 	if (json_is_integer(turn))
 		json_object_set(ds->live, "turn", (json_t *)turn);
 	if (type == NULL)
