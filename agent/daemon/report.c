@@ -217,7 +217,7 @@ kagent_report_build(const json_t *batch, json_t **report_out, char **cause)
 	const json_t *sessions = json_object_get(batch, "sessions"), *session;
 	struct report__group overall = {0}, *levels = NULL;
 	size_t index, level_count = 0;
-	json_t *rows, *level_array, *gpu_names = json_array(), *known, *name;
+	json_t *rows, *level_array, *gpu_names, *known, *name;
 	size_t known_index;
 
 	*report_out = NULL;
@@ -226,6 +226,7 @@ kagent_report_build(const json_t *batch, json_t **report_out, char **cause)
 		return -EINVAL;
 	}
 	rows = json_array();
+	gpu_names = json_array();
 	json_array_foreach(sessions, index, session)
 	{
 		json_t *row = report__row(session);
