@@ -275,6 +275,7 @@ out:
 }
 
 static void daemon__end(struct kagent_daemon_session *ds);
+static void daemon__trace_sync(struct kagent_daemon_session *ds);
 
 static int
 daemon__trace_copy_work(struct kagent_store *store, void *data, char **cause)
@@ -291,8 +292,8 @@ daemon__trace_copied(int status, const char *cause, void *data)
 	ds->trace_syncing = 0;
 	if (status < 0)
 		kagent_daemon_log(
-		    "session %s: copying its trace to the store: %s (tried again with "
-		    "its next record)",
+		    "session %s: copying its trace to the store: %s (tried again at its "
+		    "next turn)",
 		    ds->claim->session_id, cause);
 	if (ds->end_waiting) {
 		ds->end_waiting = 0;
@@ -301,10 +302,7 @@ daemon__trace_copied(int status, const char *cause, void *data)
 	}
 	if (ds->trace_dirty) {
 		ds->trace_dirty = 0;
-		ds->trace_syncing = 1;
-		if (daemon__submit(ds->daemon, daemon__trace_copy_work, daemon__trace_copied, ds) <
-		    0)
-			ds->trace_syncing = 0;
+		daemon__trace_sync(ds);
 	}
 }
 
