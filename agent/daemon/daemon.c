@@ -219,9 +219,9 @@ daemon__session_free(struct kagent_daemon_session *ds)
 
 /*
  * On the pool: the trace's complete lines past trace_offset go to the store, each record
- * under its own seq (a record copied twice is stored once). Only one copy per session runs at
- * a time, so trace_offset is this function's alone while it runs. A line a killed writer cut
- * has no newline yet and waits for the next copy.
+ * under its own seq (a record copied twice is stored once), but for stream records. Only one copy
+ * per session runs at a time, so trace_offset is this function's alone while it runs. A line a
+ * killed writer cut has no newline yet and waits for the next copy.
  */
 static int
 daemon__trace_copy(struct kagent_store *store, struct kagent_daemon_session *ds, char **cause)
@@ -257,8 +257,12 @@ daemon__trace_copy(struct kagent_store *store, struct kagent_daemon_session *ds,
 	for (line = data; (newline = memchr(line, '\n', done - (size_t)(line - data))) != NULL;
 	     line = newline + 1) {
 		json_t *record = json_loadb(line, (size_t)(newline - line), 0, NULL);
+		const char *type = json_string_value(json_object_get(record, "type"));
 
-		if (json_is_integer(json_object_get(record, "seq")))
+		/* A stream record is one server-sent event of a reply the reply record holds
+		 * whole (docs/traces.md): the file keeps it for debugging, the store does not. */
+		if (json_is_integer(json_object_get(record, "seq")) &&
+		    (type == NULL || strcmp(type, "stream") != 0))
 			json_array_append(records, record);
 		json_decref(record);
 	}
