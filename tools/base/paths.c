@@ -234,6 +234,20 @@ kagent_paths_daemon_socket(char **out, char **cause)
 }
 
 int
+kagent_paths_store_url(char **out, char **cause)
+{
+	const char *state = paths__getenv("XDG_STATE_HOME"), *home = paths__getenv("HOME");
+
+	(void)cause;
+	if (state != NULL && state[0] == '/')
+		*out = kagent_asprintf("sqlite:%s/kagent/kagent.db", state);
+	else
+		*out = kagent_asprintf("sqlite:%s/.local/state/kagent/kagent.db",
+				       home != NULL ? home : "/tmp");
+	return 0;
+}
+
+int
 kagent_paths_socket_listening(const char *path)
 {
 	struct sockaddr_un address = {.sun_family = AF_UNIX};

@@ -1,0 +1,222 @@
+/*
+ * `kagent export (BATCH|SESSION|RUN-DIR|TRACE)... --format jsonl|parquet [--only correct|credited]
+ * -o FILE`: runs as data (docs/dataset.md). Every evaluated variant of the runs named becomes
+ * one record (dataset.h), deduplicated by its source's sha256 (the first run to evaluate a
+ * source keeps it); the records are written as JSON lines here, and converted to Parquet by
+ * kagent_runner/export_parquet.py in the runner's Python (pyarrow), the only part that needs
+ * a Parquet library.
+ */
+#include "run_source.h"
+#include "runner_script.h"
+
+#include "kagent/base/alloc.h"
+#include "kagent/base/buffer.h"
+#include "kagent/base/fileio.h"
+#include "kagent/cli/command.h"
+#include "kagent/records/dataset.h"
+#include "kagent/records/run_log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+	COMMAND_EXPORT_FORMAT,
+	COMMAND_EXPORT_ONLY,
+	COMMAND_EXPORT_OUTPUT,
+	COMMAND_EXPORT_STORE,
+};
+
+/* clang-format off */
+static const struct kagent_command_option command_export__options[] = {
+	[COMMAND_EXPORT_FORMAT] = {"format", 0, "jsonl|parquet", "the file's format: JSON lines, "
+		"or Parquet (pyarrow, in the runner's Python)", "jsonl", NULL},
+	[COMMAND_EXPORT_ONLY] = {"only", 0, "correct|credited", "keep only correct variants, or "
+		"only correct and credited ones (the credit rule)", "every evaluated variant", NULL},
+	[COMMAND_EXPORT_OUTPUT] = {"output", 'o', "FILE", "where to write the records (replaced "
+		"whole)", "stdout for jsonl; parquet needs a file", NULL},
+	[COMMAND_EXPORT_STORE] = {"store", 0, "URL", "kagentd's store, where batch and session "
+		"ids are looked up", "sqlite:$XDG_STATE_HOME/kagent/kagent.db, else "
+		"sqlite:~/.local/state/kagent/kagent.db", NULL},
+	{0},
+};
+/* clang-format on */
+
+/* What the records of all runs add up to. */
+struct command_export__totals {
+	size_t runs, written, duplicates, filtered;
+	int skipped; /* sessions of a batch without a trace */
+};
+
+/* Appends the kept, new records of the trace at path to lines. */
+static int
+command_export__run(const char *path, enum kagent_dataset_filter filter, json_t *seen,
+		    struct kagent_buffer *lines, struct command_export__totals *totals,
+		    char **cause)
+{
+	struct kagent_run_log *log = NULL;
+	size_t index;
+	int status = kagent_run_log_read(path, &log, cause);
+
+	if (status < 0)
+		return status;
+	totals->runs++;
+	for (index = 0; index < log->count; index++) {
+		json_t *record = kagent_dataset_record(log, &log->variants[index]);
+		const char *id = json_string_value(json_object_get(record, "id"));
+		char *line;
+
+		if (!kagent_dataset_keep(filter, record)) {
+			totals->filtered++;
+		} else if (json_object_get(seen, id) != NULL) {
+			totals->duplicates++;
+		} else {
+			json_object_set_new(seen, id, json_true());
+			line = json_dumps(record, JSON_COMPACT | JSON_PRESERVE_ORDER);
+			kagent_buffer_append_string(lines, line);
+			kagent_buffer_append_string(lines, "\n");
+			free(line);
+			totals->written++;
+		}
+		json_decref(record);
+	}
+	kagent_run_log_free(log);
+	return 0;
+}
+
+/* The JSON lines as Parquet at output, through export_parquet.py. */
+static int
+command_export__parquet(const struct kagent_buffer *lines, const char *output, char **cause)
+{
+	const char *arguments[] = {output, NULL};
+	char *python = NULL;
+	int exit_status = 0, status;
+
+	status = kagent_runner_script_run("export_parquet.py", arguments, lines->data ? lines->data : "",
+					  lines->length, &exit_status, &python, cause);
+	if (status < 0)
+		return status;
+	if (exit_status == KAGENT_RUNNER_SCRIPT_EXIT_MISSING_MODULE)
+		*cause = kagent_asprintf("--format parquet needs pyarrow in the runner's Python (%s): "
+					 "install it with `%s -m pip install pyarrow`, or name "
+					 "another Python with KAGENT_PYTHON",
+					 python, python);
+	else if (exit_status != 0)
+		*cause = kagent_asprintf("%s kagent_runner/export_parquet.py failed (exit status "
+					 "%d); its messages are above",
+					 python, exit_status);
+	free(python);
+	return exit_status == 0 ? 0 : -EIO;
+}
+
+static int
+command_export__handler(int argc, char **argv)
+{
+	const struct kagent_command *command = &kagent_command_export;
+	const char *format = "jsonl", *output = NULL, *store_url = NULL;
+	struct command_export__totals totals = {0};
+	enum kagent_dataset_filter filter = KAGENT_DATASET_ALL;
+	struct kagent_command_parser parser;
+	struct kagent_run_source *source = NULL;
+	struct kagent_buffer lines = {0};
+	json_t *traces = json_array(), *seen = json_object(), *path;
+	char *cause = NULL, *message = NULL;
+	int option, status = 0, parquet;
+	size_t index;
+
+	kagent_command_parser_init(&parser, command);
+	while ((option = kagent_command_parser_next(&parser, argc, argv)) != KAGENT_COMMAND_END) {
+		switch (option) {
+		case COMMAND_EXPORT_FORMAT:
+			format = optarg;
+			break;
+		case COMMAND_EXPORT_ONLY:
+			if (kagent_dataset_filter_from_name(optarg) < 0) {
+				status = kagent_command_fail(command, 0, "usage",
+							     "--only must be correct or credited");
+				goto out;
+			}
+			filter = (enum kagent_dataset_filter)kagent_dataset_filter_from_name(optarg);
+			break;
+		case COMMAND_EXPORT_OUTPUT:
+			output = optarg;
+			break;
+		case COMMAND_EXPORT_STORE:
+			store_url = optarg;
+			break;
+		case KAGENT_COMMAND_HELP:
+			kagent_command_print_help(command, stdout);
+			goto out;
+		default:
+			message = kagent_asprintf(option == KAGENT_COMMAND_MISSING_VALUE
+						      ? "%s needs a value"
+						      : "unknown option %s",
+						  argv[optind - 1]);
+			status = kagent_command_fail(command, 0, "usage", message);
+			goto out;
+		}
+	}
+	parquet = strcmp(format, "parquet") == 0;
+	if (!parquet && strcmp(format, "jsonl") != 0) {
+		status = kagent_command_fail(command, 0, "usage", "--format must be jsonl or parquet");
+		goto out;
+	}
+	if (parquet && (output == NULL || strcmp(output, "-") == 0)) {
+		status = kagent_command_fail(command, 0, "usage", "--format parquet needs -o FILE");
+		goto out;
+	}
+	if (optind >= argc) {
+		status = kagent_command_fail(command, 0, "usage",
+					     "name at least one batch, session, run folder or trace");
+		goto out;
+	}
+	source = kagent_run_source_create(store_url);
+	for (; optind < argc; optind++) {
+		if (kagent_run_source_collect(source, argv[optind], traces, &totals.skipped, &cause) <
+		    0)
+			goto failed;
+	}
+	json_array_foreach(traces, index, path)
+	{
+		if (command_export__run(json_string_value(path), filter, seen, &lines, &totals,
+					&cause) < 0)
+			goto failed;
+	}
+	if (parquet)
+		status = command_export__parquet(&lines, output, &cause);
+	else if (output != NULL && strcmp(output, "-") != 0)
+		status = kagent_fileio_write_atomic(output, lines.data ? lines.data : "",
+						    lines.length, &cause);
+	else
+		fwrite(lines.data ? lines.data : "", 1, lines.length, stdout);
+	if (status < 0)
+		goto failed;
+	fprintf(stderr,
+		"kagent export: %zu record%s from %zu run%s to %s (%zu duplicate source%s, %zu "
+		"left out by --only%s)\n",
+		totals.written, totals.written == 1 ? "" : "s", totals.runs,
+		totals.runs == 1 ? "" : "s", output != NULL ? output : "stdout", totals.duplicates,
+		totals.duplicates == 1 ? "" : "s", totals.filtered,
+		totals.skipped > 0 ? "; sessions that never started have no trace and were skipped"
+				   : "");
+	goto out;
+failed:
+	status = kagent_command_fail(command, 0, "export", cause != NULL ? cause : "failed");
+out:
+	kagent_run_source_free(source);
+	kagent_buffer_free(&lines);
+	json_decref(traces);
+	json_decref(seen);
+	free(cause);
+	free(message);
+	return status;
+}
+
+const struct kagent_command kagent_command_export = {
+    .name = "export",
+    .operands = "(BATCH|SESSION|RUN-DIR|TRACE)...",
+    .help = "write every evaluated variant of runs as dataset records (JSONL or Parquet)",
+    .options = command_export__options,
+    .handler = command_export__handler,
+};
