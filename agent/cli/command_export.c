@@ -1,8 +1,8 @@
 /*
  * `kagent export (BATCH|SESSION|RUN-DIR|TRACE)... --format jsonl|parquet [--only correct|credited]
  * -o FILE`: runs as data (docs/dataset.md). Every evaluated variant of the runs named becomes
- * one record (dataset.h), deduplicated by its source's sha256 (the first run to evaluate a
- * source keeps it); the records are written as JSON lines here, and converted to Parquet by
+ * one record (dataset.h), deduplicated by its problem's and its source's sha256 (the first run
+ * to evaluate a source for a problem keeps it); the records are written as JSON lines here, and converted to Parquet by
  * kagent_runner/export_parquet.py in the runner's Python (pyarrow), the only part that needs
  * a Parquet library.
  */
@@ -64,15 +64,17 @@ command_export__run(const char *path, enum kagent_dataset_filter filter, json_t 
 	totals->runs++;
 	for (index = 0; index < log->count; index++) {
 		json_t *record = kagent_dataset_record(log, &log->variants[index]);
-		const char *id = json_string_value(json_object_get(record, "id"));
+		/* the same source for another problem is another example */
+		char *key = kagent_asprintf("%s %s", log->problem_sha256,
+					    json_string_value(json_object_get(record, "id")));
 		char *line;
 
 		if (!kagent_dataset_keep(filter, record)) {
 			totals->filtered++;
-		} else if (json_object_get(seen, id) != NULL) {
+		} else if (json_object_get(seen, key) != NULL) {
 			totals->duplicates++;
 		} else {
-			json_object_set_new(seen, id, json_true());
+			json_object_set_new(seen, key, json_true());
 			line = json_dumps(record, JSON_COMPACT | JSON_PRESERVE_ORDER);
 			kagent_buffer_append_string(lines, line);
 			kagent_buffer_append_string(lines, "\n");
@@ -80,6 +82,7 @@ command_export__run(const char *path, enum kagent_dataset_filter filter, json_t 
 			totals->written++;
 		}
 		json_decref(record);
+		free(key);
 	}
 	kagent_run_log_free(log);
 	return 0;
@@ -114,7 +117,7 @@ static int
 command_export__handler(int argc, char **argv)
 {
 	const struct kagent_command *command = &kagent_command_export;
-	const char *format = "jsonl", *output = NULL, *store_url = NULL;
+	const char *format = "jsonl", *output = NULL, *store_url = NULL, *only = NULL;
 	struct command_export__totals totals = {0};
 	enum kagent_dataset_filter filter = KAGENT_DATASET_ALL;
 	struct kagent_command_parser parser;
@@ -132,12 +135,7 @@ command_export__handler(int argc, char **argv)
 			format = optarg;
 			break;
 		case COMMAND_EXPORT_ONLY:
-			if (kagent_dataset_filter_from_name(optarg) < 0) {
-				status = kagent_command_fail(command, 0, "usage",
-							     "--only must be correct or credited");
-				goto out;
-			}
-			filter = (enum kagent_dataset_filter)kagent_dataset_filter_from_name(optarg);
+			only = optarg; /* checked after the loop, as --format */
 			break;
 		case COMMAND_EXPORT_OUTPUT:
 			output = optarg;
@@ -162,6 +160,12 @@ command_export__handler(int argc, char **argv)
 		status = kagent_command_fail(command, 0, "usage", "--format must be jsonl or parquet");
 		goto out;
 	}
+	if (only != NULL && kagent_dataset_filter_from_name(only) < 0) {
+		status = kagent_command_fail(command, 0, "usage", "--only must be correct or credited");
+		goto out;
+	}
+	if (only != NULL)
+		filter = (enum kagent_dataset_filter)kagent_dataset_filter_from_name(only);
 	if (parquet && (output == NULL || strcmp(output, "-") == 0)) {
 		status = kagent_command_fail(command, 0, "usage", "--format parquet needs -o FILE");
 		goto out;
