@@ -198,10 +198,18 @@ static char *
 run_log__run_directory(const char *trace_path)
 {
 	const char *slash = strrchr(trace_path, '/');
+	char *folder, *parent;
 
 	if (slash == NULL)
 		return kagent_strdup("..");
-	return kagent_asprintf("%.*s/..", (int)(slash - trace_path), trace_path);
+	folder = kagent_asprintf("%.*s", (int)(slash - trace_path), trace_path);
+	parent = strrchr(folder, '/');
+	if (parent == NULL) {
+		free(folder);
+		return kagent_strdup(".");
+	}
+	parent[parent == folder ? 1 : 0] = '\0';
+	return folder;
 }
 
 static int
