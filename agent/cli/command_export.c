@@ -2,9 +2,9 @@
  * `kagent export (BATCH|SESSION|RUN-DIR|TRACE)... --format jsonl|parquet [--only correct|credited]
  * -o FILE`: runs as data (docs/dataset.md). Every evaluated variant of the runs named becomes
  * one record (dataset.h), deduplicated by its problem's and its source's sha256 (the first run
- * to evaluate a source for a problem keeps it); the records are written as JSON lines here, and converted to Parquet by
- * kagent_runner/export_parquet.py in the runner's Python (pyarrow), the only part that needs
- * a Parquet library.
+ * to evaluate a source for a problem keeps it); the records are written as JSON lines here, and
+ * converted to Parquet by kagent_runner/export_parquet.py in the runner's Python (pyarrow), the
+ * only part that needs a Parquet library.
  */
 #include "run_source.h"
 #include "runner_script.h"
@@ -96,15 +96,17 @@ command_export__parquet(const struct kagent_buffer *lines, const char *output, c
 	char *python = NULL;
 	int exit_status = 0, status;
 
-	status = kagent_runner_script_run("export_parquet.py", arguments, lines->data ? lines->data : "",
-					  lines->length, &exit_status, &python, cause);
+	status =
+	    kagent_runner_script_run("export_parquet.py", arguments, lines->data ? lines->data : "",
+				     lines->length, &exit_status, &python, cause);
 	if (status < 0)
 		return status;
 	if (exit_status == KAGENT_RUNNER_SCRIPT_EXIT_MISSING_MODULE)
-		*cause = kagent_asprintf("--format parquet needs pyarrow in the runner's Python (%s): "
-					 "install it with `%s -m pip install pyarrow`, or name "
-					 "another Python with KAGENT_PYTHON",
-					 python, python);
+		*cause =
+		    kagent_asprintf("--format parquet needs pyarrow in the runner's Python (%s): "
+				    "install it with `%s -m pip install pyarrow`, or name "
+				    "another Python with KAGENT_PYTHON",
+				    python, python);
 	else if (exit_status != 0)
 		*cause = kagent_asprintf("%s kagent_runner/export_parquet.py failed (exit status "
 					 "%d); its messages are above",
@@ -157,11 +159,13 @@ command_export__handler(int argc, char **argv)
 	}
 	parquet = strcmp(format, "parquet") == 0;
 	if (!parquet && strcmp(format, "jsonl") != 0) {
-		status = kagent_command_fail(command, 0, "usage", "--format must be jsonl or parquet");
+		status =
+		    kagent_command_fail(command, 0, "usage", "--format must be jsonl or parquet");
 		goto out;
 	}
 	if (only != NULL && kagent_dataset_filter_from_name(only) < 0) {
-		status = kagent_command_fail(command, 0, "usage", "--only must be correct or credited");
+		status =
+		    kagent_command_fail(command, 0, "usage", "--only must be correct or credited");
 		goto out;
 	}
 	if (only != NULL)
@@ -171,14 +175,14 @@ command_export__handler(int argc, char **argv)
 		goto out;
 	}
 	if (optind >= argc) {
-		status = kagent_command_fail(command, 0, "usage",
-					     "name at least one batch, session, run folder or trace");
+		status = kagent_command_fail(
+		    command, 0, "usage", "name at least one batch, session, run folder or trace");
 		goto out;
 	}
 	source = kagent_run_source_create(store_url);
 	for (; optind < argc; optind++) {
-		if (kagent_run_source_collect(source, argv[optind], traces, &totals.skipped, &cause) <
-		    0)
+		if (kagent_run_source_collect(source, argv[optind], traces, &totals.skipped,
+					      &cause) < 0)
 			goto failed;
 	}
 	json_array_foreach(traces, index, path)

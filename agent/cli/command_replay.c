@@ -54,8 +54,7 @@ struct command_replay__settings {
 
 /* "1.23x [1.10, 1.40]" or "-". */
 static void
-command_replay__format_speedup(char *buffer, size_t size, const json_t *speedup,
-			       const char *moment)
+command_replay__format_speedup(char *buffer, size_t size, const json_t *speedup, const char *moment)
 {
 	char key[16];
 	const json_t *value = json_object_get(speedup, moment);
@@ -124,28 +123,29 @@ command_replay__variant(const struct kagent_run_log *log, const struct kagent_ru
 		options.device = settings->device;
 	options.gpu_index = settings->gpu_index;
 	options.candidate_path = path;
-	if (kagent_fileio_write_atomic(path, variant->source, strlen(variant->source), &cause) < 0) {
+	if (kagent_fileio_write_atomic(path, variant->source, strlen(variant->source), &cause) <
+	    0) {
 		now = kagent_verdict_error_json("io", cause);
 	} else if (kagent_evaluation_run_sync(&options, &now) == 0) {
 		row = kagent_evidence_compare(variant->verdict, now);
 		json_object_del(row, "schema");
 		json_object_set_new(row, "variant", json_string(variant->id));
-		json_object_set_new(row, "speedup_then",
-				    json_real(kagent_variants_verdict_speedup(log->baseline,
-									      variant->verdict)));
 		json_object_set_new(
-		    row, "speedup_now",
-		    json_real(kagent_variants_verdict_speedup(log->baseline, now)));
+		    row, "speedup_then",
+		    json_real(kagent_variants_verdict_speedup(log->baseline, variant->verdict)));
+		json_object_set_new(row, "speedup_now",
+				    json_real(kagent_variants_verdict_speedup(log->baseline, now)));
 		json_object_set_new(row, "seed", json_integer((json_int_t)options.seed));
 		json_object_set_new(row, "error", json_null());
 		json_object_set_new(row, "verdict", now);
 		goto out;
 	}
 	/* No verdict now (no GPU, a worker that failed): the row says why, nothing matches. */
-	row = json_pack("{s:s, s:O?, s:n, s:b, s:b, s:s?, s:O, s:n}", "variant", variant->id,
-			"status_then", json_object_get(variant->verdict, "status"), "status_now",
-			"status_match", 0, "verified", 0, "reason",
-			json_string_value(json_object_get(now, "message")), "error", now, "verdict");
+	row =
+	    json_pack("{s:s, s:O?, s:n, s:b, s:b, s:s?, s:O, s:n}", "variant", variant->id,
+		      "status_then", json_object_get(variant->verdict, "status"), "status_now",
+		      "status_match", 0, "verified", 0, "reason",
+		      json_string_value(json_object_get(now, "message")), "error", now, "verdict");
 	json_decref(now);
 out:
 	free(path);
@@ -212,9 +212,9 @@ command_replay__run(const struct kagent_run_log *log,
 			 "schema", REPLAY_SCHEMA, "trace", log->trace_path, "run_id", log->run_id,
 			 "problem", log->problem_name, "problem_path", log->problem_path,
 			 "baseline", kagent_target_baseline_name(log->baseline), "variants", rows,
-			 "best", "then", log->best, "now", best_now, "holds", holds, "variants_total",
-			 (json_int_t)log->count, "statuses_matching", (json_int_t)matching,
-			 "reproduced", reproduced, "reason", reason);
+			 "best", "then", log->best, "now", best_now, "holds", holds,
+			 "variants_total", (json_int_t)log->count, "statuses_matching",
+			 (json_int_t)matching, "reproduced", reproduced, "reason", reason);
 }
 
 static void
@@ -324,8 +324,8 @@ command_replay__handler(int argc, char **argv)
 	status = json_is_true(json_object_get(result, "reproduced")) ? 0 : 1;
 	goto out;
 failed:
-	status = kagent_command_fail(command, settings.json, "replay",
-				     cause != NULL ? cause : "failed");
+	status =
+	    kagent_command_fail(command, settings.json, "replay", cause != NULL ? cause : "failed");
 out:
 	if (folder != NULL && log != NULL) {
 		free(cause);

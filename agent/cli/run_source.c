@@ -177,8 +177,7 @@ run_source__batch(struct kagent_run_source *source, const char *id, json_t *trac
 }
 
 static int
-run_source__session(struct kagent_run_source *source, const char *id, json_t *traces,
-		    char **cause)
+run_source__session(struct kagent_run_source *source, const char *id, json_t *traces, char **cause)
 {
 	json_t *session = NULL;
 	const char *path;
@@ -192,11 +191,10 @@ run_source__session(struct kagent_run_source *source, const char *id, json_t *tr
 	if (path != NULL) {
 		json_array_append_new(traces, json_string(path));
 	} else {
-		*cause = kagent_asprintf(
-		    "session %s has no trace: it is %s and never started", id,
-		    json_string_value(json_object_get(session, "state"))
-			? json_string_value(json_object_get(session, "state"))
-			: "unknown");
+		*cause = kagent_asprintf("session %s has no trace: it is %s and never started", id,
+					 json_string_value(json_object_get(session, "state"))
+					     ? json_string_value(json_object_get(session, "state"))
+					     : "unknown");
 		status = -ENOENT;
 	}
 	json_decref(session);
@@ -204,8 +202,8 @@ run_source__session(struct kagent_run_source *source, const char *id, json_t *tr
 }
 
 int
-kagent_run_source_collect(struct kagent_run_source *source, const char *operand,
-			  json_t *traces, int *skipped_out, char **cause)
+kagent_run_source_collect(struct kagent_run_source *source, const char *operand, json_t *traces,
+			  int *skipped_out, char **cause)
 {
 	struct stat info;
 

@@ -20,7 +20,7 @@ void kagent_run_source_free(struct kagent_run_source *source);
  * *skipped_out. Returns 0, or a negative errno with *cause: -ENOENT for an operand that is no
  * file, folder, batch or session, or a session without a trace.
  */
-int kagent_run_source_collect(struct kagent_run_source *source, const char *operand,
-			      json_t *traces, int *skipped_out, char **cause);
+int kagent_run_source_collect(struct kagent_run_source *source, const char *operand, json_t *traces,
+			      int *skipped_out, char **cause);
 
 #endif

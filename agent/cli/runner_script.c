@@ -53,8 +53,8 @@ kagent_runner_script_run(const char *name, const char *const *arguments, const c
 	script = kagent_asprintf("%s/kagent_runner/%s", runner, name);
 	argv[count++] = python;
 	argv[count++] = script;
-	for (index = 0; arguments != NULL && arguments[index] != NULL &&
-			index < RUNNER_SCRIPT_MAX_ARGUMENTS;
+	for (index = 0;
+	     arguments != NULL && arguments[index] != NULL && index < RUNNER_SCRIPT_MAX_ARGUMENTS;
 	     index++)
 		argv[count++] = arguments[index];
 	argv[count] = NULL;
@@ -89,8 +89,8 @@ kagent_runner_script_run(const char *name, const char *const *arguments, const c
 	while (waitpid(child, &wait_status, 0) < 0 && errno == EINTR)
 		continue;
 	signal(SIGPIPE, old_pipe);
-	*exit_status_out = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status)
-						  : 128 + WTERMSIG(wait_status);
+	*exit_status_out =
+	    WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
 out:
 	if (pipe_fds[0] >= 0)
 		close(pipe_fds[0]);

@@ -68,8 +68,8 @@ dataset__environment(const json_t *environment)
 	json_t *kept = json_object();
 	size_t index;
 
-	for (index = 0; index < sizeof dataset__environment_keys / sizeof *dataset__environment_keys;
-	     index++)
+	for (index = 0;
+	     index < sizeof dataset__environment_keys / sizeof *dataset__environment_keys; index++)
 		json_object_set_new(
 		    kept, dataset__environment_keys[index],
 		    dataset__text(json_object_get(environment, dataset__environment_keys[index])));
@@ -90,8 +90,8 @@ kagent_dataset_record(const struct kagent_run_log *log, const struct kagent_run_
 	const char *status = json_string_value(json_object_get(verdict, "status"));
 	int correct = status != NULL && strcmp(status, "correct") == 0;
 	/* the credit rule; a verdict from before it has no credit object and keeps its speedup */
-	int credited =
-	    correct && !json_is_false(json_object_get(json_object_get(verdict, "credit"), "credited"));
+	int credited = correct && !json_is_false(json_object_get(json_object_get(verdict, "credit"),
+								 "credited"));
 	char *verdict_text = json_dumps(verdict, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_t *record = json_object();
 
@@ -105,9 +105,9 @@ kagent_dataset_record(const struct kagent_run_log *log, const struct kagent_run_
 	json_object_set_new(record, "parent", dataset__string_or_null(variant->parent));
 	json_object_set_new(record, "turn", json_integer(variant->turn));
 	json_object_set_new(record, "source", json_string(variant->source));
-	json_object_set_new(record, "backend",
-			    dataset__text(json_object_get(json_object_get(verdict, "candidate"),
-							  "backend")));
+	json_object_set_new(
+	    record, "backend",
+	    dataset__text(json_object_get(json_object_get(verdict, "candidate"), "backend")));
 	json_object_set_new(record, "messages", json_copy(variant->messages));
 	json_object_set_new(record, "model", dataset__string_or_null(log->model));
 	json_object_set_new(record, "provider", dataset__string_or_null(log->provider));
@@ -121,7 +121,8 @@ kagent_dataset_record(const struct kagent_run_log *log, const struct kagent_run_
 			    dataset__real(json_object_get(timing, "speedup_vs_compile")));
 	json_object_set_new(record, "speedup_vs_compile_ci95",
 			    dataset__interval(json_object_get(timing, "speedup_vs_compile_ci95")));
-	json_object_set_new(record, "timing_basis", dataset__text(json_object_get(timing, "basis")));
+	json_object_set_new(record, "timing_basis",
+			    dataset__text(json_object_get(timing, "basis")));
 	json_object_set_new(
 	    record, "candidate_ms",
 	    dataset__real(json_object_get(json_object_get(timing, "candidate"), "median_ms")));

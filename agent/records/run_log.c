@@ -40,8 +40,8 @@ run_log__message(const char *role, const json_t *content, const json_t *reasonin
 	return json_pack("{s:s, s:O?, s:O?, s:o?, s:O?, s:O?}", "role", role, "content",
 			 json_is_string(content) ? content : NULL, "reasoning",
 			 json_is_string(reasoning) ? reasoning : NULL, "tool_calls", tool_calls,
-			 "tool_call_id", json_is_string(tool_call_id) ? tool_call_id : NULL,
-			 "name", json_is_string(name) ? name : NULL);
+			 "tool_call_id", json_is_string(tool_call_id) ? tool_call_id : NULL, "name",
+			 json_is_string(name) ? name : NULL);
 }
 
 /* The assistant message of a reply record, its tool calls reduced to {id, name, arguments}. */
@@ -118,8 +118,7 @@ run_log__add_variant(struct run_log__reading *reading, const json_t *record)
 	}
 	variant->messages = json_array();
 	for (index = 0; index < reading->replied; index++)
-		json_array_append(variant->messages,
-				  json_array_get(reading->conversation, index));
+		json_array_append(variant->messages, json_array_get(reading->conversation, index));
 	log->count++;
 }
 
@@ -153,10 +152,10 @@ run_log__record(const json_t *record, void *data)
 	} else if (strcmp(type, "tool_call") == 0) {
 		run_log__remember_source(reading, record);
 	} else if (strcmp(type, "tool_result") == 0) {
-		json_array_append_new(
-		    reading->conversation,
-		    run_log__message("tool", json_object_get(record, "content"), NULL, NULL,
-				     json_object_get(record, "id"), json_object_get(record, "name")));
+		json_array_append_new(reading->conversation,
+				      run_log__message("tool", json_object_get(record, "content"),
+						       NULL, NULL, json_object_get(record, "id"),
+						       json_object_get(record, "name")));
 	} else if (strcmp(type, "verdict") == 0 && purpose != NULL &&
 		   strcmp(purpose, "evaluate") == 0) {
 		run_log__add_variant(reading, record);
@@ -180,7 +179,8 @@ run_log__read_matching(const char *path, const char *sha256, char **source_out)
 	char hex[KAGENT_SHA256_HEX_SIZE], *source = NULL, *cause = NULL;
 	size_t size;
 
-	if (path == NULL || kagent_fileio_read(path, RUN_LOG_SOURCE_CAP, &source, &size, &cause) < 0) {
+	if (path == NULL ||
+	    kagent_fileio_read(path, RUN_LOG_SOURCE_CAP, &source, &size, &cause) < 0) {
 		free(cause);
 		return 0;
 	}
@@ -257,12 +257,11 @@ run_log__find_sources(struct kagent_run_log *log, const char *directory, char **
 			continue;
 		path = kagent_asprintf("%s/variants/%s/%s.py", directory, log->run_id, variant->id);
 		if (!run_log__read_matching(path, variant->source_sha256, &variant->source)) {
-			*cause = kagent_asprintf("%s: the source of %s (sha256 %s) is neither in the "
-						 "trace nor at %s",
-						 log->trace_path, variant->id,
-						 variant->source_sha256[0] ? variant->source_sha256
-									   : "unknown",
-						 path);
+			*cause = kagent_asprintf(
+			    "%s: the source of %s (sha256 %s) is neither in the "
+			    "trace nor at %s",
+			    log->trace_path, variant->id,
+			    variant->source_sha256[0] ? variant->source_sha256 : "unknown", path);
 			free(path);
 			return -ENOENT;
 		}

@@ -8,11 +8,32 @@
 #include <math.h>
 
 static const char *const record_keys[] = {
-    "schema", "id", "problem_id", "problem_name", "problem_source", "run_id", "variant",
-    "parent", "turn", "source", "backend", "messages", "model", "provider", "status", "reason",
-    "speedup_vs_eager", "speedup_vs_eager_ci95", "speedup_vs_compile",
-    "speedup_vs_compile_ci95", "timing_basis", "candidate_ms", "credited", "environment",
-    "verdict", "kagent_version",
+    "schema",
+    "id",
+    "problem_id",
+    "problem_name",
+    "problem_source",
+    "run_id",
+    "variant",
+    "parent",
+    "turn",
+    "source",
+    "backend",
+    "messages",
+    "model",
+    "provider",
+    "status",
+    "reason",
+    "speedup_vs_eager",
+    "speedup_vs_eager_ci95",
+    "speedup_vs_compile",
+    "speedup_vs_compile_ci95",
+    "timing_basis",
+    "candidate_ms",
+    "credited",
+    "environment",
+    "verdict",
+    "kagent_version",
 };
 
 /* A log of one run holding variant; the strings are borrowed from the test. */
@@ -54,14 +75,14 @@ test_correct_record(void)
 {
 	struct kagent_run_log log;
 	struct kagent_run_variant variant;
-	json_t *verdict = json_pack(
-	    "{s:s, s:s, s:{s:s}, s:{s:i, s:[f, i], s:n, s:s, s:{s:f}}, s:{s:b}, "
-	    "s:{s:s, s:s, s:f, s:i, s:n}}",
-	    "status", "correct", "reason", "all trials passed", "candidate", "backend", "triton",
-	    "timing", "speedup_vs_eager", 2, "speedup_vs_eager_ci95", 1.5, 3, "speedup_vs_compile",
-	    "basis", "device", "candidate", "median_ms", 0.5, "credit", "credited", 1,
-	    "environment", "device", "cuda", "gpu", "NVIDIA H100", "compute_capability", 9.0,
-	    "driver", 580, "triton");
+	json_t *verdict =
+	    json_pack("{s:s, s:s, s:{s:s}, s:{s:i, s:[f, i], s:n, s:s, s:{s:f}}, s:{s:b}, "
+		      "s:{s:s, s:s, s:f, s:i, s:n}}",
+		      "status", "correct", "reason", "all trials passed", "candidate", "backend",
+		      "triton", "timing", "speedup_vs_eager", 2, "speedup_vs_eager_ci95", 1.5, 3,
+		      "speedup_vs_compile", "basis", "device", "candidate", "median_ms", 0.5,
+		      "credit", "credited", 1, "environment", "device", "cuda", "gpu",
+		      "NVIDIA H100", "compute_capability", 9.0, "driver", 580, "triton");
 	json_t *record, *parsed;
 	size_t index;
 
@@ -85,7 +106,7 @@ test_correct_record(void)
 	CHECK(json_real_value(json_object_get(record, "candidate_ms")) == 0.5);
 	CHECK(json_is_true(json_object_get(record, "credited")));
 	CHECK_STRING(json_string_value(json_object_get(json_object_get(record, "environment"),
-						      "compute_capability")),
+						       "compute_capability")),
 		     "9");
 	CHECK_STRING(
 	    json_string_value(json_object_get(json_object_get(record, "environment"), "driver")),

@@ -61,8 +61,8 @@ write_start(struct fixture *fixture, const char *problem_path)
 	    json_pack("{s:s, s:b, s:s, s:s, s:s, s:s, s:s, s:{s:{s:s, s:s}, s:{s:s}}}", "run_id",
 		      "run-1", "resumed", 0, "problem", problem_path, "problem_name", "relu",
 		      "problem_sha256", sha256, "kagent_version", "0.1.0", "system", "be fast",
-		      "config", "provider", "model", "m-1", "api", "anthropic", "target", "baseline",
-		      "eager"));
+		      "config", "provider", "model", "m-1", "api", "anthropic", "target",
+		      "baseline", "eager"));
 }
 
 /* An assistant reply that evaluates source (NULL: the call's arguments carry no source). */
@@ -84,8 +84,8 @@ write_turn(struct fixture *fixture, int turn, const char *text, const char *sour
 }
 
 static void
-write_verdict(struct fixture *fixture, const char *variant, const char *purpose,
-	      const char *source, const char *status, int turn)
+write_verdict(struct fixture *fixture, const char *variant, const char *purpose, const char *source,
+	      const char *status, int turn)
 {
 	char sha256[KAGENT_SHA256_HEX_SIZE];
 
@@ -155,8 +155,9 @@ test_variants(void)
 	CHECK_STRING(
 	    json_string_value(json_object_get(json_array_get(two->messages, 3), "tool_call_id")),
 	    "call-1");
-	CHECK_STRING(json_string_value(json_object_get(json_array_get(two->messages, 4), "content")),
-		     "second");
+	CHECK_STRING(
+	    json_string_value(json_object_get(json_array_get(two->messages, 4), "content")),
+	    "second");
 	/* every key present, so a columnar file sees one shape */
 	CHECK(json_object_size(json_array_get(one->messages, 0)) == 6);
 	CHECK(json_is_null(json_object_get(json_array_get(one->messages, 0), "tool_calls")));

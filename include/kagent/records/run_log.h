@@ -37,10 +37,10 @@ struct kagent_run_log {
 	const char *run_id;
 	const char *problem_name;
 	const char *problem_sha256;
-	char *problem_path;   /* a file holding the problem with that sha256 */
-	char *problem_source; /* its text */
-	const char *model;    /* config.provider.model, NULL when unknown */
-	const char *provider; /* config.provider.api */
+	char *problem_path;		      /* a file holding the problem with that sha256 */
+	char *problem_source;		      /* its text */
+	const char *model;		      /* config.provider.model, NULL when unknown */
+	const char *provider;		      /* config.provider.api */
 	enum kagent_target_baseline baseline; /* config.target.baseline */
 	struct kagent_run_variant *variants;
 	size_t count;
