@@ -364,11 +364,10 @@ kagent_evidence_options_from_verdict(const json_t *verdict,
 	options->signed_trials = signed_trials > 0 && signed_trials <= 1000 ? signed_trials : -1;
 	options->device = device != NULL && strcmp(device, "cpu") == 0 ? "cpu" : "cuda";
 	/* the basis the numbers were read in, a fallback to wall included */
-	options->speedup_basis =
-	    kagent_verdict_basis_from_name(evidence__string(timing, "basis")) ==
-		    KAGENT_VERDICT_BASIS_WALL
-		? KAGENT_VERDICT_BASIS_WALL
-		: KAGENT_VERDICT_BASIS_DEVICE;
+	options->speedup_basis = kagent_verdict_basis_from_name(
+				     evidence__string(timing, "basis")) == KAGENT_VERDICT_BASIS_WALL
+				     ? KAGENT_VERDICT_BASIS_WALL
+				     : KAGENT_VERDICT_BASIS_DEVICE;
 }
 
 /* [low, high] from a verdict's interval, or 0 without one. */
