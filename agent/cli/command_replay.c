@@ -18,6 +18,7 @@
 #include "kagent/records/run_log.h"
 #include "kagent/records/variants.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,13 +176,15 @@ command_replay__best_now(const struct kagent_run_log *log, const json_t *rows)
 	return best;
 }
 
-/* Replays every variant; the whole comparison in a new object. */
-static json_t *
+/* Replays every variant into *result_out (the whole comparison). Returns 0, or -ENODEV with
+ * *cause when this machine has no GPU for it: then no variant can run here. */
+static int
 command_replay__run(const struct kagent_run_log *log,
-		    const struct command_replay__settings *settings, const char *folder)
+		    const struct command_replay__settings *settings, const char *folder,
+		    json_t **result_out, char **cause)
 {
 	json_t *rows = json_array(), *row;
-	const char *best_now, *reason;
+	const char *best_now, *reason, *error;
 	size_t index, matching = 0, verified = 0;
 	int same_gpu = 1, holds, reproduced;
 
@@ -189,6 +192,15 @@ command_replay__run(const struct kagent_run_log *log,
 		command_replay__print_header(log, stdout);
 	for (index = 0; index < log->count; index++) {
 		row = command_replay__variant(log, &log->variants[index], settings, folder);
+		error = json_string_value(json_object_get(json_object_get(row, "error"), "error"));
+		if (error != NULL && strcmp(error, "no_gpu") == 0) {
+			*cause =
+			    kagent_asprintf("%s; to replay on the CPU instead, add --device cpu",
+					    json_string_value(json_object_get(row, "reason")));
+			json_decref(row);
+			json_decref(rows);
+			return -ENODEV;
+		}
 		matching += json_is_true(json_object_get(row, "status_match"));
 		verified += json_is_true(json_object_get(row, "verified"));
 		same_gpu = same_gpu && json_is_true(json_object_get(row, "same_gpu"));
@@ -207,14 +219,15 @@ command_replay__run(const struct kagent_run_log *log,
 		 : holds ? "every status reproduced, the speedups' intervals overlap and the best "
 			   "holds"
 			 : "every variant reproduced, but another variant would be the best";
-	return json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:o, s:{s:s?, s:s?, s:b}, s:I, s:I, s:b, "
-			 "s:s}",
-			 "schema", REPLAY_SCHEMA, "trace", log->trace_path, "run_id", log->run_id,
-			 "problem", log->problem_name, "problem_path", log->problem_path,
-			 "baseline", kagent_target_baseline_name(log->baseline), "variants", rows,
-			 "best", "then", log->best, "now", best_now, "holds", holds,
-			 "variants_total", (json_int_t)log->count, "statuses_matching",
-			 (json_int_t)matching, "reproduced", reproduced, "reason", reason);
+	*result_out = json_pack(
+	    "{s:s, s:s, s:s, s:s?, s:s, s:s, s:o, s:{s:s?, s:s?, s:b}, s:I, s:I, s:b, "
+	    "s:s}",
+	    "schema", REPLAY_SCHEMA, "trace", log->trace_path, "run_id", log->run_id, "problem",
+	    log->problem_name, "problem_path", log->problem_path, "baseline",
+	    kagent_target_baseline_name(log->baseline), "variants", rows, "best", "then", log->best,
+	    "now", best_now, "holds", holds, "variants_total", (json_int_t)log->count,
+	    "statuses_matching", (json_int_t)matching, "reproduced", reproduced, "reason", reason);
+	return 0;
 }
 
 static void
@@ -244,7 +257,7 @@ command_replay__handler(int argc, char **argv)
 	struct kagent_command_parser parser;
 	struct kagent_run_source *source = NULL;
 	struct kagent_run_log *log = NULL;
-	const char *store_url = NULL;
+	const char *store_url = NULL, *kind = "replay";
 	json_t *traces = json_array(), *result = NULL;
 	char *cause = NULL, *message = NULL, *folder = NULL, *cache = NULL;
 	int option, status = 0, skipped = 0, index;
@@ -314,7 +327,10 @@ command_replay__handler(int argc, char **argv)
 		cause = kagent_asprintf("cannot create a folder for the variants in %s", cache);
 		goto failed;
 	}
-	result = command_replay__run(log, &settings, folder);
+	if (command_replay__run(log, &settings, folder, &result, &cause) < 0) {
+		kind = "no_gpu";
+		goto failed;
+	}
 	if (settings.json) {
 		json_dumpf(result, stdout, JSON_INDENT(2));
 		fputc('\n', stdout);
@@ -325,7 +341,7 @@ command_replay__handler(int argc, char **argv)
 	goto out;
 failed:
 	status =
-	    kagent_command_fail(command, settings.json, "replay", cause != NULL ? cause : "failed");
+	    kagent_command_fail(command, settings.json, kind, cause != NULL ? cause : "failed");
 out:
 	if (folder != NULL && log != NULL) {
 		free(cause);

@@ -102,6 +102,13 @@ def export_jsonl():
         with open(output) as f:
             if SECRET in f.read():
                 problems.append("the API key is in the export")
+        # no GPU (no driver here, whatever the machine has): exit 2 before any variant
+        run.environment["KAGENT_LIBCUDA"] = "/nonexistent/libcuda.so.1"
+        result = kagent(run, "replay", run.final["trace"], "--device", "cuda", "--json")
+        if result.returncode != 2 or "add --device cpu" not in result.stderr \
+                or json.loads(result.stdout or "{}").get("error") != "no_gpu":
+            problems.append(f"replay without a GPU: exit {result.returncode}: {result.stdout}")
+        del run.environment["KAGENT_LIBCUDA"]
         correct = os.path.join(run.folder, "correct.jsonl")
         result = kagent(run, "export", run.final["trace"], "--only", "correct", "-o", correct)
         if result.returncode != 0 or [r["variant"] for r in read_lines(correct)] != ["v1", "v2"]:
