@@ -75,7 +75,8 @@ kagent_runner_script_run(const char *name, const char *const *arguments, const c
 		dup2(pipe_fds[0], STDIN_FILENO);
 		/* stdout carries the command's own output (one JSON object with --json). */
 		dup2(STDERR_FILENO, STDOUT_FILENO);
-		execv(python, (char *const *)argv);
+		/* a bare name (KAGENT_PYTHON=python3) is looked up on PATH */
+		execvp(python, (char *const *)argv);
 		fprintf(stderr, "kagent: cannot run %s: %s\n", python, strerror(errno));
 		_exit(127);
 	}
