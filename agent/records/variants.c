@@ -221,7 +221,7 @@ kagent_variants_final_candidate(const struct kagent_variants *variants)
 
 /* ---- verdicts and seeds ---- */
 
-static double variants__measured_speedup(const struct kagent_variants *variants,
+static double variants__measured_speedup(enum kagent_target_baseline baseline,
 					 const json_t *verdict);
 
 struct kagent_variant *
@@ -237,7 +237,7 @@ kagent_variants_best_evaluated(const struct kagent_variants *variants)
 
 		if (variant->verdict == NULL)
 			continue;
-		speedup = variants__measured_speedup(variants, variant->verdict);
+		speedup = variants__measured_speedup(variants->baseline, variant->verdict);
 		if (speedup > best_speedup || (best_speedup == 0.0 && speedup == 0.0)) {
 			best = variant;
 			best_speedup = speedup;
