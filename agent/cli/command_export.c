@@ -6,6 +6,7 @@
  * converted to Parquet by kagent_runner/export_parquet.py in the runner's Python (pyarrow), the
  * only part that needs a Parquet library.
  */
+#include "daemon_call.h"
 #include "run_source.h"
 #include "runner_script.h"
 
@@ -36,9 +37,8 @@ static const struct kagent_command_option command_export__options[] = {
 		"only correct and credited ones (the credit rule)", "every evaluated variant", NULL},
 	[COMMAND_EXPORT_OUTPUT] = {"output", 'o', "FILE", "where to write the records (replaced "
 		"whole)", "stdout for jsonl; parquet needs a file", NULL},
-	[COMMAND_EXPORT_STORE] = {"store", 0, "URL", "kagentd's store, where batch and session "
-		"ids are looked up", "sqlite:$XDG_STATE_HOME/kagent/kagent.db, else "
-		"sqlite:~/.local/state/kagent/kagent.db", NULL},
+	[COMMAND_EXPORT_STORE] = KAGENT_RUN_SOURCE_STORE_OPTION,
+	KAGENT_DAEMON_CALL_OPTIONS,
 	{0},
 };
 /* clang-format on */
@@ -115,73 +115,73 @@ command_export__parquet(const struct kagent_buffer *lines, const char *output, c
 	return exit_status == 0 ? 0 : -EIO;
 }
 
+/* The summary: one line on stderr, and with --json one object on stdout. */
+static void
+command_export__summary(const struct kagent_daemon_call *call, const char *format,
+			const char *output, const struct command_export__totals *totals)
+{
+	if (call->json) {
+		json_t *summary = json_pack(
+		    "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:i}", "schema", "kagent.export/1",
+		    "output", output, "format", format, "records", (json_int_t)totals->written,
+		    "runs", (json_int_t)totals->runs, "duplicates", (json_int_t)totals->duplicates,
+		    "filtered", (json_int_t)totals->filtered, "skipped_sessions", totals->skipped);
+
+		kagent_daemon_call_print_json(summary);
+		json_decref(summary);
+	}
+	fprintf(stderr,
+		"kagent export: %zu record%s from %zu run%s to %s (%zu duplicate source%s, %zu "
+		"left out by --only%s)\n",
+		totals->written, totals->written == 1 ? "" : "s", totals->runs,
+		totals->runs == 1 ? "" : "s", output != NULL ? output : "stdout",
+		totals->duplicates, totals->duplicates == 1 ? "" : "s", totals->filtered,
+		totals->skipped > 0 ? "; sessions that never started have no trace and were skipped"
+				    : "");
+}
+
 static int
 command_export__handler(int argc, char **argv)
 {
-	const struct kagent_command *command = &kagent_command_export;
-	const char *format = "jsonl", *output = NULL, *store_url = NULL, *only = NULL;
+	const char *format, *output, *only;
 	struct command_export__totals totals = {0};
 	enum kagent_dataset_filter filter = KAGENT_DATASET_ALL;
-	struct kagent_command_parser parser;
+	struct kagent_daemon_call call;
 	struct kagent_run_source *source = NULL;
 	struct kagent_buffer lines = {0};
 	json_t *traces = json_array(), *seen = json_object(), *path;
-	char *cause = NULL, *message = NULL;
-	int option, status = 0, parquet;
+	char *cause = NULL;
+	const char *usage = NULL;
+	int status = 0, parquet, operand;
 	size_t index;
 
-	kagent_command_parser_init(&parser, command);
-	while ((option = kagent_command_parser_next(&parser, argc, argv)) != KAGENT_COMMAND_END) {
-		switch (option) {
-		case COMMAND_EXPORT_FORMAT:
-			format = optarg;
-			break;
-		case COMMAND_EXPORT_ONLY:
-			only = optarg; /* checked after the loop, as --format */
-			break;
-		case COMMAND_EXPORT_OUTPUT:
-			output = optarg;
-			break;
-		case COMMAND_EXPORT_STORE:
-			store_url = optarg;
-			break;
-		case KAGENT_COMMAND_HELP:
-			kagent_command_print_help(command, stdout);
-			goto out;
-		default:
-			message = kagent_asprintf(option == KAGENT_COMMAND_MISSING_VALUE
-						      ? "%s needs a value"
-						      : "unknown option %s",
-						  argv[optind - 1]);
-			status = kagent_command_fail(command, 0, "usage", message);
-			goto out;
-		}
-	}
-	parquet = strcmp(format, "parquet") == 0;
-	if (!parquet && strcmp(format, "jsonl") != 0) {
-		status =
-		    kagent_command_fail(command, 0, "usage", "--format must be jsonl or parquet");
+	if (!kagent_daemon_call_parse(&call, &kagent_command_export, argc, argv, &status))
 		goto out;
-	}
-	if (only != NULL && kagent_dataset_filter_from_name(only) < 0) {
-		status =
-		    kagent_command_fail(command, 0, "usage", "--only must be correct or credited");
+	format = call.values[COMMAND_EXPORT_FORMAT] ? call.values[COMMAND_EXPORT_FORMAT] : "jsonl";
+	output = call.values[COMMAND_EXPORT_OUTPUT];
+	if (output != NULL && strcmp(output, "-") == 0)
+		output = NULL;
+	only = call.values[COMMAND_EXPORT_ONLY];
+	parquet = strcmp(format, "parquet") == 0;
+	if (!parquet && strcmp(format, "jsonl") != 0)
+		usage = "--format must be jsonl or parquet";
+	else if (only != NULL && kagent_dataset_filter_from_name(only) < 0)
+		usage = "--only must be correct or credited";
+	else if (parquet && output == NULL)
+		usage = "--format parquet needs -o FILE";
+	else if (call.json && output == NULL)
+		usage = "--json prints a summary on stdout, so the records need -o FILE";
+	else if (call.first_operand >= argc)
+		usage = "name at least one batch, session, run folder or trace";
+	if (usage != NULL) {
+		status = kagent_daemon_call_fail(&call, KAGENT_COMMAND_EXIT_ERROR, "usage", usage);
 		goto out;
 	}
 	if (only != NULL)
 		filter = (enum kagent_dataset_filter)kagent_dataset_filter_from_name(only);
-	if (parquet && (output == NULL || strcmp(output, "-") == 0)) {
-		status = kagent_command_fail(command, 0, "usage", "--format parquet needs -o FILE");
-		goto out;
-	}
-	if (optind >= argc) {
-		status = kagent_command_fail(
-		    command, 0, "usage", "name at least one batch, session, run folder or trace");
-		goto out;
-	}
-	source = kagent_run_source_create(store_url);
-	for (; optind < argc; optind++) {
-		if (kagent_run_source_collect(source, argv[optind], traces, &totals.skipped,
+	source = kagent_run_source_create(&call);
+	for (operand = call.first_operand; operand < argc; operand++) {
+		if (kagent_run_source_collect(source, argv[operand], traces, &totals.skipped,
 					      &cause) < 0)
 			goto failed;
 	}
@@ -193,31 +193,24 @@ command_export__handler(int argc, char **argv)
 	}
 	if (parquet)
 		status = command_export__parquet(&lines, output, &cause);
-	else if (output != NULL && strcmp(output, "-") != 0)
+	else if (output != NULL)
 		status = kagent_fileio_write_atomic(output, lines.data ? lines.data : "",
 						    lines.length, &cause);
 	else
 		fwrite(lines.data ? lines.data : "", 1, lines.length, stdout);
 	if (status < 0)
 		goto failed;
-	fprintf(stderr,
-		"kagent export: %zu record%s from %zu run%s to %s (%zu duplicate source%s, %zu "
-		"left out by --only%s)\n",
-		totals.written, totals.written == 1 ? "" : "s", totals.runs,
-		totals.runs == 1 ? "" : "s", output != NULL ? output : "stdout", totals.duplicates,
-		totals.duplicates == 1 ? "" : "s", totals.filtered,
-		totals.skipped > 0 ? "; sessions that never started have no trace and were skipped"
-				   : "");
+	command_export__summary(&call, format, output, &totals);
 	goto out;
 failed:
-	status = kagent_command_fail(command, 0, "export", cause != NULL ? cause : "failed");
+	status = kagent_daemon_call_fail(&call, KAGENT_COMMAND_EXIT_ERROR, "export",
+					 cause != NULL ? cause : "failed");
 out:
 	kagent_run_source_free(source);
 	kagent_buffer_free(&lines);
 	json_decref(traces);
 	json_decref(seen);
 	free(cause);
-	free(message);
 	return status;
 }
 

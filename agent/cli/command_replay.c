@@ -7,6 +7,7 @@
  * It also says whether the run's best would still be its best. No model is called: the
  * variants come from the trace (run_log.h).
  */
+#include "daemon_call.h"
 #include "run_source.h"
 
 #include "kagent/base/alloc.h"
@@ -27,7 +28,6 @@
 #define REPLAY_SCHEMA "kagent.replay/1"
 
 enum {
-	COMMAND_REPLAY_JSON,
 	COMMAND_REPLAY_DEVICE,
 	COMMAND_REPLAY_GPU,
 	COMMAND_REPLAY_STORE,
@@ -35,14 +35,12 @@ enum {
 
 /* clang-format off */
 static const struct kagent_command_option command_replay__options[] = {
-	[COMMAND_REPLAY_JSON] = {"json", 0, NULL, "print the comparison and the new verdicts as "
-		"one JSON object (an error object on failure)", NULL, NULL},
 	[COMMAND_REPLAY_DEVICE] = {"device", 0, "cuda|cpu", "where the kernels run",
 		"the device of the original verdicts", NULL},
 	[COMMAND_REPLAY_GPU] = {"gpu", 0, "N", "the index of the GPU to use", "0", NULL},
-	[COMMAND_REPLAY_STORE] = {"store", 0, "URL", "kagentd's store, where a session id is "
-		"looked up", "sqlite:$XDG_STATE_HOME/kagent/kagent.db, else "
-		"sqlite:~/.local/state/kagent/kagent.db", NULL},
+	[COMMAND_REPLAY_STORE] = KAGENT_RUN_SOURCE_STORE_OPTION,
+	/* --json prints the comparison and the new verdicts as one object */
+	KAGENT_DAEMON_CALL_OPTIONS,
 	{0},
 };
 /* clang-format on */
@@ -252,69 +250,42 @@ command_replay__print_summary(const json_t *result, FILE *stream)
 static int
 command_replay__handler(int argc, char **argv)
 {
-	const struct kagent_command *command = &kagent_command_replay;
 	struct command_replay__settings settings = {0};
-	struct kagent_command_parser parser;
+	struct kagent_daemon_call call;
 	struct kagent_run_source *source = NULL;
 	struct kagent_run_log *log = NULL;
-	const char *store_url = NULL, *kind = "replay";
+	const char *kind = "replay", *usage = NULL, *gpu;
 	json_t *traces = json_array(), *result = NULL;
-	char *cause = NULL, *message = NULL, *folder = NULL, *cache = NULL;
-	int option, status = 0, skipped = 0, index;
-	long long number;
-	char *end;
+	char *cause = NULL, *folder = NULL, *cache = NULL, *end = NULL;
+	int status = 0, skipped = 0;
+	long long number = 0;
 
-	for (index = 1; index < argc; index++)
-		settings.json = settings.json || strcmp(argv[index], "--json") == 0;
-	kagent_command_parser_init(&parser, command);
-	while ((option = kagent_command_parser_next(&parser, argc, argv)) != KAGENT_COMMAND_END) {
-		switch (option) {
-		case COMMAND_REPLAY_JSON:
-			break;
-		case COMMAND_REPLAY_DEVICE:
-			settings.device = optarg;
-			break;
-		case COMMAND_REPLAY_GPU:
-			number = strtoll(optarg, &end, 10);
-			if (*end != '\0' || end == optarg || number < 0 || number > INT_MAX) {
-				status = kagent_command_fail(command, settings.json, "usage",
-							     "--gpu needs a GPU index");
-				goto out;
-			}
-			settings.gpu_index = (int)number;
-			break;
-		case COMMAND_REPLAY_STORE:
-			store_url = optarg;
-			break;
-		case KAGENT_COMMAND_HELP:
-			kagent_command_print_help(command, stdout);
-			goto out;
-		default:
-			message = kagent_asprintf(option == KAGENT_COMMAND_MISSING_VALUE
-						      ? "%s needs a value"
-						      : "unknown option %s",
-						  argv[optind - 1]);
-			status = kagent_command_fail(command, settings.json, "usage", message);
-			goto out;
-		}
-	}
-	if (settings.device != NULL && strcmp(settings.device, "cuda") != 0 &&
-	    strcmp(settings.device, "cpu") != 0) {
-		status = kagent_command_fail(command, settings.json, "usage",
-					     "--device must be cuda or cpu");
+	if (!kagent_daemon_call_parse(&call, &kagent_command_replay, argc, argv, &status))
+		goto out;
+	settings.json = call.json;
+	settings.device = call.values[COMMAND_REPLAY_DEVICE];
+	gpu = call.values[COMMAND_REPLAY_GPU];
+	if (gpu != NULL)
+		number = strtoll(gpu, &end, 10);
+	if (gpu != NULL && (*end != '\0' || end == gpu || number < 0 || number > INT_MAX))
+		usage = "--gpu needs a GPU index";
+	else if (settings.device != NULL && strcmp(settings.device, "cuda") != 0 &&
+		 strcmp(settings.device, "cpu") != 0)
+		usage = "--device must be cuda or cpu";
+	else if (argc - call.first_operand != 1)
+		usage = "give exactly one session id or trace file";
+	if (usage != NULL) {
+		status = kagent_daemon_call_fail(&call, KAGENT_COMMAND_EXIT_ERROR, "usage", usage);
 		goto out;
 	}
-	if (argc - optind != 1) {
-		status = kagent_command_fail(command, settings.json, "usage",
-					     "give exactly one session id or trace file");
-		goto out;
-	}
-	source = kagent_run_source_create(store_url);
-	if (kagent_run_source_collect(source, argv[optind], traces, &skipped, &cause) < 0)
+	settings.gpu_index = (int)number;
+	source = kagent_run_source_create(&call);
+	if (kagent_run_source_collect(source, argv[call.first_operand], traces, &skipped, &cause) <
+	    0)
 		goto failed;
 	if (json_array_size(traces) != 1) {
 		cause = kagent_asprintf("%s names %zu runs: replay one session or trace at a time",
-					argv[optind], json_array_size(traces));
+					argv[call.first_operand], json_array_size(traces));
 		goto failed;
 	}
 	if (kagent_run_log_read(json_string_value(json_array_get(traces, 0)), &log, &cause) < 0)
@@ -325,6 +296,8 @@ command_replay__handler(int argc, char **argv)
 	folder = kagent_asprintf("%s/replay-%s-XXXXXX", cache, log->run_id);
 	if (mkdtemp(folder) == NULL) {
 		cause = kagent_asprintf("cannot create a folder for the variants in %s", cache);
+		free(folder);
+		folder = NULL;
 		goto failed;
 	}
 	if (command_replay__run(log, &settings, folder, &result, &cause) < 0) {
@@ -340,10 +313,10 @@ command_replay__handler(int argc, char **argv)
 	status = json_is_true(json_object_get(result, "reproduced")) ? 0 : 1;
 	goto out;
 failed:
-	status =
-	    kagent_command_fail(command, settings.json, kind, cause != NULL ? cause : "failed");
+	status = kagent_daemon_call_fail(&call, KAGENT_COMMAND_EXIT_ERROR, kind,
+					 cause != NULL ? cause : "failed");
 out:
-	if (folder != NULL && log != NULL) {
+	if (folder != NULL) {
 		free(cause);
 		cause = NULL;
 		kagent_paths_remove_tree(folder, &cause);
@@ -355,7 +328,6 @@ out:
 	free(folder);
 	free(cache);
 	free(cause);
-	free(message);
 	return status;
 }
 

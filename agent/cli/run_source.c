@@ -3,8 +3,11 @@
  */
 #include "run_source.h"
 
+#include "daemon_call.h"
+
 #include "kagent/base/alloc.h"
 #include "kagent/base/paths.h"
+#include "kagent/daemon/daemon_client.h"
 #include "kagent/daemon/store.h"
 
 #include <dirent.h>
@@ -17,16 +20,18 @@
 #define RUN_SOURCE_ID_MAX 64
 
 struct kagent_run_source {
-	char *store_url; /* NULL: the default */
+	const struct kagent_daemon_call *call;
+	const char *store_url; /* --store, NULL: the default */
 	struct kagent_store *store;
 };
 
 struct kagent_run_source *
-kagent_run_source_create(const char *store_url)
+kagent_run_source_create(const struct kagent_daemon_call *call)
 {
 	struct kagent_run_source *source = kagent_calloc(1, sizeof *source);
 
-	source->store_url = store_url != NULL ? kagent_strdup(store_url) : NULL;
+	source->call = call;
+	source->store_url = kagent_daemon_call_value(call, "store");
 	return source;
 }
 
@@ -36,7 +41,6 @@ kagent_run_source_free(struct kagent_run_source *source)
 	if (source == NULL)
 		return;
 	kagent_store_close(source->store);
-	free(source->store_url);
 	free(source);
 }
 
@@ -151,16 +155,87 @@ run_source__looks_like_id(const char *text)
 		   length;
 }
 
+/* Ids go to the daemon's API when --socket or $KAGENT_SOCKET names it, or when no --store is
+ * given and a daemon answers on the default socket; else to the store. */
+static int
+run_source__use_api(const struct kagent_run_source *source)
+{
+	const char *socket = kagent_daemon_call_value(source->call, "socket");
+	const char *environment = getenv("KAGENT_SOCKET");
+	char *path = NULL, *cause = NULL;
+	int listening;
+
+	if (source->store_url != NULL)
+		return 0;
+	if ((socket != NULL && socket[0] != '\0') ||
+	    (environment != NULL && environment[0] != '\0'))
+		return 1;
+	if (kagent_paths_daemon_socket(&path, &cause) < 0) {
+		free(cause);
+		return 0;
+	}
+	listening = kagent_paths_socket_listening(path);
+	free(path);
+	return listening;
+}
+
+/* GET /v1/COLLECTION/ID from the daemon: the store's object, as the API shows it. */
+static int
+run_source__ask_daemon(struct kagent_run_source *source, const char *collection, const char *id,
+		       json_t **object_out, char **cause)
+{
+	char *target = NULL, *token = NULL, *path = kagent_daemon_call_path(collection, id, "");
+	json_t *reply = NULL;
+	long http_status = 0;
+	int status = kagent_daemon_call_connection(source->call, &target, &token, cause);
+
+	if (status == 0)
+		status = kagent_daemon_client_request(target, token, "GET", path, NULL,
+						      &http_status, &reply, cause);
+	if (status == 0 && (http_status < 200 || http_status >= 300 || !json_is_object(reply))) {
+		*cause = kagent_asprintf("kagentd at %s answered GET %s with %ld: %s", target, path,
+					 http_status,
+					 json_string_value(json_object_get(reply, "error"))
+					     ? json_string_value(json_object_get(reply, "error"))
+					     : "no JSON object");
+		status = http_status == 404 ? -ENOENT : -EPROTO;
+	}
+	if (status == 0) {
+		*object_out = reply;
+		reply = NULL;
+	}
+	json_decref(reply);
+	free(target);
+	free(token);
+	free(path);
+	return status;
+}
+
+/* The batch (collection "batches") or session ("sessions") id, from the daemon or the store. */
+static int
+run_source__lookup(struct kagent_run_source *source, const char *collection, const char *id,
+		   json_t **object_out, char **cause)
+{
+	int status;
+
+	if (run_source__use_api(source))
+		return run_source__ask_daemon(source, collection, id, object_out, cause);
+	status = run_source__store(source, cause);
+	if (status == 0 && strcmp(collection, "batches") == 0)
+		status = kagent_store_batch_get(source->store, id, object_out, cause);
+	else if (status == 0)
+		status = kagent_store_session_get(source->store, id, object_out, cause);
+	return status;
+}
+
 static int
 run_source__batch(struct kagent_run_source *source, const char *id, json_t *traces,
 		  int *skipped_out, char **cause)
 {
 	json_t *batch = NULL, *session;
 	size_t index;
-	int status = run_source__store(source, cause);
+	int status = run_source__lookup(source, "batches", id, &batch, cause);
 
-	if (status == 0)
-		status = kagent_store_batch_get(source->store, id, &batch, cause);
 	if (status < 0)
 		return status;
 	json_array_foreach(json_object_get(batch, "sessions"), index, session)
@@ -181,10 +256,8 @@ run_source__session(struct kagent_run_source *source, const char *id, json_t *tr
 {
 	json_t *session = NULL;
 	const char *path;
-	int status = run_source__store(source, cause);
+	int status = run_source__lookup(source, "sessions", id, &session, cause);
 
-	if (status == 0)
-		status = kagent_store_session_get(source->store, id, &session, cause);
 	if (status < 0)
 		return status;
 	path = json_string_value(json_object_get(session, "trace_path"));

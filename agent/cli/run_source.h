@@ -1,8 +1,10 @@
 /*
  * Where `kagent export` and `kagent replay` find runs: each operand is a trace file, a run
  * folder (<output>/<problem> with traces/, or an output folder with <problem>/traces/), or a
- * batch (b-...) or session id that kagentd's store resolves to its sessions' traces. The store
- * is read through its public functions only (store.h), at --store URL or kagentd's default.
+ * batch (b-...) or session id that kagentd resolves to its sessions' traces: through its store's
+ * public functions (store.h) with --store URL, through the running daemon's API with --socket
+ * (or $KAGENT_SOCKET, or when a daemon answers on its default socket), else through the store
+ * at its default path.
  */
 #ifndef KAGENT_RUN_SOURCE_H
 #define KAGENT_RUN_SOURCE_H
@@ -11,8 +13,22 @@
 
 struct kagent_run_source;
 
-/* store_url: NULL for kagentd's default store (kagent_paths_store_url), opened when needed. */
-struct kagent_run_source *kagent_run_source_create(const char *store_url);
+/* The --store option of the commands that read runs; they also take KAGENT_DAEMON_CALL_OPTIONS
+ * (daemon_call.h), for --socket and --token-file. */
+/* clang-format off */
+#define KAGENT_RUN_SOURCE_STORE_OPTION                                                             \
+	{"store", 0, "URL", "kagentd's store, where batch and session ids are looked up "          \
+		"(instead of the running daemon's API)", "the daemon's API when --socket or "      \
+		"$KAGENT_SOCKET names it or a daemon answers on its default socket, else "         \
+		"sqlite:$XDG_STATE_HOME/kagent/kagent.db (else ~/.local/state/kagent/kagent.db)",  \
+		NULL}
+/* clang-format on */
+
+struct kagent_daemon_call;
+
+/* call: the command's --socket, --token-file and --store (may be absent); the store is opened,
+ * or the daemon asked, only when an operand is an id. */
+struct kagent_run_source *kagent_run_source_create(const struct kagent_daemon_call *call);
 void kagent_run_source_free(struct kagent_run_source *source);
 /*
  * Appends the trace paths operand names to traces (an array of strings), in order: a batch's

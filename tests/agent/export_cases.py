@@ -5,7 +5,7 @@ it. Export of a run folder, a trace, and a batch and a session of kagentd's stor
 and Parquet read back with pyarrow and Hugging Face `datasets`; deduplication, --only, the
 conversation that produced each variant, and the API key never reaching a record; bad
 operands. Replay on the CPU device with the real evaluator reproduces the statuses with the
-recorded seeds. Run in the runner's Python (pyarrow, datasets, torch):
+recorded seeds (a case returns its problems, or a string saying why it is skipped). Run in the runner's Python (pyarrow, datasets, torch):
 KAGENT=build/kagent KAGENT_SOURCE_DIR=. .venv/bin/python3 tests/agent/export_cases.py
 Prints TAP ending with a line `N passed, N failed`."""
 import json
@@ -197,6 +197,7 @@ def bad_operands():
             (("export", empty, "--format", "csv"), "--format must be jsonl or parquet"),
             (("export", empty, "--format", "parquet"), "needs -o FILE"),
             (("export", empty, "--only", "fast"), "--only must be correct or credited"),
+            (("export", empty, "--json"), "the records need -o FILE"),
             (("export",), "name at least one"),
             (("replay", "/nonexistent/run.jsonl", "--json"), "no such file or folder"),
             (("replay", garbage, "--json"), "garbage.jsonl"),
@@ -229,7 +230,8 @@ def bad_operands():
 
 
 def export_from_store():
-    """kagentd's store resolves a batch to its sessions' traces and a session to its own."""
+    """kagentd's store, and the running daemon's API, resolve a batch to its sessions' traces
+    and a session to its own."""
     daemon = daemon_cases.Daemon(daemon_cases.script()).start()
     try:
         status, created = daemon.post_batch([daemon_cases.RELU, daemon_cases.SOFTMAX])
@@ -254,6 +256,19 @@ def export_from_store():
         lines = [json.loads(line) for line in result.stdout.splitlines()]
         if result.returncode != 0 or [r["run_id"] for r in lines] != [session]:
             problems.append(f"export of session {session}: {result.stderr}")
+        # the running daemon's API: the same records, and its 404 in the message
+        result = subprocess.run([KAGENT, "export", created["batch"], "--socket", daemon.socket,
+                                 "-o", output + ".api", "--json"], env=daemon.environment,
+                                capture_output=True, text=True, timeout=120)
+        summary = json.loads(result.stdout or "{}")
+        if result.returncode != 0 or summary.get("records") != 2 \
+                or read_lines(output + ".api") != read_lines(output):
+            problems.append(f"export through the API: {result.stdout} {result.stderr}")
+        result = subprocess.run([KAGENT, "export", "b-20261125-000000-deadbeef", "--socket",
+                                 daemon.socket, "-o", output + ".none"], env=daemon.environment,
+                                capture_output=True, text=True, timeout=120)
+        if result.returncode != 2 or "404" not in result.stderr:
+            problems.append(f"an unknown batch through the API: {result.stderr}")
         # kagentd's default store, found through XDG_STATE_HOME as the daemon finds it
         environment = dict(daemon.environment)
         environment["XDG_STATE_HOME"] = os.path.dirname(os.path.dirname(daemon.database))
@@ -272,6 +287,8 @@ def export_from_store():
 def replay_cpu():
     """A run judged by the real evaluator on the CPU (one correct, one incorrect variant),
     replayed: both statuses again, with the seeds the verdicts record."""
+    if os.environ.get("KAGENT_SANITIZE", "none") != "none":
+        return "a sanitized build: the real runner cannot load its sandbox library"
     sources = []
     for name in ("relu_correct", "relu_wrong_shape"):
         with open(os.path.join(CANDIDATES, name + ".py")) as f:
@@ -286,7 +303,7 @@ def replay_cpu():
         if "No module named 'torch'" in run.stdout + run.stderr:
             if os.environ.get("KAGENT_REQUIRE_TORCH") == "1":
                 return ["the runner's Python has no torch"]
-            return None  # skipped
+            return "the runner's Python has no torch"
         if not run.final or not run.final.get("trace"):
             return ["the run did not end: " + run.describe()]
         trace = run.final["trace"]
@@ -335,8 +352,8 @@ def main():
             problems = scenario()
         except Exception as error:  # noqa: BLE001 - a broken case is a failed case
             problems = [f"{type(error).__name__}: {error}"]
-        if problems is None:
-            print(f"ok {number} - {name} # SKIP the runner's Python has no torch")
+        if isinstance(problems, str):  # skipped, and why
+            print(f"ok {number} - {name} # SKIP {problems}")
             continue
         print(f"{'ok' if not problems else 'not ok'} {number} - {name}")
         for problem in problems:
