@@ -207,6 +207,8 @@ def bad_operands():
         ]
         environment_home = os.path.join(run.folder, "state")
         run.environment["XDG_STATE_HOME"] = environment_home
+        # no daemon answers on the default socket, whatever runs on this machine
+        run.environment["KAGENT_DAEMON_SOCKET"] = os.path.join(run.folder, "no-daemon.sock")
         for arguments, needle in cases:
             result = kagent(run, *arguments)
             if result.returncode != 2 or needle not in result.stderr:
@@ -271,6 +273,12 @@ def export_from_store():
             problems.append(f"an unknown batch through the API: {result.stderr}")
         # kagentd's default store, found through XDG_STATE_HOME as the daemon finds it
         environment = dict(daemon.environment)
+        environment["KAGENT_DAEMON_SOCKET"] = daemon.socket  # the API, found by default
+        result = subprocess.run([KAGENT, "export", session], env=environment,
+                                capture_output=True, text=True, timeout=120)
+        if result.returncode != 0 or len(result.stdout.splitlines()) != 1:
+            problems.append(f"export through the daemon on its default socket: {result.stderr}")
+        environment["KAGENT_DAEMON_SOCKET"] = os.path.join(daemon.folder, "no-daemon.sock")
         environment["XDG_STATE_HOME"] = os.path.dirname(os.path.dirname(daemon.database))
         os.makedirs(os.path.join(environment["XDG_STATE_HOME"], "kagent"), exist_ok=True)
         os.symlink(daemon.database, os.path.join(environment["XDG_STATE_HOME"], "kagent",
