@@ -2,17 +2,16 @@
  * `kagent export (BATCH|SESSION|RUN-DIR|TRACE)... --format jsonl|parquet [--only correct|credited]
  * -o FILE`: runs as data (docs/dataset.md). Every evaluated variant of the runs named becomes
  * one record (dataset.h), deduplicated by its problem's and its source's sha256 (the first run
- * to evaluate a source for a problem keeps it); the records are written as JSON lines here, and
- * converted to Parquet by kagent_runner/export_parquet.py in the runner's Python (pyarrow), the
- * only part that needs a Parquet library.
+ * to evaluate a source for a problem keeps it); the records are written as JSON lines here, one
+ * run in memory at a time, and converted to Parquet as they come by
+ * kagent_runner/export_parquet.py in the runner's Python (pyarrow), the only part that needs a
+ * Parquet library.
  */
 #include "daemon_call.h"
 #include "run_source.h"
 #include "runner_script.h"
 
 #include "kagent/base/alloc.h"
-#include "kagent/base/buffer.h"
-#include "kagent/base/fileio.h"
 #include "kagent/cli/command.h"
 #include "kagent/records/dataset.h"
 #include "kagent/records/run_log.h"
@@ -21,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum {
 	COMMAND_EXPORT_FORMAT,
@@ -49,11 +49,10 @@ struct command_export__totals {
 	int skipped; /* sessions of a batch without a trace */
 };
 
-/* Appends the kept, new records of the trace at path to lines. */
+/* Writes the kept, new records of the trace at path to stream, one run in memory at a time. */
 static int
-command_export__run(const char *path, enum kagent_dataset_filter filter, json_t *seen,
-		    struct kagent_buffer *lines, struct command_export__totals *totals,
-		    char **cause)
+command_export__run(const char *path, enum kagent_dataset_filter filter, json_t *seen, FILE *stream,
+		    struct command_export__totals *totals, char **cause)
 {
 	struct kagent_run_log *log = NULL;
 	size_t index;
@@ -76,8 +75,8 @@ command_export__run(const char *path, enum kagent_dataset_filter filter, json_t 
 		} else {
 			json_object_set_new(seen, key, json_true());
 			line = json_dumps(record, JSON_COMPACT | JSON_PRESERVE_ORDER);
-			kagent_buffer_append_string(lines, line);
-			kagent_buffer_append_string(lines, "\n");
+			fputs(line, stream);
+			fputc('\n', stream);
 			free(line);
 			totals->written++;
 		}
@@ -88,31 +87,91 @@ command_export__run(const char *path, enum kagent_dataset_filter filter, json_t 
 	return 0;
 }
 
-/* The JSON lines as Parquet at output, through export_parquet.py. */
-static int
-command_export__parquet(const struct kagent_buffer *lines, const char *output, char **cause)
-{
-	const char *arguments[] = {output, NULL};
-	char *python = NULL;
-	int exit_status = 0, status;
+/*
+ * Where the records go: stdout, or a temporary file beside the output renamed over it at the
+ * end (JSON lines written here, or Parquet written by export_parquet.py from the lines on its
+ * stdin), so a failed export leaves no file and a reader never sees half of one.
+ */
+struct command_export__sink {
+	FILE *stream;
+	char *temporary; /* NULL: stdout */
+	struct kagent_runner_script script;
+	int parquet;
+};
 
-	status =
-	    kagent_runner_script_run("export_parquet.py", arguments, lines->data ? lines->data : "",
-				     lines->length, &exit_status, &python, cause);
-	if (status < 0)
-		return status;
-	if (exit_status == KAGENT_RUNNER_SCRIPT_EXIT_MISSING_MODULE)
-		*cause =
-		    kagent_asprintf("--format parquet needs pyarrow in the runner's Python (%s): "
-				    "install it with `%s -m pip install pyarrow`, or name "
-				    "another Python with KAGENT_PYTHON",
-				    python, python);
-	else if (exit_status != 0)
-		*cause = kagent_asprintf("%s kagent_runner/export_parquet.py failed (exit status "
-					 "%d); its messages are above",
-					 python, exit_status);
+static int
+command_export__open(struct command_export__sink *sink, int parquet, const char *output,
+		     char **cause)
+{
+	const char *arguments[2] = {NULL, NULL};
+	int status;
+
+	memset(sink, 0, sizeof *sink);
+	sink->parquet = parquet;
+	if (output == NULL) {
+		sink->stream = stdout;
+		return 0;
+	}
+	sink->temporary = kagent_asprintf("%s.tmp-%d", output, (int)getpid());
+	if (parquet) {
+		arguments[0] = sink->temporary;
+		status = kagent_runner_script_start(&sink->script, "export_parquet.py", arguments,
+						    cause);
+		sink->stream = status == 0 ? sink->script.input : NULL;
+	} else {
+		sink->stream = fopen(sink->temporary, "w");
+		status = sink->stream != NULL ? 0 : -errno;
+		if (status < 0)
+			*cause = kagent_asprintf("cannot write %s: %s", sink->temporary,
+						 strerror(-status));
+	}
+	if (status < 0) {
+		free(sink->temporary);
+		sink->temporary = NULL;
+	}
+	return status;
+}
+
+/* Ends the records: renames the file into place when ok (and everything was written), else
+ * removes it. Returns 0, or a negative errno with *cause. */
+static int
+command_export__close(struct command_export__sink *sink, int ok, const char *output, char **cause)
+{
+	char *python = NULL;
+	int status = 0, exit_status;
+
+	if (sink->stream == stdout) {
+		fflush(stdout);
+		return 0;
+	}
+	if (sink->parquet) {
+		python = kagent_strdup(sink->script.python);
+		exit_status = kagent_runner_script_finish(&sink->script, !ok);
+		if (ok && exit_status == KAGENT_RUNNER_SCRIPT_EXIT_MISSING_MODULE)
+			*cause = kagent_asprintf(
+			    "--format parquet needs pyarrow in the runner's Python (%s): install "
+			    "it with `%s -m pip install pyarrow`, or name another Python with "
+			    "KAGENT_PYTHON",
+			    python, python);
+		else if (ok && exit_status != 0)
+			*cause = kagent_asprintf("%s kagent_runner/export_parquet.py failed (exit "
+						 "status %d); its messages are above",
+						 python, exit_status);
+		status = ok && exit_status != 0 ? -EIO : 0;
+	} else if ((ferror(sink->stream) | fclose(sink->stream)) && ok) {
+		*cause = kagent_asprintf("cannot write %s: %s", sink->temporary, strerror(errno));
+		status = -EIO;
+	}
+	if (ok && status == 0 && rename(sink->temporary, output) != 0) {
+		status = -errno;
+		*cause = kagent_asprintf("cannot rename %s to %s: %s", sink->temporary, output,
+					 strerror(-status));
+	}
+	if (!ok || status < 0)
+		unlink(sink->temporary);
+	free(sink->temporary);
 	free(python);
-	return exit_status == 0 ? 0 : -EIO;
+	return status;
 }
 
 /* The summary: one line on stderr, and with --json one object on stdout. */
@@ -148,7 +207,7 @@ command_export__handler(int argc, char **argv)
 	enum kagent_dataset_filter filter = KAGENT_DATASET_ALL;
 	struct kagent_daemon_call call;
 	struct kagent_run_source *source = NULL;
-	struct kagent_buffer lines = {0};
+	struct command_export__sink sink = {0};
 	json_t *traces = json_array(), *seen = json_object(), *path;
 	char *cause = NULL;
 	const char *usage = NULL;
@@ -185,20 +244,17 @@ command_export__handler(int argc, char **argv)
 					      &cause) < 0)
 			goto failed;
 	}
+	if (command_export__open(&sink, parquet, output, &cause) < 0)
+		goto failed;
 	json_array_foreach(traces, index, path)
 	{
-		if (command_export__run(json_string_value(path), filter, seen, &lines, &totals,
-					&cause) < 0)
+		if (command_export__run(json_string_value(path), filter, seen, sink.stream, &totals,
+					&cause) < 0) {
+			command_export__close(&sink, 0, output, &cause);
 			goto failed;
+		}
 	}
-	if (parquet)
-		status = command_export__parquet(&lines, output, &cause);
-	else if (output != NULL)
-		status = kagent_fileio_write_atomic(output, lines.data ? lines.data : "",
-						    lines.length, &cause);
-	else
-		fwrite(lines.data ? lines.data : "", 1, lines.length, stdout);
-	if (status < 0)
+	if (command_export__close(&sink, 1, output, &cause) < 0)
 		goto failed;
 	command_export__summary(&call, format, output, &totals);
 	goto out;
@@ -207,7 +263,6 @@ failed:
 					 cause != NULL ? cause : "failed");
 out:
 	kagent_run_source_free(source);
-	kagent_buffer_free(&lines);
 	json_decref(traces);
 	json_decref(seen);
 	free(cause);

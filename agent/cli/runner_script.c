@@ -19,40 +19,22 @@
 /* The arguments a script gets besides its name, at most. */
 #define RUNNER_SCRIPT_MAX_ARGUMENTS 8
 
-/* Writes all of input to fd; a reader that left (EPIPE) ends it early, which waitpid tells. */
-static void
-runner_script__write_all(int fd, const char *input, size_t length)
-{
-	size_t done = 0;
-
-	while (done < length) {
-		ssize_t written = write(fd, input + done, length - done);
-
-		if (written < 0 && errno == EINTR)
-			continue;
-		if (written <= 0)
-			return;
-		done += (size_t)written;
-	}
-}
-
 int
-kagent_runner_script_run(const char *name, const char *const *arguments, const char *input,
-			 size_t length, int *exit_status_out, char **python_out, char **cause)
+kagent_runner_script_start(struct kagent_runner_script *script, const char *name,
+			   const char *const *arguments, char **cause)
 {
-	char *python = NULL, *runner = NULL, *script = NULL;
+	char *runner = NULL, *path = NULL;
 	const char *argv[RUNNER_SCRIPT_MAX_ARGUMENTS + 3];
-	void (*old_pipe)(int);
-	int pipe_fds[2] = {-1, -1}, wait_status = 0, status = 0;
+	int pipe_fds[2] = {-1, -1}, status;
 	size_t count = 0, index;
-	pid_t child;
 
-	if ((status = kagent_paths_python(&python, cause)) < 0 ||
+	memset(script, 0, sizeof *script);
+	if ((status = kagent_paths_python(&script->python, cause)) < 0 ||
 	    (status = kagent_paths_runner_dir(&runner, cause)) < 0)
 		goto out;
-	script = kagent_asprintf("%s/kagent_runner/%s", runner, name);
-	argv[count++] = python;
-	argv[count++] = script;
+	path = kagent_asprintf("%s/kagent_runner/%s", runner, name);
+	argv[count++] = script->python;
+	argv[count++] = path;
 	for (index = 0;
 	     arguments != NULL && arguments[index] != NULL && index < RUNNER_SCRIPT_MAX_ARGUMENTS;
 	     index++)
@@ -60,48 +42,84 @@ kagent_runner_script_run(const char *name, const char *const *arguments, const c
 	argv[count] = NULL;
 	if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
 		status = -errno;
-		*cause = kagent_asprintf("cannot start %s: %s", python, strerror(errno));
+		*cause = kagent_asprintf("cannot start %s: %s", script->python, strerror(errno));
 		goto out;
 	}
 	fflush(stdout);
 	fflush(stderr);
-	child = fork();
-	if (child < 0) {
+	script->child = fork();
+	if (script->child < 0) {
 		status = -errno;
 		*cause = kagent_asprintf("cannot fork: %s", strerror(errno));
 		goto out;
 	}
-	if (child == 0) {
+	if (script->child == 0) {
 		dup2(pipe_fds[0], STDIN_FILENO);
 		/* stdout carries the command's own output (one JSON object with --json). */
 		dup2(STDERR_FILENO, STDOUT_FILENO);
 		/* a bare name (KAGENT_PYTHON=python3) is looked up on PATH */
-		execvp(python, (char *const *)argv);
-		fprintf(stderr, "kagent: cannot run %s: %s\n", python, strerror(errno));
+		execvp(script->python, (char *const *)argv);
+		fprintf(stderr, "kagent: cannot run %s: %s\n", script->python, strerror(errno));
 		_exit(127);
 	}
 	close(pipe_fds[0]);
 	pipe_fds[0] = -1;
-	/* A script that dies before reading all of its input must not kill this process. */
-	old_pipe = signal(SIGPIPE, SIG_IGN);
-	runner_script__write_all(pipe_fds[1], input, length);
-	close(pipe_fds[1]);
+	script->input = fdopen(pipe_fds[1], "w");
+	if (script->input == NULL) {
+		status = -errno;
+		*cause = kagent_asprintf("cannot write to %s: %s", script->python, strerror(errno));
+		kill(script->child, SIGKILL);
+		close(pipe_fds[1]);
+		pipe_fds[1] = -1;
+		while (waitpid(script->child, NULL, 0) < 0 && errno == EINTR)
+			continue;
+		goto out;
+	}
 	pipe_fds[1] = -1;
-	while (waitpid(child, &wait_status, 0) < 0 && errno == EINTR)
-		continue;
-	signal(SIGPIPE, old_pipe);
-	*exit_status_out =
-	    WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+	/* A script that dies before reading all of its input must not kill this process. */
+	script->old_pipe = signal(SIGPIPE, SIG_IGN);
 out:
 	if (pipe_fds[0] >= 0)
 		close(pipe_fds[0]);
 	if (pipe_fds[1] >= 0)
 		close(pipe_fds[1]);
-	if (python_out != NULL && status == 0)
-		*python_out = python;
-	else
-		free(python);
+	if (status < 0) {
+		free(script->python);
+		script->python = NULL;
+	}
 	free(runner);
-	free(script);
+	free(path);
 	return status;
+}
+
+int
+kagent_runner_script_finish(struct kagent_runner_script *script, int kill_first)
+{
+	int wait_status = 0;
+
+	if (kill_first)
+		kill(script->child, SIGKILL);
+	fclose(script->input); /* a write error (the script left early) shows in its status */
+	while (waitpid(script->child, &wait_status, 0) < 0 && errno == EINTR)
+		continue;
+	signal(SIGPIPE, script->old_pipe);
+	free(script->python);
+	memset(script, 0, sizeof *script);
+	return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+}
+
+int
+kagent_runner_script_run(const char *name, const char *const *arguments, const char *input,
+			 size_t length, int *exit_status_out, char **python_out, char **cause)
+{
+	struct kagent_runner_script script;
+	int status = kagent_runner_script_start(&script, name, arguments, cause);
+
+	if (status < 0)
+		return status;
+	fwrite(input, 1, length, script.input);
+	if (python_out != NULL)
+		*python_out = kagent_strdup(script.python);
+	*exit_status_out = kagent_runner_script_finish(&script, 0);
+	return 0;
 }

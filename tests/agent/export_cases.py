@@ -109,6 +109,15 @@ def export_jsonl():
                 or json.loads(result.stdout or "{}").get("error") != "no_gpu":
             problems.append(f"replay without a GPU: exit {result.returncode}: {result.stdout}")
         del run.environment["KAGENT_LIBCUDA"]
+        # a run that cannot be read after one that can: no file, not even a temporary one
+        garbage = os.path.join(SOURCE, "tests", "fixtures", "traces", "garbage.jsonl")
+        for form in ("jsonl", "parquet"):
+            broken = os.path.join(run.folder, "broken." + form)
+            result = kagent(run, "export", run.final["trace"], garbage, "--format", form, "-o",
+                            broken)
+            left = [name for name in os.listdir(run.folder) if name.startswith("broken.")]
+            if result.returncode != 2 or left:
+                problems.append(f"a failed {form} export: exit {result.returncode}, left {left}")
         correct = os.path.join(run.folder, "correct.jsonl")
         result = kagent(run, "export", run.final["trace"], "--only", "correct", "-o", correct)
         if result.returncode != 0 or [r["variant"] for r in read_lines(correct)] != ["v1", "v2"]:
@@ -142,6 +151,19 @@ def export_parquet():
             return problems + ["pyarrow is not installed in the runner's Python: run .ci/setup"]
         if first.returncode != 0 or result.returncode != 0:
             return [f"export: {first.stderr} {result.stderr}"]
+        # a Python without pyarrow (-S: no site-packages): what to install, and no file
+        bare = os.path.join(run.folder, "bare-python")
+        with open(bare, "w") as f:
+            f.write(f"#!/bin/sh\nexec {shutil.which('python3')} -S \"$@\"\n")
+        os.chmod(bare, 0o755)
+        run.environment["KAGENT_PYTHON"] = bare
+        result = kagent(run, "export", run.output, "--format", "parquet", "-o", parquet + ".no")
+        del run.environment["KAGENT_PYTHON"]
+        left = [name for name in os.listdir(run.folder) if name.startswith("runs.parquet.no")]
+        if result.returncode != 2 or f"needs pyarrow in the runner's Python ({bare})" \
+                not in result.stderr or left:
+            problems.append(f"without pyarrow: exit {result.returncode}, left {left}: "
+                            f"{result.stderr}")
         table = pyarrow.parquet.read_table(parquet)
         records = read_lines(jsonl)
         if table.column_names != list(records[0].keys()):

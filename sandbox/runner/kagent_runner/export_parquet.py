@@ -1,10 +1,12 @@
 """Writes `kagent export`'s dataset records as Parquet, for `kagent export --format parquet`.
 
 Reads the records as JSON lines on stdin (agent/records/dataset.c writes them; docs/dataset.md
-says what each field means) and writes the Parquet file named by its one argument, atomically
-(a temporary file beside it, then a rename). The schema below is explicit, so that every file
-has the same column types whatever its rows hold (a column that is null in every row keeps its
-type), and Hugging Face `datasets` loads it unchanged (`load_dataset("parquet", ...)`).
+says what each field means) and writes the Parquet file named by its one argument (kagent
+gives a temporary name and renames the file into place when this exits 0), in row groups of
+ROWS_PER_GROUP as the records come, so a large export never sits in memory whole. The schema
+below is explicit, so that every file has the same column types whatever its rows hold (a
+column that is null in every row keeps its type), and Hugging Face `datasets` loads it
+unchanged (`load_dataset("parquet", ...)`).
 
 Run by path, not as part of the package: it needs only the standard library and pyarrow, not
 torch. Exits 3 when pyarrow cannot be imported (the command line says what to install), 2 on
@@ -13,12 +15,12 @@ when it is written.
 """
 
 import json
-import os
 import sys
 
 EXIT_NO_PYARROW = 3
 EXIT_BAD_INPUT = 2
 SCHEMA_NAME = "kagent.dataset/1"
+ROWS_PER_GROUP = 256
 
 
 def schema(pa):
@@ -47,8 +49,7 @@ def schema(pa):
 
 
 def read_records(stream, names):
-    """The records on stream; raises ValueError naming the line of a bad one."""
-    records = []
+    """The records on stream, one at a time; raises ValueError naming the line of a bad one."""
     for number, line in enumerate(stream, 1):
         if not line.strip():
             continue
@@ -58,8 +59,21 @@ def read_records(stream, names):
         extra = set(record) - names
         if extra:
             raise ValueError(f"line {number} has fields the schema lacks: {sorted(extra)}")
-        records.append(record)
-    return records
+        yield record
+
+
+def write(pa, pq, stream, path):
+    """Converts the records on stream into path, a row group at a time."""
+    columns = schema(pa)
+    rows = []
+    with pq.ParquetWriter(path, columns) as writer:
+        for record in read_records(stream, set(columns.names)):
+            rows.append(record)
+            if len(rows) == ROWS_PER_GROUP:
+                writer.write_batch(pa.RecordBatch.from_pylist(rows, schema=columns))
+                rows = []
+        if rows:
+            writer.write_batch(pa.RecordBatch.from_pylist(rows, schema=columns))
 
 
 def main(argv):
@@ -72,26 +86,15 @@ def main(argv):
     except ImportError as error:
         print(f"export_parquet.py: {error}", file=sys.stderr)
         return EXIT_NO_PYARROW
-    columns = schema(pa)
     try:
-        records = read_records(sys.stdin, set(columns.names))
-        table = pa.Table.from_pylist(records, schema=columns)
+        write(pa, pq, sys.stdin, argv[1])
     except (ValueError, TypeError, pa.ArrowException) as error:
         print(f"export_parquet.py: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    temporary = f"{argv[1]}.tmp-{os.getpid()}"
-    try:
-        pq.write_table(table, temporary)
-        os.replace(temporary, argv[1])
     except OSError as error:
         print(f"export_parquet.py: cannot write {argv[1]}: {error}", file=sys.stderr)
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
         return 1
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
