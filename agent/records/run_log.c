@@ -168,6 +168,10 @@ run_log__record(const json_t *record, void *data)
 	} else if (strcmp(type, "best") == 0 && run_log__string(record, "variant") != NULL) {
 		free(log->best);
 		log->best = kagent_strdup(run_log__string(record, "variant"));
+	} else if (strcmp(type, "final") == 0 && log->best == NULL &&
+		   run_log__string(record, "variant") != NULL) {
+		/* nothing confirmed: the run announced its fastest correct variant */
+		log->best = kagent_strdup(run_log__string(record, "variant"));
 	}
 	return 0;
 }

@@ -124,6 +124,8 @@ test_variants(void)
 	write_verdict(&fixture, "v1", "confirm", SOURCE_ONE, "incorrect", 2);
 	write_verdict(&fixture, "v2", "evaluate", SOURCE_TWO, "correct", 2);
 	kagent_trace_write(fixture.trace, "best", json_pack("{s:s}", "variant", "v1"));
+	/* the final record names the announced variant; a best record says more */
+	kagent_trace_write(fixture.trace, "final", json_pack("{s:s}", "variant", "v2"));
 
 	CHECK_INT(kagent_run_log_read(fixture.trace_path, &log, &cause), 0);
 	CHECK_STRING(log->run_id, "run-1");
@@ -182,6 +184,7 @@ test_problem_moved(void)
 	CHECK_INT(kagent_run_log_read(fixture.trace_path, &log, &cause), 0);
 	CHECK_STRING(log->problem_path, copy);
 	CHECK_INT(log->count, 0);
+	CHECK(log->best == NULL);
 	kagent_run_log_free(log);
 	/* An edited problem is not the run's. */
 	free(kagent_test_write_file(fixture.directory, "relu/run-1/problem.py", "edited\n"));
@@ -190,6 +193,24 @@ test_problem_moved(void)
 	CHECK_CONTAINS(cause, "the problem of run run-1");
 	free(cause);
 	free(copy);
+	fixture_close(&fixture);
+}
+
+static void
+test_final_without_best(void)
+{
+	struct fixture fixture;
+	struct kagent_run_log *log = NULL;
+	char *cause = NULL;
+
+	/* nothing confirmed: the best is the variant the run announced */
+	fixture_open(&fixture);
+	write_start(&fixture, fixture.problem);
+	kagent_trace_write(fixture.trace, "final",
+			   json_pack("{s:s, s:b}", "variant", "v3", "confirmed", 0));
+	CHECK_INT(kagent_run_log_read(fixture.trace_path, &log, &cause), 0);
+	CHECK_STRING(log->best, "v3");
+	kagent_run_log_free(log);
 	fixture_close(&fixture);
 }
 
@@ -243,6 +264,7 @@ test_not_a_run(void)
 static const struct kagent_test tests[] = {
     {"variants", test_variants},
     {"problem_moved", test_problem_moved},
+    {"final_without_best", test_final_without_best},
     {"source_missing", test_source_missing},
     {"not_a_run", test_not_a_run},
     {NULL, NULL},

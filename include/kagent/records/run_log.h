@@ -44,7 +44,9 @@ struct kagent_run_log {
 	enum kagent_target_baseline baseline; /* config.target.baseline */
 	struct kagent_run_variant *variants;
 	size_t count;
-	char *best; /* the variant the last best record named, NULL when none */
+	/* the variant the last best record named, else the one the final record announced;
+	 * NULL when neither */
+	char *best;
 };
 
 /*
