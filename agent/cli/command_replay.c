@@ -154,14 +154,13 @@ out:
 
 /* The variant with the highest credited speedup against the run's baseline now, or NULL. */
 static const char *
-command_replay__best_now(const struct kagent_run_log *log, const json_t *rows)
+command_replay__best_now(const json_t *rows)
 {
 	const char *best = NULL;
 	double fastest = 0;
 	const json_t *row;
 	size_t index;
 
-	(void)log;
 	json_array_foreach(rows, index, row)
 	{
 		double speedup = json_number_value(json_object_get(row, "speedup_now"));
@@ -206,7 +205,7 @@ command_replay__run(const struct kagent_run_log *log,
 			command_replay__print_row(row, stdout);
 		json_array_append_new(rows, row);
 	}
-	best_now = command_replay__best_now(log, rows);
+	best_now = command_replay__best_now(rows);
 	holds = (log->best == NULL && best_now == NULL) ||
 		(log->best != NULL && best_now != NULL && strcmp(log->best, best_now) == 0);
 	/* On another GPU model or the CPU speeds differ for good reasons: only statuses count. */
