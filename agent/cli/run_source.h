@@ -17,10 +17,9 @@ struct kagent_run_source;
  * (daemon_call.h), for --socket and --token-file. */
 /* clang-format off */
 #define KAGENT_RUN_SOURCE_STORE_OPTION                                                             \
-	{"store", 0, "URL", "kagentd's store, where batch and session ids are looked up "          \
-		"(instead of the running daemon's API)", "the daemon's API when --socket or "      \
-		"$KAGENT_SOCKET names it or a daemon answers on its default socket, else "         \
-		"sqlite:$XDG_STATE_HOME/kagent/kagent.db (else ~/.local/state/kagent/kagent.db)",  \
+	{"store", 0, "URL", "kagentd's store, where batch and session ids are looked up instead "  \
+		"of asking the daemon", "the daemon named by --socket or $KAGENT_SOCKET, or one "  \
+		"answering on its default socket; else sqlite:$XDG_STATE_HOME/kagent/kagent.db",   \
 		NULL}
 /* clang-format on */
 
