@@ -1142,10 +1142,11 @@ kagent_config_parse_headers(const char *text, char ***lines_out, char **cause)
 			item++;
 			length--;
 		}
-		/* Empty items (a trailing comma) are allowed, as OpenTelemetry's SDKs allow them. */
+		/* Empty items (a trailing comma) are allowed, as the OpenTelemetry SDKs allow. */
 		if (length > 0) {
 			if (count == CONFIG_HEADERS_CAP) {
-				*cause = kagent_asprintf("more than %d headers", CONFIG_HEADERS_CAP);
+				*cause =
+				    kagent_asprintf("more than %d headers", CONFIG_HEADERS_CAP);
 				status = -EINVAL;
 				goto out;
 			}

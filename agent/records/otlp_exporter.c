@@ -30,10 +30,10 @@ struct kagent_otlp_exporter {
 	char **headers; /* "Content-Type: application/json" and the configured ones */
 	const struct kagent_trace *trace;
 	struct kagent_otlp_spans *spans;
-	json_t *queue;				    /* finished spans, not yet sent */
-	struct kagent_http_request *request;	    /* the one out, or NULL */
-	size_t request_spans;			    /* how many it carries */
-	char answer[OTLP_EXPORTER_ANSWER_CAP + 1];  /* its 2xx body, cut at the cap */
+	json_t *queue;				   /* finished spans, not yet sent */
+	struct kagent_http_request *request;	   /* the one out, or NULL */
+	size_t request_spans;			   /* how many it carries */
+	char answer[OTLP_EXPORTER_ANSWER_CAP + 1]; /* its 2xx body, cut at the cap */
 	size_t answer_length;
 	unsigned long long dropped; /* spans dropped since the last log line about it */
 	int flush_wanted; /* a turn or the run ended: send the whole queue, batch after batch */
@@ -128,13 +128,14 @@ otlp_exporter__check_answer(struct kagent_otlp_exporter *exporter)
 	partial = json_object_get(answer, "partialSuccess");
 	/* rejectedSpans is an int64: a string in OTLP's JSON, though some send a number. */
 	if (json_is_string(json_object_get(partial, "rejectedSpans")))
-		rejected = strtoll(json_string_value(json_object_get(partial, "rejectedSpans")),
-				   NULL, 10);
+		rejected =
+		    strtoll(json_string_value(json_object_get(partial, "rejectedSpans")), NULL, 10);
 	else
 		rejected = json_integer_value(json_object_get(partial, "rejectedSpans"));
 	if (rejected > 0)
-		kagent_log(KAGENT_LOG_WARNING, "OTLP export to %s: the collector rejected %lld of %zu "
-					       "spans: %s",
+		kagent_log(KAGENT_LOG_WARNING,
+			   "OTLP export to %s: the collector rejected %lld of %zu "
+			   "spans: %s",
 			   exporter->url, (long long)rejected, exporter->request_spans,
 			   json_is_string(json_object_get(partial, "errorMessage"))
 			       ? json_string_value(json_object_get(partial, "errorMessage"))
@@ -200,21 +201,21 @@ otlp_exporter__send(struct kagent_otlp_exporter *exporter)
 	json_decref(batch);
 	exporter->answer_length = 0;
 	exporter->request_spans = count;
-	exporter->request = kagent_http_request_start(
-	    exporter->http,
-	    &(struct kagent_http_request_options){
-		.method = "POST",
-		.url = exporter->url,
-		.headers = (const char *const *)exporter->headers,
-		.body = text,
-		.body_length = strlen(text),
-		.connect_timeout_ms = OTLP_EXPORTER_CONNECT_TIMEOUT_MS,
-		.stall_seconds = OTLP_EXPORTER_STALL_SECONDS,
-		.on_body = otlp_exporter__body,
-		.on_done = otlp_exporter__done,
-		.data = exporter,
-	    },
-	    &cause);
+	exporter->request =
+	    kagent_http_request_start(exporter->http,
+				      &(struct kagent_http_request_options){
+					  .method = "POST",
+					  .url = exporter->url,
+					  .headers = (const char *const *)exporter->headers,
+					  .body = text,
+					  .body_length = strlen(text),
+					  .connect_timeout_ms = OTLP_EXPORTER_CONNECT_TIMEOUT_MS,
+					  .stall_seconds = OTLP_EXPORTER_STALL_SECONDS,
+					  .on_body = otlp_exporter__body,
+					  .on_done = otlp_exporter__done,
+					  .data = exporter,
+				      },
+				      &cause);
 	free(text);
 	if (exporter->request == NULL) {
 		otlp_exporter__lost(exporter, cause);
@@ -236,14 +237,15 @@ otlp_exporter__queue(struct kagent_otlp_exporter *exporter, json_t *finished)
 			exporter->dropped++;
 			continue;
 		}
-		json_array_append_new(exporter->queue, exporter->trace != NULL
-							   ? kagent_trace_redact(exporter->trace, span)
-							   : json_incref(span));
+		json_array_append_new(exporter->queue,
+				      exporter->trace != NULL
+					  ? kagent_trace_redact(exporter->trace, span)
+					  : json_incref(span));
 	}
 	if (exporter->dropped > 0 && json_array_size(exporter->queue) < OTLP_EXPORTER_QUEUE_CAP) {
 		kagent_log(KAGENT_LOG_WARNING,
-			   "OTLP export to %s: the queue was full, %llu spans dropped", exporter->url,
-			   exporter->dropped);
+			   "OTLP export to %s: the queue was full, %llu spans dropped",
+			   exporter->url, exporter->dropped);
 		exporter->dropped = 0;
 	}
 }
@@ -277,8 +279,8 @@ kagent_otlp_exporter_finish(struct kagent_otlp_exporter *exporter)
 	json_decref(finished);
 	if (exporter->dropped > 0)
 		kagent_log(KAGENT_LOG_WARNING,
-			   "OTLP export to %s: the queue was full, %llu spans dropped", exporter->url,
-			   exporter->dropped);
+			   "OTLP export to %s: the queue was full, %llu spans dropped",
+			   exporter->url, exporter->dropped);
 	exporter->trace = NULL;
 	exporter->finishing = 1;
 	exporter->flush_wanted = 1;

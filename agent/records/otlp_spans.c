@@ -226,8 +226,9 @@ static void
 otlp_spans__event(struct kagent_otlp_spans *spans, const char *name, long long unix_nanos,
 		  json_t *attributes)
 {
-	json_t *span = spans->tool != NULL ? spans->tool : spans->chat != NULL ? spans->chat
-									 : spans->root;
+	json_t *span = spans->tool != NULL   ? spans->tool
+		       : spans->chat != NULL ? spans->chat
+					     : spans->root;
 
 	json_array_append_new(json_object_get(span, "events"),
 			      json_pack("{s:s, s:o, s:o}", "name", name, "timeUnixNano",
@@ -280,15 +281,14 @@ otlp_spans__server(struct kagent_otlp_spans *spans, const char *url)
 	colon = colon != NULL ? memchr(colon, ':', length - (size_t)(colon - start)) : NULL;
 	spans->server_address =
 	    kagent_strndup(start, colon != NULL ? (size_t)(colon - start) : length);
-	spans->server_port = colon != NULL ? strtoll(colon + 1, NULL, 10)
+	spans->server_port = colon != NULL		     ? strtoll(colon + 1, NULL, 10)
 			     : strncmp(url, "https", 5) == 0 ? 443
 							     : 80;
 }
 
 /* What every GenAI span of the run carries. */
 static void
-otlp_spans__common(const struct kagent_otlp_spans *spans, json_t *attributes,
-		   const char *operation)
+otlp_spans__common(const struct kagent_otlp_spans *spans, json_t *attributes, const char *operation)
 {
 	otlp_spans__string(attributes, "gen_ai.operation.name", operation);
 	otlp_spans__string(attributes, "gen_ai.provider.name", spans->provider);
@@ -305,8 +305,8 @@ otlp_spans__run_start(struct kagent_otlp_spans *spans, const json_t *record, lon
 	json_t *attributes;
 
 	otlp_spans__id(spans, spans->trace_id, OTLP_SPANS_TRACE_ID_SIZE);
-	spans->provider =
-	    kagent_strdup(otlp_spans__provider(json_string_value(json_object_get(provider, "api"))));
+	spans->provider = kagent_strdup(
+	    otlp_spans__provider(json_string_value(json_object_get(provider, "api"))));
 	if (json_is_string(json_object_get(provider, "model")))
 		spans->model = kagent_strdup(json_string_value(json_object_get(provider, "model")));
 	otlp_spans__server(spans, json_string_value(json_object_get(provider, "base_url")));
@@ -411,8 +411,8 @@ otlp_spans__tool_call(struct kagent_otlp_spans *spans, const json_t *record, lon
 }
 
 static void
-otlp_spans__tool_result(struct kagent_otlp_spans *spans, const json_t *record,
-			long long unix_nanos, json_t *finished)
+otlp_spans__tool_result(struct kagent_otlp_spans *spans, const json_t *record, long long unix_nanos,
+			json_t *finished)
 {
 	if (spans->tool == NULL)
 		return;
@@ -585,8 +585,7 @@ kagent_otlp_spans_record(struct kagent_otlp_spans *spans, const json_t *record,
 }
 
 void
-kagent_otlp_spans_end_all(struct kagent_otlp_spans *spans, long long unix_nanos,
-			  json_t *finished)
+kagent_otlp_spans_end_all(struct kagent_otlp_spans *spans, long long unix_nanos, json_t *finished)
 {
 	json_t **slots[] = {&spans->tool, &spans->chat, &spans->root};
 
