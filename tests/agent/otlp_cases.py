@@ -6,7 +6,7 @@ that checks every request against the OTLP JSON encoding and the GenAI semantic 
 Checks the spans of a run (one invoke_agent root, a chat span per model call with its usage, an
 execute_tool span per tool call with the variant's verdict), the headers, that the header
 secret never reaches the trace, and that a refusing, unreachable or slow collector changes
-nothing in the run. Prints TAP ending with a line `N passed, N failed`.
+nothing in the run, and that kagentd's sessions export the same way. Prints TAP ending with a line `N passed, N failed`.
 Run: KAGENT=build/kagent KAGENT_SOURCE_DIR=. python3 tests/agent/otlp_cases.py"""
 import json
 import os
@@ -17,6 +17,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.environ["KAGENT_SOURCE_DIR"], "tests", "fixtures"))
 
+from daemon_cases import RELU, SCALE, Daemon, script  # noqa: E402
 from optimize_cases import Run, candidate, chat_reply  # noqa: E402
 from otlp_receiver import attribute_map, check_trace  # noqa: E402
 
@@ -227,12 +228,58 @@ def malformed_headers():
         run.close()
 
 
+def daemon_sessions():
+    """kagentd's sessions export as `kagent optimize` does: two sessions of a batch, two
+    traces, each whole and following the conventions."""
+    daemon = Daemon(script())
+    receiver = Receiver(daemon.folder)
+    try:
+        with open(daemon.config, "a") as f:
+            f.write(f"telemetry:\n  otlp_endpoint: {receiver.endpoint}\n")
+        daemon.start()
+        status, created = daemon.post_batch([RELU, SCALE])
+        if status != 201:
+            return [f"POST /v1/batches answered {status}: {created}"]
+        batch = daemon.wait_batch(created["batch"])
+        # The last export may still be out when the batch reads done.
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            roots = [span for span in receiver.spans() if "parentSpanId" not in span]
+            if len(roots) == 2:
+                break
+            time.sleep(0.2)
+        problems = []
+        for request in receiver.requests():
+            problems += [f"receiver: {problem}" for problem in request["problems"]]
+        traces = {}
+        for span in receiver.spans():
+            traces.setdefault(span["traceId"], []).append(span)
+        if len(traces) != 2:
+            return problems + [f"{len(traces)} traces for 2 sessions: {batch}\n{daemon.log()}"]
+        problems_seen = set()
+        for spans in traces.values():
+            problems += check_trace(spans)
+            root = next(attributes(span) for span in spans if "parentSpanId" not in span)
+            problems_seen.add(root.get("kagent.problem"))
+            verdicts = [attributes(span).get("kagent.verdict.status") for span in spans
+                        if attributes(span).get("gen_ai.tool.name") == "evaluate"]
+            if verdicts != ["correct"]:
+                problems.append(f"evaluate spans' verdicts {verdicts}")
+        if problems_seen != {"relu", "scale_rows"}:
+            problems.append(f"the traces' problems are {problems_seen}")
+        return problems
+    finally:
+        receiver.close()
+        daemon.close()
+
+
 CASES = [
     ("a run's spans reach the receiver and follow the GenAI conventions",
      spans_follow_conventions),
     ("a refusing or absent collector changes nothing in the run", broken_collectors),
     ("a slow collector does not slow the session", slow_collector),
     ("malformed telemetry.otlp_headers are refused without quoting them", malformed_headers),
+    ("kagentd's sessions export their spans as kagent optimize does", daemon_sessions),
 ]
 
 
