@@ -1068,7 +1068,7 @@ config__hex_digit(char character)
 static char *
 config__header_line(const char *item, size_t length, const char **problem)
 {
-	const char *equals = memchr(item, '=', length), *end = item + length, *name_end;
+	const char *equals = memchr(item, '=', length), *end = item + length, *name_end, *value;
 	struct kagent_buffer line = {0};
 
 	if (equals == NULL) {
@@ -1090,11 +1090,12 @@ config__header_line(const char *item, size_t length, const char **problem)
 	}
 	kagent_buffer_append(&line, item, (size_t)(name_end - item));
 	kagent_buffer_append(&line, ": ", 2);
-	for (const char *character = equals + 1; character < end; character++) {
+	value = equals + 1;
+	while (value < end && *value == ' ')
+		value++;
+	for (const char *character = value; character < end; character++) {
 		char decoded = *character;
 
-		if (decoded == ' ' && line.data[line.length - 1] == ' ')
-			continue; /* spaces after the '=' */
 		if (decoded == '%') {
 			int high = character + 2 < end ? config__hex_digit(character[1]) : -1;
 			int low = high >= 0 ? config__hex_digit(character[2]) : -1;

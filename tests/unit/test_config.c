@@ -796,6 +796,7 @@ test_telemetry_headers(void)
 	} cases[] = {
 	    {"Authorization=Basic%20cGs6c2s=", {"Authorization: Basic cGs6c2s="}, NULL},
 	    {" A = b , X-Y=c%2Cd,", {"A: b", "X-Y: c,d"}, NULL},
+	    {"A=b  c%20", {"A: b  c"}, NULL},
 	    {"", {NULL}, NULL},
 	    {"A=b,secret-token", {NULL}, "header 2 has no '=' between a name and a value"},
 	    {"=secret", {NULL}, "header 1 has no name before its '='"},
