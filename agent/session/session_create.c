@@ -320,6 +320,10 @@ session_create__records(struct kagent_session *session, char **cause)
 	return 0;
 }
 
+/* A header value this short is no credential ("X-Team: kernels"): as a trace secret it would
+ * blank every such word of the trace. */
+#define SESSION_HEADER_SECRET_MINIMUM 12
+
 /* The span exporter of telemetry.otlp_endpoint; its headers' values are secrets of the trace. */
 static int
 session_create__exporter(struct kagent_session *session, char **cause)
@@ -338,8 +342,12 @@ session_create__exporter(struct kagent_session *session, char **cause)
 		if ((status = kagent_config_parse_headers(telemetry->otlp_headers, &lines, cause)) <
 		    0)
 			return status;
-		for (size_t index = 0; lines[index] != NULL; index++)
-			kagent_trace_add_secret(session->trace, strchr(lines[index], ':') + 2);
+		for (size_t index = 0; lines[index] != NULL; index++) {
+			const char *value = strchr(lines[index], ':') + 2;
+
+			if (strlen(value) >= SESSION_HEADER_SECRET_MINIMUM)
+				kagent_trace_add_secret(session->trace, value);
+		}
 		kagent_config_free_headers(lines);
 	}
 	return kagent_otlp_exporter_create(&options, &session->exporter, cause);
