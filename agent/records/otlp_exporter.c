@@ -162,13 +162,16 @@ otlp_exporter__done(const struct kagent_http_result *result, void *data)
 		otlp_exporter__check_answer(exporter);
 	}
 	exporter->request_spans = 0;
-	/* An aborted request means the client is going away: nothing more can be sent. */
-	if (result->failure == KAGENT_HTTP_ABORTED) {
+	/* An aborted request means the client is going away: nothing more can be sent. At the
+	 * run's end, a collector that cannot be reached or stalls gets no second wait, so that
+	 * the process's exit waits for one request at most. */
+	if (result->failure == KAGENT_HTTP_ABORTED)
 		exporter->client_gone = 1;
+	if (exporter->client_gone || (exporter->finishing && result->failure != KAGENT_HTTP_OK)) {
+		if (json_array_size(exporter->queue) > 0)
+			kagent_log(KAGENT_LOG_WARNING, "OTLP export to %s: %zu spans dropped",
+				   exporter->url, json_array_size(exporter->queue));
 		json_array_clear(exporter->queue);
-		if (exporter->finishing)
-			otlp_exporter__free(exporter);
-		return;
 	}
 	if (exporter->flush_wanted || json_array_size(exporter->queue) >= OTLP_EXPORTER_BATCH)
 		otlp_exporter__send(exporter);

@@ -12,6 +12,7 @@
 #include "test.h"
 
 #include <errno.h>
+#include <stdint.h>
 
 #define SECRET "s3cret-header-value"
 
@@ -193,6 +194,35 @@ test_refusing_collector(void)
 	fixture_stop(&fixture);
 }
 
+/* At the run's end a stalled collector gets one wait, not one per batch left. */
+static void
+test_stalled_collector_at_finish(void)
+{
+	struct fixture fixture;
+	struct kagent_otlp_exporter *exporter;
+	uint64_t started;
+	json_t *log;
+
+	fixture_start(&fixture, "{\"exchanges\": [{\"delay_ms\": 8000, \"body\": {}}], "
+				"\"repeat_last\": true}");
+	exporter = exporter_create(&fixture, "", NULL);
+	feed(exporter, RUN_START);
+	for (int index = 0; index < 100; index++) {
+		feed(exporter, "{\"type\": \"tool_call\", \"id\": \"c\", \"name\": \"x\"}");
+		feed(exporter, "{\"type\": \"tool_result\", \"id\": \"c\"}");
+	}
+	feed(exporter, "{\"type\": \"final\"}");
+	kagent_otlp_exporter_finish(exporter);
+	started = uv_hrtime();
+	uv_run(&fixture.loop, UV_RUN_DEFAULT);
+	/* The stall limit (5 s), not three times it, and no second request. */
+	CHECK(uv_hrtime() - started < 7500000000u);
+	log = kagent_test_llm_server_log(&fixture.server);
+	CHECK_INT(json_array_size(log), 1);
+	json_decref(log);
+	fixture_stop(&fixture);
+}
+
 /* The HTTP client goes away with a request out: the exporter is freed from its on_done. */
 static void
 test_client_freed_while_sending(void)
@@ -257,6 +287,7 @@ test_bad_headers(void)
 static const struct kagent_test tests[] = {
     {"sends_by_turn", test_sends_by_turn},
     {"refusing_collector", test_refusing_collector},
+    {"stalled_collector_at_finish", test_stalled_collector_at_finish},
     {"client_freed_while_sending", test_client_freed_while_sending},
     {"queue_cap", test_queue_cap},
     {"bad_headers", test_bad_headers},
