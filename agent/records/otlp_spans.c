@@ -18,6 +18,8 @@
 
 #define OTLP_SPANS_TRACE_ID_SIZE 16
 #define OTLP_SPANS_SPAN_ID_SIZE 8
+/* How much of a failed tool's answer becomes its span's status message. */
+#define OTLP_SPANS_MESSAGE_CAP 512
 /* The agent's name in gen_ai.agent.name and the span names. */
 #define OTLP_SPANS_AGENT "kagent"
 
@@ -421,7 +423,16 @@ otlp_spans__tool_result(struct kagent_otlp_spans *spans, const json_t *record, l
 	/* The content is what the model reads: the reason it was refused, shortened. */
 	if (json_is_true(json_object_get(record, "is_error"))) {
 		const char *content = json_string_value(json_object_get(record, "content"));
-		char *message = kagent_strndup(content != NULL ? content : "", 512);
+		size_t length;
+		char *message;
+
+		if (content == NULL)
+			content = "";
+		length = strnlen(content, OTLP_SPANS_MESSAGE_CAP);
+		/* Cut between UTF-8 characters, never inside one. */
+		while (length > 0 && ((unsigned char)content[length] & 0xc0) == 0x80)
+			length--;
+		message = kagent_strndup(content, length);
 
 		otlp_spans__fail(spans->tool, "tool_error", message);
 		free(message);

@@ -384,6 +384,36 @@ test_end_all(void)
 	kagent_otlp_spans_free(spans);
 }
 
+/* A failed tool's long answer is cut to 512 bytes for the status, between UTF-8 characters. */
+static void
+test_long_tool_error(void)
+{
+	unsigned next = 0;
+	struct kagent_otlp_spans *spans = kagent_otlp_spans_create(counting_random, &next);
+	json_t *ended = json_array(), *result;
+	char content[1200];
+
+	/* 511 ASCII bytes, then two-byte characters: byte 512 is the second half of one. */
+	memset(content, 'a', 511);
+	for (size_t index = 511; index + 2 < sizeof content; index += 2)
+		memcpy(content + index, "\xc3\xa9", 2);
+	content[sizeof content - 1] = '\0';
+	if (content[sizeof content - 2] == '\xc3')
+		content[sizeof content - 2] = '\0';
+	json_decref(feed(spans, RUN_START, 0));
+	json_decref(feed(spans, "{\"type\": \"tool_call\", \"id\": \"c\", \"name\": \"x\"}", 1));
+	result =
+	    json_pack("{s:s, s:b, s:s}", "type", "tool_result", "is_error", 1, "content", content);
+	CHECK(result != NULL);
+	kagent_otlp_spans_record(spans, result, 1800000002000000000LL, ended);
+	CHECK_INT(strlen(json_string_value(json_object_get(
+		      json_object_get(json_array_get(ended, 0), "status"), "message"))),
+		  511);
+	json_decref(result);
+	json_decref(ended);
+	kagent_otlp_spans_free(spans);
+}
+
 /* An all-zero id is invalid in OTLP: it is drawn again. */
 static void
 test_ids_never_zero(void)
@@ -437,9 +467,13 @@ test_request(void)
 }
 
 static const struct kagent_test tests[] = {
-    {"run", test_run},	       {"llm_error", test_llm_error},
-    {"end_all", test_end_all}, {"ids_never_zero", test_ids_never_zero},
-    {"request", test_request}, {NULL, NULL},
+    {"run", test_run},
+    {"llm_error", test_llm_error},
+    {"end_all", test_end_all},
+    {"long_tool_error", test_long_tool_error},
+    {"ids_never_zero", test_ids_never_zero},
+    {"request", test_request},
+    {NULL, NULL},
 };
 
 KAGENT_TEST_MAIN(tests, 30)
