@@ -11,6 +11,7 @@
 #include "kagent/records/config.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,6 +22,9 @@
 /* A collector is local or near: waiting longer for one would only hold up a run's exit. */
 #define OTLP_EXPORTER_CONNECT_TIMEOUT_MS 3000
 #define OTLP_EXPORTER_STALL_SECONDS 5
+/* After a collector could not be reached or stalled, what ends in this many milliseconds is
+ * dropped rather than sent: a collector that is down costs a run (and its exit) one wait. */
+#define OTLP_EXPORTER_QUIET_MS 30000
 /* How much of a 2xx answer is read, for its partialSuccess. */
 #define OTLP_EXPORTER_ANSWER_CAP 4096
 
@@ -36,8 +40,9 @@ struct kagent_otlp_exporter {
 	char answer[OTLP_EXPORTER_ANSWER_CAP + 1]; /* its 2xx body, cut at the cap */
 	size_t answer_length;
 	unsigned long long dropped; /* spans dropped since the last log line about it */
-	int flush_wanted; /* a turn or the run ended: send the whole queue, batch after batch */
-	int client_gone;  /* the HTTP client cancelled a request: it is being freed */
+	int flush_wanted;     /* a turn or the run ended: send the whole queue, batch after batch */
+	int client_gone;      /* the HTTP client cancelled a request: it is being freed */
+	uint64_t quiet_until; /* loop time (ms) before which nothing is sent: a request failed */
 	int finishing;
 };
 
@@ -162,16 +167,13 @@ otlp_exporter__done(const struct kagent_http_result *result, void *data)
 		otlp_exporter__check_answer(exporter);
 	}
 	exporter->request_spans = 0;
-	/* An aborted request means the client is going away: nothing more can be sent. At the
-	 * run's end, a collector that cannot be reached or stalls gets no second wait, so that
-	 * the process's exit waits for one request at most. */
-	if (result->failure == KAGENT_HTTP_ABORTED)
+	/* An aborted request means the client is going away: nothing more can be sent. */
+	if (result->failure == KAGENT_HTTP_ABORTED) {
 		exporter->client_gone = 1;
-	if (exporter->client_gone || (exporter->finishing && result->failure != KAGENT_HTTP_OK)) {
-		if (json_array_size(exporter->queue) > 0)
-			kagent_log(KAGENT_LOG_WARNING, "OTLP export to %s: %zu spans dropped",
-				   exporter->url, json_array_size(exporter->queue));
 		json_array_clear(exporter->queue);
+	} else if (result->failure != KAGENT_HTTP_OK) {
+		exporter->quiet_until =
+		    uv_now(kagent_http_client_loop(exporter->http)) + OTLP_EXPORTER_QUIET_MS;
 	}
 	if (exporter->flush_wanted || json_array_size(exporter->queue) >= OTLP_EXPORTER_BATCH)
 		otlp_exporter__send(exporter);
@@ -189,6 +191,15 @@ otlp_exporter__send(struct kagent_otlp_exporter *exporter)
 
 	if (exporter->request != NULL || exporter->client_gone || count == 0)
 		return;
+	if (uv_now(kagent_http_client_loop(exporter->http)) < exporter->quiet_until) {
+		kagent_log(
+		    KAGENT_LOG_WARNING,
+		    "OTLP export to %s: the collector did not answer lately, %zu spans dropped",
+		    exporter->url, count);
+		json_array_clear(exporter->queue);
+		exporter->flush_wanted = 0;
+		return;
+	}
 	if (count > OTLP_EXPORTER_BATCH)
 		count = OTLP_EXPORTER_BATCH;
 	batch = json_array();

@@ -8,6 +8,7 @@ execute_tool span per tool call with the variant's verdict), the headers, that t
 secret never reaches the trace, and that a refusing, unreachable or slow collector changes
 nothing in the run, and that kagentd's sessions export the same way. Prints TAP ending with a line `N passed, N failed`.
 Run: KAGENT=build/kagent KAGENT_SOURCE_DIR=. python3 tests/agent/otlp_cases.py"""
+import datetime
 import json
 import os
 import subprocess
@@ -189,10 +190,11 @@ def broken_collectors():
 
 
 def slow_collector():
-    """A collector that answers after 2 s: the session never waits for it (its wall time is
-    that of a run without export); only the process's exit waits for the last request."""
+    """A collector that answers after 3 s: the session never waits for it (the next turn's
+    request follows the turn's end, which sends that turn's spans, at once); only the
+    process's exit waits for the last request, and the collector still gets the whole trace."""
     run = two_variants()
-    receiver = Receiver(run.folder, "--delay-ms", "2000")
+    receiver = Receiver(run.folder, "--delay-ms", "3000")
     try:
         configure(run, receiver.endpoint)
         started = time.monotonic()
@@ -202,15 +204,47 @@ def slow_collector():
         if run.code != 0 or final.get("variant") != "v2":
             return ["the run should confirm v2 as usual: " + run.describe()]
         problems = []
-        if final["totals"]["wall_seconds"] > 1.9:
-            problems.append(f"the session took {final['totals']['wall_seconds']:.1f} s: it "
-                            "waited for the collector")
-        if elapsed > 30:
+        trace = run.trace()
+        turn_end = next(r for r in trace if r["type"] == "turn_end" and r["turn"] == 1)
+        request = next(r for r in trace if r["type"] == "request" and r["turn"] == 2)
+        gap = (datetime.datetime.fromisoformat(request["time"].replace("Z", "+00:00"))
+               - datetime.datetime.fromisoformat(turn_end["time"].replace("Z", "+00:00")))
+        if gap.total_seconds() > 1.5:
+            problems.append(f"turn 2 began {gap.total_seconds():.1f} s after turn 1 ended: "
+                            "the session waited for the collector")
+        if elapsed > 60:
             problems.append(f"the process took {elapsed:.0f} s to exit")
         spans = receiver.spans()
-        if check_trace(spans):
-            problems.append("the slow collector did not get the whole trace: "
+        if len(spans) != 6 or check_trace(spans):
+            problems.append(f"the slow collector got {len(spans)} spans: "
                             + "; ".join(check_trace(spans)))
+        return problems
+    finally:
+        receiver.close()
+        run.close()
+
+
+def stalled_collector():
+    """A collector that accepts and never answers: the first export stalls (5 s), the rest
+    of the run's spans are dropped with a log line, and the exit waits for that one stall."""
+    run = two_variants()
+    receiver = Receiver(run.folder, "--delay-ms", "30000")
+    try:
+        configure(run, receiver.endpoint)
+        started = time.monotonic()
+        run.optimize("--target", "1.5")
+        elapsed = time.monotonic() - started
+        final = run.final or {}
+        if run.code != 0 or final.get("variant") != "v2":
+            return ["the run should confirm v2 as usual: " + run.describe()]
+        problems = []
+        if "stalled" not in run.stderr or "did not answer lately" not in run.stderr:
+            problems.append("no log line says the export stalled and spans were dropped: "
+                            + run.stderr[-1500:])
+        if elapsed > 9.5:
+            problems.append(f"the process took {elapsed:.1f} s to exit: more than one stall")
+        if len(receiver.requests()) != 1:
+            problems.append(f"{len(receiver.requests())} requests reached the stalled collector")
         return problems
     finally:
         receiver.close()
@@ -284,6 +318,7 @@ CASES = [
      spans_follow_conventions),
     ("a refusing or absent collector changes nothing in the run", broken_collectors),
     ("a slow collector does not slow the session", slow_collector),
+    ("a stalled collector costs one wait, and its spans are dropped", stalled_collector),
     ("malformed telemetry.otlp_headers are refused without quoting them", malformed_headers),
     ("kagentd's sessions export their spans as kagent optimize does", daemon_sessions),
 ]
