@@ -8,11 +8,14 @@
 #include "kagent/records/otlp_exporter.h"
 
 #include "kagent/base/alloc.h"
+#include "kagent/base/fileio.h"
 #include "llm_server.h"
 #include "test.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #define SECRET "s3cret-header-value"
 
@@ -223,6 +226,37 @@ test_stalled_collector_at_finish(void)
 	fixture_stop(&fixture);
 }
 
+/* A 2xx answer that says the collector rejected spans is logged with its reason. */
+static void
+test_partial_success_logged(void)
+{
+	struct fixture fixture;
+	struct kagent_otlp_exporter *exporter;
+	char *path, *logged = NULL;
+	size_t size;
+	int saved = dup(2), fd;
+
+	fixture_start(&fixture, "[{\"body\": {\"partialSuccess\": {\"rejectedSpans\": \"1\", "
+				"\"errorMessage\": \"span too old\"}}}]");
+	path = kagent_asprintf("%s/stderr.txt", fixture.directory);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	CHECK(fd >= 0 && saved >= 0);
+	CHECK(dup2(fd, 2) == 2);
+	close(fd);
+	exporter = exporter_create(&fixture, "", NULL);
+	feed(exporter, RUN_START);
+	feed(exporter, "{\"type\": \"final\"}");
+	kagent_otlp_exporter_finish(exporter);
+	uv_run(&fixture.loop, UV_RUN_DEFAULT);
+	CHECK(dup2(saved, 2) == 2);
+	close(saved);
+	CHECK_INT(kagent_fileio_read(path, 1 << 16, &logged, &size, &(char *){NULL}), 0);
+	CHECK_CONTAINS(logged, "the collector rejected 1 of 1 spans: span too old");
+	free(logged);
+	free(path);
+	fixture_stop(&fixture);
+}
+
 /* The HTTP client goes away with a request out: the exporter is freed from its on_done. */
 static void
 test_client_freed_while_sending(void)
@@ -288,6 +322,7 @@ static const struct kagent_test tests[] = {
     {"sends_by_turn", test_sends_by_turn},
     {"refusing_collector", test_refusing_collector},
     {"stalled_collector_at_finish", test_stalled_collector_at_finish},
+    {"partial_success_logged", test_partial_success_logged},
     {"client_freed_while_sending", test_client_freed_while_sending},
     {"queue_cap", test_queue_cap},
     {"bad_headers", test_bad_headers},
