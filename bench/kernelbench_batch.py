@@ -59,6 +59,31 @@ def problems(kernelbench):
     return chosen
 
 
+def print_verdicts(runs, keep):
+    """Each session's verdicts (variant, purpose, status, reason), from its trace, which is
+    kept in keep."""
+    os.makedirs(keep, exist_ok=True)
+    for root, _, names in sorted(os.walk(runs)):
+        for name in sorted(names):
+            if not (name.endswith(".jsonl") and os.path.basename(root) == "traces"):
+                continue
+            path = os.path.join(root, name)
+            shutil.copy(path, keep)
+            problem = os.path.basename(os.path.dirname(root))
+            with open(path) as f:
+                for line in f:
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue
+                    if record.get("type") == "verdict":
+                        print(f"# {problem}: {record.get('variant')} {record.get('purpose')}: "
+                              f"{record.get('status')} {(record.get('reason') or '')[:300]}")
+                    elif record.get("type") == "tool_result" and record.get("is_error"):
+                        print(f"# {problem}: tool {record.get('name')} failed: "
+                              f"{(record.get('content') or '')[:300]}")
+
+
 def kagent(arguments, environment, check=True):
     result = subprocess.run(arguments, env=environment, capture_output=True, text=True)
     if check and result.returncode != 0:
@@ -152,6 +177,7 @@ def main():
             f.write(report.stdout)
         summary = kagent([executable, "report", batch, "--summary-csv"], environment)
         print(summary.stdout)
+        print_verdicts(os.path.join(folder, "runs"), os.path.join(out, "traces"))
         status = 0
     finally:
         daemon.send_signal(signal.SIGTERM)
