@@ -10,6 +10,7 @@
 #include "kagent/records/otlp_spans.h"
 
 #include "kagent/base/alloc.h"
+#include "kagent/llm/provider.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,8 @@ struct kagent_otlp_spans {
 	/* From run_start's config, for every chat span. */
 	char *provider;
 	char *model;
+	json_t *provider_config; /* run_start's config.provider: the request's settings */
+	json_t *tools;		 /* run_start's tool definitions, for their descriptions */
 	char *server_address;
 	long long server_port;
 	char *run_id;
@@ -83,6 +86,8 @@ kagent_otlp_spans_free(struct kagent_otlp_spans *spans)
 	json_decref(spans->tool);
 	free(spans->provider);
 	free(spans->model);
+	json_decref(spans->provider_config);
+	json_decref(spans->tools);
 	free(spans->server_address);
 	free(spans->run_id);
 	free(spans->leader);
@@ -311,6 +316,8 @@ otlp_spans__run_start(struct kagent_otlp_spans *spans, const json_t *record, lon
 	    otlp_spans__provider(json_string_value(json_object_get(provider, "api"))));
 	if (json_is_string(json_object_get(provider, "model")))
 		spans->model = kagent_strdup(json_string_value(json_object_get(provider, "model")));
+	spans->provider_config = json_incref((json_t *)provider);
+	spans->tools = json_incref(json_object_get(record, "tools"));
 	otlp_spans__server(spans, json_string_value(json_object_get(provider, "base_url")));
 	if (json_is_string(json_object_get(record, "run_id")))
 		spans->run_id = kagent_strdup(json_string_value(json_object_get(record, "run_id")));
@@ -331,6 +338,22 @@ otlp_spans__run_start(struct kagent_otlp_spans *spans, const json_t *record, lon
 	otlp_spans__field(attributes, "kagent.target.baseline", target, "baseline");
 }
 
+/* The sampling settings the requests carry (unset ones are not sent, so not reported). */
+static void
+otlp_spans__request_settings(const struct kagent_otlp_spans *spans, json_t *attributes)
+{
+	const json_t *provider = spans->provider_config;
+	json_int_t max_tokens = json_integer_value(json_object_get(provider, "max_output_tokens"));
+
+	otlp_spans__field(attributes, "gen_ai.request.temperature", provider, "temperature");
+	otlp_spans__field(attributes, "gen_ai.request.top_p", provider, "top_p");
+	/* 0 sends none, except to Anthropic, which requires one (llm_request.c). */
+	if (max_tokens <= 0 && strcmp(spans->provider, "anthropic") == 0)
+		max_tokens = KAGENT_PROVIDER_ANTHROPIC_MAX_TOKENS;
+	if (max_tokens > 0)
+		otlp_spans__integer(attributes, "gen_ai.request.max_tokens", max_tokens);
+}
+
 static void
 otlp_spans__request(struct kagent_otlp_spans *spans, const json_t *record, long long unix_nanos)
 {
@@ -345,6 +368,7 @@ otlp_spans__request(struct kagent_otlp_spans *spans, const json_t *record, long 
 	attributes = otlp_spans__attributes(spans->chat);
 	otlp_spans__common(spans, attributes, "chat");
 	otlp_spans__string(attributes, "gen_ai.request.model", spans->model);
+	otlp_spans__request_settings(spans, attributes);
 	otlp_spans__string(attributes, "server.address", spans->server_address);
 	if (spans->server_address != NULL)
 		otlp_spans__integer(attributes, "server.port", spans->server_port);
@@ -395,7 +419,8 @@ static void
 otlp_spans__tool_call(struct kagent_otlp_spans *spans, const json_t *record, long long unix_nanos)
 {
 	const char *tool = json_string_value(json_object_get(record, "name"));
-	json_t *attributes;
+	json_t *attributes, *definition;
+	size_t index;
 	char *name;
 
 	if (tool == NULL)
@@ -409,6 +434,14 @@ otlp_spans__tool_call(struct kagent_otlp_spans *spans, const json_t *record, lon
 	otlp_spans__string(attributes, "gen_ai.tool.name", tool);
 	otlp_spans__field(attributes, "gen_ai.tool.call.id", record, "id");
 	otlp_spans__string(attributes, "gen_ai.tool.type", "function");
+	json_array_foreach(spans->tools, index, definition)
+	{
+		const char *defined = json_string_value(json_object_get(definition, "name"));
+
+		if (defined != NULL && strcmp(defined, tool) == 0)
+			otlp_spans__field(attributes, "gen_ai.tool.description", definition,
+					  "description");
+	}
 	otlp_spans__field(attributes, "kagent.turn", record, "turn");
 }
 

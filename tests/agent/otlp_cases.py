@@ -110,6 +110,8 @@ def spans_follow_conventions():
         if [attributes(span)["gen_ai.tool.name"] for span in tools] != \
                 ["read_problem", "evaluate", "evaluate"]:
             problems.append(f"tool spans {[span['name'] for span in tools]}")
+        if not all(attributes(span).get("gen_ai.tool.description") for span in tools):
+            problems.append("a tool span lacks the tool's description")
         call_ids = [record["id"] for record in run.trace() if record["type"] == "tool_call"]
         if [attributes(span).get("gen_ai.tool.call.id") for span in tools] != call_ids:
             problems.append("the tool spans' gen_ai.tool.call.id are not the trace's call ids")

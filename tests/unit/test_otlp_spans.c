@@ -108,8 +108,10 @@ text_of(const json_t *span, const char *key)
 	"\"problem_name\": \"relu\", \"problem_sha256\": \"00ff\", \"kagent_version\": "           \
 	"\"0.1.0\", "                                                                              \
 	"\"config\": {\"provider\": {\"api\": \"anthropic\", \"model\": \"claude-x\", "            \
-	"\"base_url\": \"https://api.anthropic.com\"}, \"target\": {\"speedup\": 1.5, "            \
-	"\"baseline\": \"best\"}}}"
+	"\"base_url\": \"https://api.anthropic.com\", \"temperature\": 0.5, \"top_p\": null, "     \
+	"\"max_output_tokens\": 0}, \"target\": {\"speedup\": 1.5, \"baseline\": \"best\"}}, "     \
+	"\"tools\": [{\"name\": \"read_problem\", \"description\": \"Returns the problem.\"}, "    \
+	"{\"name\": \"evaluate\", \"description\": \"Judges a candidate.\"}]}"
 
 /* A whole run: two turns, a retry, a variant that passes and one that fails, the end. */
 static void
@@ -160,6 +162,10 @@ test_run(void)
 	CHECK_STRING(string_attribute(chat, "gen_ai.conversation.id"), "20261125-0700-ab12");
 	CHECK_STRING(string_attribute(chat, "server.address"), "api.anthropic.com");
 	CHECK_STRING(int_attribute(chat, "server.port"), "443");
+	/* The request's settings: Anthropic gets a max_tokens even when none is configured. */
+	CHECK(double_attribute(chat, "gen_ai.request.temperature") == 0.5);
+	CHECK(attribute(chat, "gen_ai.request.top_p") == NULL);
+	CHECK_STRING(int_attribute(chat, "gen_ai.request.max_tokens"), "16384");
 	CHECK_STRING(int_attribute(chat, "gen_ai.usage.input_tokens"), "1200");
 	CHECK_STRING(int_attribute(chat, "gen_ai.usage.output_tokens"), "300");
 	CHECK_STRING(int_attribute(chat, "gen_ai.usage.cache_read.input_tokens"), "1000");
@@ -211,6 +217,7 @@ test_run(void)
 	CHECK_STRING(string_attribute(tool, "gen_ai.tool.name"), "evaluate");
 	CHECK_STRING(string_attribute(tool, "gen_ai.tool.call.id"), "toolu_1");
 	CHECK_STRING(string_attribute(tool, "gen_ai.tool.type"), "function");
+	CHECK_STRING(string_attribute(tool, "gen_ai.tool.description"), "Judges a candidate.");
 	CHECK_STRING(string_attribute(tool, "kagent.variant.id"), "v1");
 	CHECK(attribute(tool, "kagent.variant.parent") == NULL); /* the first: no parent */
 	CHECK_STRING(string_attribute(tool, "kagent.verdict.status"), "correct");
@@ -334,6 +341,7 @@ test_llm_error(void)
 		     2);
 	chat = json_array_get(ended, 0);
 	CHECK_STRING(string_attribute(chat, "gen_ai.provider.name"), "openai");
+	CHECK(attribute(chat, "gen_ai.request.max_tokens") == NULL); /* 0: none sent */
 	CHECK_STRING(string_attribute(chat, "server.address"), "[::1]");
 	CHECK_STRING(int_attribute(chat, "server.port"), "8000");
 	CHECK_STRING(string_attribute(chat, "error.type"), "authentication");
