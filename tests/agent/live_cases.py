@@ -235,7 +235,8 @@ def replay_and_follow():
 
 def resume_and_errors():
     """A finished session: Last-Event-ID and ?after resume after that seq (the header wins),
-    past the last record only "end" comes; a bad seq is 400, unknown ids 404 (JSON)."""
+    past the last record only "end" comes; without its file, the store's copy is replayed; a
+    bad seq is 400, unknown ids 404 (JSON)."""
     daemon = Daemon(slow_script(0))
     try:
         daemon.start()
@@ -258,6 +259,15 @@ def resume_and_errors():
             reader = get_stream(daemon, path + bad)
             if reader.status != 400 or "error" not in reader.json():
                 problems.append(f"{bad}: {reader.status} {reader.body[:200]}")
+        # The file gone from this machine (a session another daemon ran on a shared store):
+        # the store's copy of the trace, which keeps every record but the stream ones.
+        os.rename(session["trace_path"], session["trace_path"] + ".moved")
+        reader = get_stream(daemon, path)
+        expected = [json.loads(line) for line in lines if json.loads(line)["type"] != "stream"]
+        got = [json.loads(data) for _, name, data in reader.events if name == "record"]
+        if got != expected or reader.events[-1] != (None, "end", '{"state":"done"}'):
+            problems.append(f"from the store's copy: {len(got)} records, expected "
+                            f"{len(expected)}; last event {reader.events[-1:]}")
         for unknown in ("/v1/sessions/no-such-session/events", "/v1/events?batch=b-none"):
             reader = get_stream(daemon, unknown)
             if reader.status != 404 or "error" not in reader.json():
@@ -478,7 +488,7 @@ def kagent_watch():
 CASES = [
     ("a session's stream replays and follows its trace to the end; /v1/events follows it",
      replay_and_follow),
-    ("Last-Event-ID and ?after resume; bad seq 400; unknown session and batch 404",
+    ("Last-Event-ID and ?after resume; the store's copy without the file; 400; 404s",
      resume_and_errors),
     ("a queued session's stream waits, then ends as cancelled; /v1/events shows the cancel",
      queued_then_cancelled),
