@@ -397,6 +397,8 @@ routes__batch_created(struct routes__call *call)
 			  json_string_value(json_object_get(call->result, "batch")),
 			  (long long)json_integer_value(json_object_get(call->result, "sessions")));
 	kagent_daemon_wake(call->daemon);
+	kagent_daemon_events_changed(call->daemon,
+				     json_string_value(json_object_get(call->result, "batch")), NULL);
 }
 
 /* What the body may hold besides settings (docs/daemon-api.md); checked before any work. */
@@ -569,6 +571,7 @@ routes__batch_cancelled(struct routes__call *call)
 	size_t index;
 
 	kagent_daemon_log("batch %s cancelled", call->id);
+	kagent_daemon_events_changed(call->daemon, call->id, NULL);
 	json_array_foreach(json_object_get(call->result, "interrupted"), index, id)
 	    kagent_daemon_cancel(call->daemon, json_string_value(id));
 }
@@ -617,6 +620,7 @@ static void
 routes__session_cancelled(struct routes__call *call)
 {
 	kagent_daemon_log("session %s: cancelled", call->id);
+	kagent_daemon_events_changed(call->daemon, NULL, call->id);
 	if (call->running)
 		kagent_daemon_cancel(call->daemon, call->id);
 }
@@ -699,6 +703,11 @@ const struct kagent_http_route kagent_daemon_routes[] = {
 	 .summary = "one session, with its live view while it runs here"},
 	{.method = "DELETE", .pattern = "/v1/sessions/{id}", .handle = routes__session_cancel,
 	 .summary = "cancel one session"},
+	{.method = "GET", .pattern = "/v1/sessions/{id}/events",
+	 .handle = kagent_daemon_events_serve_session,
+	 .summary = "a session's trace records as Server-Sent Events: replayed, then live"},
+	{.method = "GET", .pattern = "/v1/events", .handle = kagent_daemon_events_serve_all,
+	 .summary = "session and batch state changes as Server-Sent Events (?batch=ID)"},
 	{.method = "GET", .pattern = "/", .handle = routes__viewer_index,
 	 .summary = "the web viewer's page (docs/viewer.md)"},
 	{.method = "GET", .pattern = "/viewer/{file}", .handle = routes__viewer_own,

@@ -804,6 +804,23 @@ kagent_http_request_body(const struct kagent_http_request *request, size_t *leng
 	return request->body;
 }
 
+const char *
+kagent_http_request_header(const struct kagent_http_request *request, const char *name)
+{
+	h2o_req_t *req = request->req;
+	ssize_t index;
+
+	if (req == NULL)
+		return NULL;
+	index = h2o_find_header_by_str(&req->headers, name, strlen(name), -1);
+	if (index < 0)
+		return NULL;
+	/* A NUL-terminated copy in h2o's request pool: it lives exactly as long as the request. */
+	return h2o_strdup(&req->pool, req->headers.entries[index].value.base,
+			  req->headers.entries[index].value.len)
+	    .base;
+}
+
 int
 kagent_http_request_over_tcp(const struct kagent_http_request *request)
 {
@@ -921,6 +938,10 @@ http_server__stream_proceed(h2o_generator_t *generator, h2o_req_t *req)
 	stream->in_flight = 0;
 	kagent_buffer_free(&stream->sending);
 	http_server__stream_flush(stream);
+	/* Everything queued is written: the owner may send what it held back. */
+	if (!stream->in_flight && !stream->finished && stream->queue.length == 0 &&
+	    !stream->owner_told && !stream->owner_closed && stream->callbacks.on_drain != NULL)
+		stream->callbacks.on_drain(stream, stream->callbacks.data);
 }
 
 /* The connection is closing: h2o disposes the request next (which tells the owner). */
@@ -967,32 +988,27 @@ kagent_http_stream_start(struct kagent_http_request *request,
 }
 
 int
-kagent_http_stream_send(struct kagent_http_stream *stream, const char *id, const char *event,
-			const json_t *data)
+kagent_http_stream_send_text(struct kagent_http_stream *stream, const char *id, const char *event,
+			     const char *data)
 {
 	struct kagent_buffer text = {0};
-	char *json = NULL;
 	size_t dropped;
 	char *first;
 
 	if (stream->finished || stream->owner_told || stream->owner_closed)
 		return -EPIPE;
 	if ((id != NULL && strpbrk(id, "\r\n") != NULL) ||
-	    (event != NULL && strpbrk(event, "\r\n") != NULL))
+	    (event != NULL && strpbrk(event, "\r\n") != NULL) ||
+	    (data != NULL && strpbrk(data, "\r\n") != NULL))
 		return -EINVAL;
 	if (id != NULL)
 		kagent_buffer_appendf(&text, "id: %s\n", id);
 	if (event != NULL)
 		kagent_buffer_appendf(&text, "event: %s\n", event);
 	if (data != NULL) {
-		/* Compact JSON holds no newline (strings escape theirs): one data line. */
-		json = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
-		if (json == NULL) {
-			kagent_buffer_free(&text);
-			return -EINVAL;
-		}
-		kagent_buffer_appendf(&text, "data: %s\n", json);
-		free(json);
+		kagent_buffer_append_string(&text, "data: ");
+		kagent_buffer_append_string(&text, data);
+		kagent_buffer_append_string(&text, "\n");
 	}
 	kagent_buffer_append_string(&text, "\n");
 	if (stream->queue.length + text.length > stream->request->server->stream_cap) {
@@ -1019,6 +1035,32 @@ kagent_http_stream_send(struct kagent_http_stream *stream, const char *id, const
 	kagent_buffer_free(&text);
 	http_server__stream_flush(stream);
 	return 0;
+}
+
+int
+kagent_http_stream_send(struct kagent_http_stream *stream, const char *id, const char *event,
+			const json_t *data)
+{
+	char *json = NULL;
+	int status;
+
+	if (data != NULL) {
+		/* Compact JSON holds no newline (strings escape theirs): one data line. */
+		json = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
+		if (json == NULL)
+			return -EINVAL;
+	}
+	status = kagent_http_stream_send_text(stream, id, event, json);
+	free(json);
+	return status;
+}
+
+size_t
+kagent_http_stream_room(const struct kagent_http_stream *stream)
+{
+	size_t cap = stream->request->server->stream_cap;
+
+	return stream->queue.length < cap ? cap - stream->queue.length : 0;
 }
 
 void
