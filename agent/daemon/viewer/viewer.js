@@ -163,14 +163,14 @@ class SessionModel {
 		this.state = null;
 		this.calls = new Map();	   /* tool call id -> {name, arguments} */
 		this.variants = new Map(); /* "v3" -> variant */
-		this.turns = new Map();	   /* turn -> {best, evaluated} */
+		this.turns = new Map();	   /* turn -> {best, evaluated}: confirmed best, best correct */
 	}
 
 	variant(id) {
 		let variant = this.variants.get(id);
 		if (!variant) {
 			variant = {id: id, number: parseInt(id.slice(1), 10) || 0, turn: null, source: null,
-				note: "", status: null, reason: null, speedupEager: null,
+				note: "", status: null, reason: null, speedup: null, speedupEager: null,
 				speedupCompile: null, commit: null, confirmed: null, parent: undefined};
 			this.variants.set(id, variant);
 		}
@@ -220,13 +220,14 @@ class SessionModel {
 			if (record.purpose === "evaluate") {
 				variant.status = record.status;
 				variant.reason = record.reason;
+				variant.speedup = record.speedup;
 				variant.speedupEager = record.speedup_vs_eager;
 				variant.speedupCompile = record.speedup_vs_compile;
 				if (variant.turn === null) variant.turn = record.turn;
 				if (typeof record.turn === "number" && record.status === "correct" &&
-				    typeof record.speedup_vs_eager === "number") {
+				    typeof record.speedup === "number") {
 					const entry = this.turnEntry(record.turn);
-					entry.evaluated = Math.max(entry.evaluated || 0, record.speedup_vs_eager);
+					entry.evaluated = Math.max(entry.evaluated || 0, record.speedup);
 				}
 			} else if (record.purpose === "confirm" || record.purpose === "final") {
 				variant.confirmed = record.status === "correct";
@@ -237,15 +238,20 @@ class SessionModel {
 			this.variant(record.variant).commit = record.commit;
 			break;
 		case "best":
+			/* Confirmed on unseen seeds: it may come after its turn's turn_end. */
 			this.best = {variant: record.variant, speedup: record.speedup};
 			this.baseline = record.baseline || this.baseline;
+			if (typeof record.turn === "number")
+				this.turnEntry(record.turn).best = record.speedup;
 			break;
 		case "turn_end":
 			this.totals = record.totals;
 			this.limits = record.limits;
 			if (record.best) this.best = record.best;
-			if (typeof record.turn === "number")
-				this.turnEntry(record.turn).best = record.best ? record.best.speedup : null;
+			if (typeof record.turn === "number" && record.best)
+				this.turnEntry(record.turn).best = record.best.speedup;
+			else if (typeof record.turn === "number")
+				this.turnEntry(record.turn);
 			break;
 		case "stop":
 			this.stop = record;
@@ -297,6 +303,7 @@ const viewer = {
 	session: null,	     /* SessionModel of the shown session */
 	sessionStream: null,
 	chart: null,
+	diffChosen: false,   /* the person chose the diff's sides */
 };
 
 function describeRecord(record) {
@@ -443,8 +450,7 @@ function renderVariants() {
 		line.appendChild(element("span", "badge " + statusClass(variant.status),
 			variant.status || "evaluating"));
 		if (variant.status === "correct")
-			line.appendChild(element("span", "speedup",
-				formatSpeedup(variant.speedupEager) + " vs eager"));
+			line.appendChild(element("span", "speedup", formatSpeedup(variant.speedup)));
 		if (model.best && model.best.variant === variant.id)
 			line.appendChild(element("span", "badge best", "best"));
 		if (variant.confirmed !== null)
@@ -469,9 +475,11 @@ function renderVariants() {
 	renderDiffChoices();
 }
 
-/* The "to" side follows a clicked variant; "from" becomes its parent. */
+/* The "to" side follows a clicked variant; "from" becomes its parent. From then on the diff
+ * stays where the person put it; until then it follows the latest variant. */
 function chooseDiff(id) {
 	const variant = viewer.session.variants.get(id);
+	viewer.diffChosen = true;
 	byId("diff-to").value = id;
 	byId("diff-from").value = variant && variant.parent ? variant.parent : "";
 	renderDiff();
@@ -482,8 +490,7 @@ function renderDiffChoices() {
 	const from = byId("diff-from"), to = byId("diff-to");
 	const withSource = model.orderedVariants().filter(function (v) { return v.source !== null; });
 	const keepFrom = from.value, keepTo = to.value;
-	if (from.options.length === withSource.length + 1 && to.options.length === withSource.length)
-		return;
+	if (to.options.length === withSource.length) return;
 	clear(from);
 	clear(to);
 	from.appendChild(element("option", null, "(empty)")).value = "";
@@ -493,7 +500,7 @@ function renderDiffChoices() {
 	});
 	if (withSource.length === 0) return;
 	const latest = withSource[withSource.length - 1];
-	if (keepTo && model.variants.has(keepTo)) {
+	if (viewer.diffChosen && keepTo) {
 		to.value = keepTo;
 		from.value = keepFrom;
 	} else {
@@ -546,7 +553,13 @@ function renderChart() {
 	if (typeof Chart === "undefined") return;
 	const turns = Array.from(model.turns.keys()).sort(function (a, b) { return a - b; });
 	const labels = turns.map(String);
-	const best = turns.map(function (t) { return model.turns.get(t).best; });
+	/* The best so far: the latest confirmed best at or before each turn. */
+	let sofar = null;
+	const best = turns.map(function (t) {
+		const value = model.turns.get(t).best;
+		if (typeof value === "number") sofar = Math.max(sofar || 0, value);
+		return sofar;
+	});
 	const evaluated = turns.map(function (t) { return model.turns.get(t).evaluated; });
 	if (!viewer.chart) {
 		viewer.chart = new Chart(byId("speedup-chart"), {
@@ -554,7 +567,7 @@ function renderChart() {
 			data: {labels: [], datasets: [
 				{label: "best so far", data: [], borderColor: "#1a7f37",
 					backgroundColor: "#1a7f37", stepped: true, spanGaps: true},
-				{label: "best evaluated this turn (vs eager)", data: [],
+				{label: "best correct candidate of the turn", data: [],
 					borderColor: "#0969da", backgroundColor: "#0969da", showLine: false,
 					pointRadius: 4},
 			]},
@@ -690,6 +703,7 @@ async function showSession(id) {
 	const model = new SessionModel(id);
 	model.state = session.state;
 	viewer.session = model;
+	viewer.diffChosen = false;
 	if (viewer.chart) {
 		viewer.chart.destroy();
 		viewer.chart = null;
@@ -787,8 +801,12 @@ async function route() {
 }
 
 async function start() {
-	byId("diff-from").addEventListener("change", renderDiff);
-	byId("diff-to").addEventListener("change", renderDiff);
+	["diff-from", "diff-to"].forEach(function (id) {
+		byId(id).addEventListener("change", function () {
+			viewer.diffChosen = true;
+			renderDiff();
+		});
+	});
 	window.addEventListener("hashchange", route);
 	try {
 		const health = await getJson("/v1/health");
