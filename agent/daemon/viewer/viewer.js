@@ -36,6 +36,12 @@ function formatCost(value) {
 	return typeof value === "number" ? "$" + value.toFixed(4) : "–";
 }
 
+/* A run's baseline (traces.md's "best" record) as a person reads it. */
+function baselineName(baseline) {
+	return {eager: "eager", compile: "torch.compile", best: "eager/torch.compile"}[baseline] ||
+		baseline;
+}
+
 function firstLine(text, cap) {
 	const line = String(text || "").split("\n")[0];
 	return line.length > cap ? line.slice(0, cap) + "…" : line;
@@ -343,14 +349,12 @@ function describeRecord(record) {
 			firstLine(record.content, 200);
 	case "verdict":
 		return record.variant + " " + record.purpose + ": " + record.status +
-			(record.reason ? " — " + record.reason : "") +
-			(record.speedup_vs_eager ? ", " + formatSpeedup(record.speedup_vs_eager) +
-				" vs eager" : "");
+			(record.reason ? " — " + record.reason : "");
 	case "commit":
 		return record.variant + " committed " + String(record.commit || "").slice(0, 10);
 	case "best":
 		return "new best: " + record.variant + " " + formatSpeedup(record.speedup) + " vs " +
-			record.baseline;
+			baselineName(record.baseline);
 	case "turn_end": {
 		const totals = record.totals || {};
 		return "turn " + record.turn + " ends: " + (totals.turns || 0) + " turns, " +
@@ -413,7 +417,7 @@ function renderSummary() {
 		["tokens", ((totals.input_tokens || 0) + (totals.output_tokens || 0)) +
 			(limits.max_tokens ? " / " + limits.max_tokens : "")],
 		["best", model.best ? model.best.variant + " " + formatSpeedup(model.best.speedup) +
-			(model.baseline ? " vs " + model.baseline : "") : "–"],
+			(model.baseline ? " vs " + baselineName(model.baseline) : "") : "–"],
 		["records", model.records],
 	];
 	if (model.stop) pairs.push(["stopped", model.stop.reason + (model.stop.detail ? ": " +
@@ -579,7 +583,7 @@ function renderChart() {
 	viewer.chart.data.labels = labels;
 	viewer.chart.data.datasets[0].data = best;
 	viewer.chart.data.datasets[0].label = "best so far" +
-		(model.baseline ? " (vs " + model.baseline + ")" : "");
+		(model.baseline ? " (vs " + baselineName(model.baseline) + ")" : "");
 	viewer.chart.data.datasets[1].data = evaluated;
 	viewer.chart.update("none");
 }
@@ -758,6 +762,7 @@ function followDaemon() {
 		if (!data || !data.id) return;
 		viewer.batches.set(data.id, Object.assign(viewer.batches.get(data.id) || {}, data));
 		renderBatchList();
+		refreshHealth();
 		if (data.id === viewer.batchId) renderSessionTable();
 	});
 	stream.addEventListener("session", function (event) {
@@ -800,6 +805,22 @@ async function route() {
 	}
 }
 
+async function showHealth() {
+	const health = await getJson("/v1/health");
+	byId("health").textContent = "kagentd " + health.version + " · " + health.device + " · " +
+		health.sessions_running + " running, " + health.sessions_queued + " queued";
+}
+
+/* The header's counts follow the batches' events, at most once a second. */
+let healthTimer = null;
+function refreshHealth() {
+	if (healthTimer !== null) return;
+	healthTimer = setTimeout(function () {
+		healthTimer = null;
+		showHealth().catch(function () {});
+	}, 1000);
+}
+
 async function start() {
 	["diff-from", "diff-to"].forEach(function (id) {
 		byId(id).addEventListener("change", function () {
@@ -809,9 +830,7 @@ async function start() {
 	});
 	window.addEventListener("hashchange", route);
 	try {
-		const health = await getJson("/v1/health");
-		byId("health").textContent = "kagentd " + health.version + " · " + health.device +
-			" · " + health.sessions_running + " running, " + health.sessions_queued + " queued";
+		await showHealth();
 		const list = await getJson("/v1/batches");
 		(list.batches || []).forEach(function (batch) { viewer.batches.set(batch.id, batch); });
 		renderBatchList();
