@@ -570,8 +570,8 @@ http_server__authorized(struct kagent_http_server *server, h2o_req_t *req)
 		       http_server__token_matches(value->base + 7, value->len - 7, server->token);
 	}
 	for (index = -1; (index = h2o_find_header(&req->headers, H2O_TOKEN_COOKIE, index)) >= 0;) {
-		cookie = http_server__cookie_token(server, &req->headers.entries[index].value,
-						   &length);
+		cookie =
+		    http_server__cookie_token(server, &req->headers.entries[index].value, &length);
 		if (cookie != NULL)
 			return http_server__token_matches(cookie, length, server->token);
 	}

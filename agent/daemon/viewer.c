@@ -38,8 +38,8 @@ struct viewer__library {
 };
 
 static const struct viewer__library viewer__libraries[] = {
-    {"chart.js", "chart.js/chart.min.js"},		  /* libjs-chart.js (3.x, UMD: Chart) */
-    {"highlight.js", "highlight.js/highlight.min.js"},	  /* libjs-highlight.js (9.x: hljs) */
+    {"chart.js", "chart.js/chart.min.js"},		 /* libjs-chart.js (3.x, UMD: Chart) */
+    {"highlight.js", "highlight.js/highlight.min.js"},	 /* libjs-highlight.js (9.x: hljs) */
     {"highlight.css", "highlight.js/styles/github.css"}, /* its light theme */
     {NULL, NULL},
 };
@@ -117,14 +117,15 @@ kagent_viewer_read(enum kagent_viewer_folder folder, const char *name, char **da
 	*data_out = NULL;
 	status = kagent_viewer_resolve(folder, name, &path, content_type_out, cause);
 	if (status == 0)
-		status = kagent_fileio_read(path, KAGENT_VIEWER_FILE_CAP, data_out, length_out,
-					    cause);
+		status =
+		    kagent_fileio_read(path, KAGENT_VIEWER_FILE_CAP, data_out, length_out, cause);
 	if (status == -ENOENT && folder == KAGENT_VIEWER_LIBRARY && path != NULL) {
 		/* The one thing a person can fix: say which package. */
 		free(*cause);
-		*cause = kagent_asprintf("%s is missing: install libjs-chart.js and "
-					 "libjs-highlight.js (Debian), or set KAGENT_JAVASCRIPT_DIR",
-					 path);
+		*cause =
+		    kagent_asprintf("%s is missing: install libjs-chart.js and "
+				    "libjs-highlight.js (Debian), or set KAGENT_JAVASCRIPT_DIR",
+				    path);
 	}
 	free(path);
 	return status;

@@ -577,9 +577,8 @@ client_browser_token(struct fixture *fixture)
 	response = tcp_get(fixture, "/page?token=" TOKEN, "");
 	CHECK_CONTAINS(response, "HTTP/1.1 303");
 	CHECK_CONTAINS(response, "location: /page\r\n");
-	cookie = kagent_asprintf("set-cookie: kagent_token_%d=" TOKEN
-				 "; Path=/; HttpOnly; SameSite=Strict\r\n",
-				 port);
+	cookie = kagent_asprintf(
+	    "set-cookie: kagent_token_%d=" TOKEN "; Path=/; HttpOnly; SameSite=Strict\r\n", port);
 	CHECK_CONTAINS(response, cookie);
 	free(cookie);
 	free(response);

@@ -41,9 +41,8 @@ test_own_files(void)
 	CHECK_STRING(path, file);
 	CHECK_STRING(type, "text/html; charset=utf-8");
 	free(path);
-	CHECK_INT(kagent_viewer_read(KAGENT_VIEWER_OWN, "index.html", &data, &length, &type,
-				     &cause),
-		  0);
+	CHECK_INT(
+	    kagent_viewer_read(KAGENT_VIEWER_OWN, "index.html", &data, &length, &type, &cause), 0);
 	CHECK_INT((int)length, 13);
 	CHECK(memcmp(data, "<html></html>", 13) == 0);
 	free(data);
@@ -74,7 +73,7 @@ test_refused_names(void)
 	check_refused(KAGENT_VIEWER_OWN, "/etc/passwd");
 	check_refused(KAGENT_VIEWER_OWN, ".hidden.js");
 	check_refused(KAGENT_VIEWER_OWN, "index.html\\..");
-	check_refused(KAGENT_VIEWER_OWN, "kagent.db");	  /* no type of ours */
+	check_refused(KAGENT_VIEWER_OWN, "kagent.db");	 /* no type of ours */
 	check_refused(KAGENT_VIEWER_OWN, "index.html~"); /* nor this */
 	check_refused(KAGENT_VIEWER_OWN, "a b.js");
 	check_refused(KAGENT_VIEWER_OWN,
@@ -89,8 +88,8 @@ test_refused_names(void)
 static void
 test_libraries(void)
 {
-	char *directory = kagent_test_make_directory(), *folder, *file, *path = NULL,
-	     *cause = NULL, *data = NULL;
+	char *directory = kagent_test_make_directory(), *folder, *file, *path = NULL, *cause = NULL,
+	     *data = NULL;
 	const char *type = NULL;
 	size_t length = 0;
 
@@ -101,28 +100,26 @@ test_libraries(void)
 	CHECK_STRING(path, file);
 	CHECK_STRING(type, "text/javascript; charset=utf-8");
 	free(path);
-	CHECK_INT(kagent_viewer_resolve(KAGENT_VIEWER_LIBRARY, "highlight.js", &path, &type,
-					&cause),
-		  0);
+	CHECK_INT(
+	    kagent_viewer_resolve(KAGENT_VIEWER_LIBRARY, "highlight.js", &path, &type, &cause), 0);
 	CHECK_CONTAINS(path, "/highlight.js/highlight.min.js");
 	free(path);
-	CHECK_INT(kagent_viewer_resolve(KAGENT_VIEWER_LIBRARY, "highlight.css", &path, &type,
-					&cause),
-		  0);
+	CHECK_INT(
+	    kagent_viewer_resolve(KAGENT_VIEWER_LIBRARY, "highlight.css", &path, &type, &cause), 0);
 	CHECK_STRING(type, "text/css; charset=utf-8");
 	free(path);
 	/* Missing: the message names the Debian packages. */
-	CHECK_INT(kagent_viewer_read(KAGENT_VIEWER_LIBRARY, "chart.js", &data, &length, &type,
-				     &cause),
-		  -ENOENT);
+	CHECK_INT(
+	    kagent_viewer_read(KAGENT_VIEWER_LIBRARY, "chart.js", &data, &length, &type, &cause),
+	    -ENOENT);
 	CHECK_CONTAINS(cause, "libjs-chart.js");
 	free(cause);
 	folder = kagent_asprintf("%s/chart.js", directory);
 	CHECK_INT(mkdir(folder, 0700), 0);
 	CHECK_INT(kagent_fileio_write_atomic(file, "var Chart;", 10, &cause), 0);
-	CHECK_INT(kagent_viewer_read(KAGENT_VIEWER_LIBRARY, "chart.js", &data, &length, &type,
-				     &cause),
-		  0);
+	CHECK_INT(
+	    kagent_viewer_read(KAGENT_VIEWER_LIBRARY, "chart.js", &data, &length, &type, &cause),
+	    0);
 	CHECK_INT((int)length, 10);
 	free(data);
 	free(folder);

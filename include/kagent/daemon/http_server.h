@@ -115,8 +115,8 @@ void kagent_http_request_set_on_gone(struct kagent_http_request *request,
 void kagent_http_reply_json(struct kagent_http_request *request, int status, json_t *body);
 /* Answers with status and length bytes of body as content_type ("text/html; charset=utf-8");
  * the bytes are copied. The request is invalid afterwards. */
-void kagent_http_reply_bytes(struct kagent_http_request *request, int status, const char *content_type,
-			     const char *body, size_t length);
+void kagent_http_reply_bytes(struct kagent_http_request *request, int status,
+			     const char *content_type, const char *body, size_t length);
 /* Adds a header (a name in any case, and a value, both copied) to the answer still to come. */
 void kagent_http_reply_header(struct kagent_http_request *request, const char *name,
 			      const char *value);
