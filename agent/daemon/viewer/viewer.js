@@ -165,9 +165,8 @@ class SessionModel {
 		this.limits = null;
 		this.best = null;
 		this.stop = null;
-		this.final = null;
 		this.state = null;
-		this.calls = new Map();	   /* tool call id -> {name, arguments} */
+		this.calls = new Map();	   /* tool call id -> the arguments the model sent */
 		this.variants = new Map(); /* "v3" -> variant */
 		this.turns = new Map();	   /* turn -> {best, evaluated}: confirmed best, best correct */
 	}
@@ -176,8 +175,8 @@ class SessionModel {
 		let variant = this.variants.get(id);
 		if (!variant) {
 			variant = {id: id, number: parseInt(id.slice(1), 10) || 0, turn: null, source: null,
-				note: "", status: null, reason: null, speedup: null, speedupEager: null,
-				speedupCompile: null, commit: null, confirmed: null, parent: undefined};
+				note: "", status: null, reason: null, speedup: null, confirmed: null,
+				parent: undefined};
 			this.variants.set(id, variant);
 		}
 		return variant;
@@ -201,16 +200,14 @@ class SessionModel {
 			this.problem = record.problem_name || record.problem;
 			break;
 		case "tool_call":
-			this.calls.set(record.id, {name: record.name, arguments: parseJson(record.arguments),
-				turn: record.turn});
+			this.calls.set(record.id, parseJson(record.arguments));
 			break;
 		case "tool_result": {
 			/* evaluate answers "v3 ..." whenever it made a variant, even one that failed. */
-			const call = this.calls.get(record.id);
+			const args = this.calls.get(record.id);
 			const match = /^(v\d+)\b/.exec(record.content || "");
 			if (record.name === "evaluate" && match) {
 				const variant = this.variant(match[1]);
-				const args = call && call.arguments;
 				if (args && typeof args.source === "string") variant.source = args.source;
 				if (args && typeof args.note === "string") variant.note = args.note;
 				if (variant.turn === null) variant.turn = record.turn;
@@ -227,8 +224,6 @@ class SessionModel {
 				variant.status = record.status;
 				variant.reason = record.reason;
 				variant.speedup = record.speedup;
-				variant.speedupEager = record.speedup_vs_eager;
-				variant.speedupCompile = record.speedup_vs_compile;
 				if (variant.turn === null) variant.turn = record.turn;
 				if (typeof record.turn === "number" && record.status === "correct" &&
 				    typeof record.speedup === "number") {
@@ -240,9 +235,6 @@ class SessionModel {
 			}
 			break;
 		}
-		case "commit":
-			this.variant(record.variant).commit = record.commit;
-			break;
 		case "best":
 			/* Confirmed on unseen seeds: it may come after its turn's turn_end. */
 			this.best = {variant: record.variant, speedup: record.speedup};
@@ -261,9 +253,6 @@ class SessionModel {
 			break;
 		case "stop":
 			this.stop = record;
-			break;
-		case "final":
-			this.final = record;
 			break;
 		}
 	}
