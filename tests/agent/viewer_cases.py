@@ -153,6 +153,8 @@ def wait_until(check, timeout, step=0.05):
 def live_session():
     """The page on a running session: records appear live, the rejected candidate's reason,
     a highlighted diff, the chart, no console error."""
+    from selenium.webdriver.common.by import By
+
     problems = []
     daemon, port = start_daemon()
     driver = None
@@ -217,6 +219,10 @@ def live_session():
             if not text or text != rejected["reason"]:
                 problems.append(f"{rejected['variant']}'s reason: {text!r}, expected "
                                 f"{rejected['reason']!r}")
+            elif not driver.find_element(
+                    By.CSS_SELECTOR, f'#variant-tree [data-variant="{rejected["variant"]}"] '
+                    f'> .reason').is_displayed():
+                problems.append(f"{rejected['variant']}'s reason is not visible")
         # A diff: the page shows the latest variant against its parent, highlighted.
         diff = wait_until(lambda: driver.execute_script(
             "return {added: document.querySelectorAll('#diff tr.added').length,"
@@ -227,6 +233,8 @@ def live_session():
         if not diff["added"] or not diff["removed"] or not diff["highlighted"] or \
                 "x.contiguous()" not in diff["text"]:
             problems.append(f"the diff: {diff['stats']!r} {diff}")
+        elif not driver.find_element(By.CSS_SELECTOR, "#diff tr.added").is_displayed():
+            problems.append("the diff is not visible")
         points = driver.execute_script(
             "var c = Chart.getChart('speedup-chart'); return c ? c.data.datasets[0].data : null;")
         if not points or max((p or 0) for p in points) < 2.0:
