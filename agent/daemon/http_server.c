@@ -55,7 +55,9 @@
 #define HTTP_SERVER_DEFAULT_BODY_CAP (1u << 20)
 #define HTTP_SERVER_DEFAULT_STREAM_CAP (1u << 20)
 #define HTTP_SERVER_DEFAULT_WATCH_MS 1000
-#define HTTP_SERVER_BACKLOG 128
+/* The kernel's largest: many event-stream clients may connect at once (a page of many
+ * sessions reloading), and a full backlog fails a Unix socket's connect with EAGAIN at once. */
+#define HTTP_SERVER_BACKLOG SOMAXCONN
 #define HTTP_SERVER_MAX_PARAMETERS 16
 /* A bearer token a person could guess is no protection: refuse short ones. */
 #define HTTP_SERVER_MIN_TOKEN_LENGTH 16

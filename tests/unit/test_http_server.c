@@ -36,6 +36,8 @@ struct fixture {
 	pthread_t thread;
 	void (*client)(struct fixture *fixture);
 	struct kagent_http_stream *flood;
+	struct kagent_http_stream *paced;
+	int paced_next, paced_last;
 	struct kagent_http_request *held;
 	int flood_sequence;
 	atomic_int held_count;
@@ -205,6 +207,65 @@ handle_flood(struct kagent_http_request *request, void *data)
 	uv_timer_start(&fixture->flood_timer, flood, 1, 1);
 }
 
+/* Sends the paced events that fit; the rest after the next drain, then ends the stream. */
+static void
+paced_send(struct fixture *fixture)
+{
+	char id[16], data[1024];
+
+	memset(data, 'y', sizeof data - 1);
+	data[0] = data[sizeof data - 2] = '"';
+	data[sizeof data - 1] = '\0';
+	while (fixture->paced != NULL && fixture->paced_next <= fixture->paced_last) {
+		/* The event's lines around the data: "id: N\nevent: paced\ndata: ...\n\n". */
+		if (strlen(data) + 64 > kagent_http_stream_room(fixture->paced))
+			return;
+		snprintf(id, sizeof id, "%d", fixture->paced_next++);
+		CHECK_INT(kagent_http_stream_send_text(fixture->paced, id, "paced", data), 0);
+	}
+	if (fixture->paced != NULL) {
+		kagent_http_stream_close(fixture->paced);
+		fixture->paced = NULL;
+	}
+}
+
+static void
+on_paced_drain(struct kagent_http_stream *stream, void *data)
+{
+	struct fixture *fixture = data;
+
+	CHECK(fixture->paced == stream);
+	paced_send(fixture);
+}
+
+static void
+on_paced_close(struct kagent_http_stream *stream, void *data)
+{
+	struct fixture *fixture = data;
+
+	fixture->paced = NULL;
+	atomic_fetch_add(&fixture->stream_closed_count, 1);
+}
+
+/* 2,000 events of 1 KiB from after Last-Event-ID, never more than the stream has room for. */
+static void
+handle_paced(struct kagent_http_request *request, void *data)
+{
+	struct fixture *fixture = data;
+	const char *last = kagent_http_request_header(request, "last-event-id");
+	struct kagent_http_stream_callbacks callbacks = {.on_close = on_paced_close,
+							 .on_overflow = on_flood_overflow,
+							 .on_drain = on_paced_drain,
+							 .data = fixture};
+
+	fixture->paced_next = last != NULL ? atoi(last) + 1 : 1;
+	fixture->paced_last = 2000;
+	fixture->paced = kagent_http_stream_start(request, &callbacks);
+	/* Data of two lines would break the event apart: refused. */
+	CHECK_INT(kagent_http_stream_send_text(fixture->paced, NULL, NULL, "two\nlines"), -EINVAL);
+	paced_send(fixture);
+}
+
 static const struct kagent_http_route routes[] = {
     {.method = "GET", .pattern = "/v1/runs/{id}", .handle = handle_run, .summary = "one run"},
     {.method = "POST", .pattern = "/v1/runs", .handle = handle_create, .summary = "a new run"},
@@ -218,6 +279,7 @@ static const struct kagent_http_route routes[] = {
     {.method = "GET", .pattern = "/v1/hold", .handle = handle_hold, .summary = "never answers"},
     {.method = "GET", .pattern = "/v1/events", .handle = handle_events, .summary = "SSE"},
     {.method = "GET", .pattern = "/v1/flood", .handle = handle_flood, .summary = "SSE flood"},
+    {.method = "GET", .pattern = "/v1/paced", .handle = handle_paced, .summary = "SSE paced"},
     {.method = NULL},
 };
 
@@ -803,6 +865,129 @@ test_slow_reader(void)
 	fixture_free(&fixture);
 }
 
+/* A reader that stalls, then reads everything: every event from after its Last-Event-ID, in
+ * order, none dropped, because the route sends only what fits and the rest after each drain. */
+static void
+client_paced(struct fixture *fixture)
+{
+	int fd = raw_connect_unix(fixture->socket_path), size = 4096, expected = 6;
+	struct kagent_buffer response = {0};
+	char piece[65536], id[32];
+	const char *at;
+	ssize_t got;
+
+	CHECK_INT(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size), 0);
+	raw_send(fd, "GET /v1/paced HTTP/1.1\r\nHost: x\r\nLast-Event-ID: 5\r\n"
+		     "Connection: close\r\n\r\n");
+	usleep(300000);
+	while ((got = read(fd, piece, sizeof piece)) > 0)
+		kagent_buffer_append(&response, piece, (size_t)got);
+	close(fd);
+	at = kagent_buffer_string(&response);
+	while ((at = strstr(at, "\nid: ")) != NULL) {
+		snprintf(id, sizeof id, "\nid: %d\n", expected);
+		CHECK(strncmp(at, id, strlen(id)) == 0);
+		expected++;
+		at++;
+	}
+	CHECK_INT(expected, 2001);
+	CHECK_INT(atomic_load(&fixture->overflow_count), 0);
+	kagent_buffer_free(&response);
+}
+
+static void
+test_paced_stream(void)
+{
+	struct fixture fixture;
+
+	fixture_init(&fixture);
+	fixture.options.stream_cap = 16 << 10;
+	fixture_run(&fixture, client_paced);
+	fixture_free(&fixture);
+}
+
+/* What kagent_daemon_client_stream handed over, and when to stop it. */
+struct stream_events {
+	json_t *events; /* [[id, name, data], ...] */
+	size_t stop_after;
+};
+
+static int
+collect_event(const struct kagent_sse_event *event, void *data)
+{
+	struct stream_events *collected = data;
+
+	json_array_append_new(collected->events,
+			      json_pack("[s, s, s%]", event->id, event->name, event->data,
+					event->data_length));
+	return collected->stop_after > 0 &&
+			   json_array_size(collected->events) >= collected->stop_after
+		       ? 7
+		       : 0;
+}
+
+static void
+client_stream(struct fixture *fixture)
+{
+	struct stream_events collected = {.events = json_array()};
+	volatile sig_atomic_t stop = 0;
+	json_t *reply = NULL;
+	char *cause = NULL;
+	long status = 0;
+
+	/* To the end: the three steps, each with its id and data. */
+	CHECK_INT(kagent_daemon_client_stream(fixture->socket_path, NULL, "/v1/events",
+					      collect_event, &collected, &stop, &status, &reply,
+					      &cause),
+		  0);
+	CHECK_INT(status, 200);
+	CHECK(reply == NULL);
+	CHECK_INT(json_array_size(collected.events), 3);
+	CHECK_STRING(json_string_value(json_array_get(json_array_get(collected.events, 2), 0)),
+		     "3");
+	CHECK_STRING(json_string_value(json_array_get(json_array_get(collected.events, 2), 1)),
+		     "step");
+	CHECK_STRING(json_string_value(json_array_get(json_array_get(collected.events, 2), 2)),
+		     "{\"n\":3}");
+	/* The function stops it: its value comes back. */
+	json_array_clear(collected.events);
+	collected.stop_after = 10;
+	CHECK_INT(kagent_daemon_client_stream(fixture->socket_path, NULL, "/v1/paced",
+					      collect_event, &collected, &stop, &status, &reply,
+					      &cause),
+		  7);
+	CHECK_INT(json_array_size(collected.events), 10);
+	/* An error answer: its status and JSON body, no event. */
+	json_array_clear(collected.events);
+	CHECK_INT(kagent_daemon_client_stream(fixture->socket_path, NULL, "/v1/nothing",
+					      collect_event, &collected, &stop, &status, &reply,
+					      &cause),
+		  0);
+	CHECK_INT(status, 404);
+	CHECK(json_string_value(json_object_get(reply, "error")) != NULL);
+	CHECK_INT(json_array_size(collected.events), 0);
+	json_decref(reply);
+	reply = NULL;
+	/* The stop flag (a signal handler's): a stream that never answers is left. */
+	stop = 1;
+	CHECK_INT(kagent_daemon_client_stream(fixture->socket_path, NULL, "/v1/hold",
+					      collect_event, &collected, &stop, &status, &reply,
+					      &cause),
+		  -EINTR);
+	free(cause);
+	json_decref(collected.events);
+}
+
+static void
+test_client_stream(void)
+{
+	struct fixture fixture;
+
+	fixture_init(&fixture);
+	fixture_run(&fixture, client_stream);
+	fixture_free(&fixture);
+}
+
 static void
 client_socket_file(struct fixture *fixture)
 {
@@ -922,6 +1107,8 @@ static const struct kagent_test tests[] = {
     {"garbage", test_garbage},
     {"events", test_events},
     {"slow_reader", test_slow_reader},
+    {"paced_stream", test_paced_stream},
+    {"client_stream", test_client_stream},
     {"socket_file", test_socket_file},
     {"stale_socket", test_stale_socket},
     {"client_no_daemon", test_client_no_daemon},
