@@ -626,6 +626,9 @@ http_server__exchange_token(struct kagent_http_server *server, h2o_req_t *req)
 	free(token);
 	h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, cookie.base,
 		       cookie.len);
+	/* "//host/x" would send the browser to another host: such a path goes to "/". */
+	if (path_length >= 2 && req->path.base[1] == '/')
+		path_length = 1;
 	h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_LOCATION, NULL,
 		       h2o_strdup(&req->pool, req->path.base, path_length).base, path_length);
 	http_server__send(req, 303, "text/plain; charset=utf-8", "", 0);

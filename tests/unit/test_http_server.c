@@ -649,6 +649,11 @@ client_browser_token(struct fixture *fixture)
 	CHECK_CONTAINS(response, "HTTP/1.1 303");
 	CHECK_CONTAINS(response, "location: /v1/runs/r1\r\n");
 	free(response);
+	/* A path that a browser would read as another host's goes to "/". */
+	response = tcp_get(fixture, "//example.com/x?token=" TOKEN, "");
+	CHECK_CONTAINS(response, "HTTP/1.1 303");
+	CHECK_CONTAINS(response, "location: /\r\n");
+	free(response);
 	/* A wrong token gets no cookie. */
 	response = tcp_get(fixture, "/page?token=0123456789abcdef-test-tokeN", "");
 	CHECK_CONTAINS(response, "HTTP/1.1 401");
