@@ -498,8 +498,7 @@ function renderDiffChoices() {
 		from.value = keepFrom;
 	} else {
 		to.value = latest.id;
-		from.value = latest.parent || (withSource.length > 1 ?
-			withSource[withSource.length - 2].id : "");
+		from.value = latest.parent || "";
 	}
 	renderDiff();
 }
