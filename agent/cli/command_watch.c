@@ -144,8 +144,7 @@ command_watch__redraw(struct command_watch__batch *batch)
 }
 
 static int
-command_watch__batch_event(struct command_watch__reading *reading, const char *name,
-			   json_t *data)
+command_watch__batch_event(struct command_watch__reading *reading, const char *name, json_t *data)
 {
 	struct command_watch__batch *batch = &reading->batch;
 	struct kagent_buffer line = {0};
@@ -158,9 +157,9 @@ command_watch__batch_event(struct command_watch__reading *reading, const char *n
 		if (position != NULL)
 			json_array_set(batch->sessions, (size_t)json_integer_value(position), data);
 		else {
-			json_object_set_new(batch->index, id,
-					    json_integer((json_int_t)json_array_size(
-						batch->sessions)));
+			json_object_set_new(
+			    batch->index, id,
+			    json_integer((json_int_t)json_array_size(batch->sessions)));
 			json_array_append(batch->sessions, data);
 		}
 		/* The first state comes as a burst of sessions and then the batch: draw once. */
@@ -179,7 +178,8 @@ command_watch__batch_event(struct command_watch__reading *reading, const char *n
 			command_watch__batch_line(data, &line);
 			printf("%s\n", line.data);
 		}
-		if (state != NULL && (strcmp(state, "done") == 0 || strcmp(state, "cancelled") == 0))
+		if (state != NULL &&
+		    (strcmp(state, "done") == 0 || strcmp(state, "cancelled") == 0))
 			reading->end_state = kagent_strdup(state);
 	}
 	fflush(stdout);
@@ -230,8 +230,9 @@ command_watch__handler(int argc, char **argv)
 	if (!kagent_daemon_call_parse(&call, &kagent_command_watch, argc, argv, &status))
 		return status;
 	if (call.first_operand != argc - 1) {
-		return kagent_command_fail(&kagent_command_watch, call.json, "usage",
-					   "give exactly one id: a session's, or a batch's (b-...)");
+		return kagent_command_fail(
+		    &kagent_command_watch, call.json, "usage",
+		    "give exactly one id: a session's, or a batch's (b-...)");
 	}
 	id = argv[call.first_operand];
 	options.verbose = call.values[COMMAND_WATCH_VERBOSE] != NULL;
@@ -248,8 +249,8 @@ command_watch__handler(int argc, char **argv)
 			reading.view = kagent_terminal_view_create(stdout, &options);
 	}
 	interrupted = kagent_command_catch_interrupt();
-	status = kagent_daemon_call_stream(&call, path, command_watch__event, &reading,
-					   interrupted);
+	status =
+	    kagent_daemon_call_stream(&call, path, command_watch__event, &reading, interrupted);
 	if (reading.view != NULL)
 		kagent_terminal_view_finish(reading.view);
 	fflush(stdout);

@@ -254,8 +254,8 @@ kagent_daemon_call_stream(struct kagent_daemon_call *call, const char *path,
 
 	if ((status = daemon_call__where(call, &target, &token)) != 0)
 		goto out;
-	error = kagent_daemon_client_stream(target, token, path, function, data, stop,
-					    &http_status, &reply, &cause);
+	error = kagent_daemon_client_stream(target, token, path, function, data, stop, &http_status,
+					    &reply, &cause);
 	/* Stopped by the function or by a signal: the caller knows why. */
 	if (error == -EINTR || error > 0)
 		goto out;

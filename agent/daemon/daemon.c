@@ -39,7 +39,6 @@ static const struct {
 };
 #define DAEMON_SETTING_COUNT (sizeof daemon__settings / sizeof daemon__settings[0])
 
-
 void
 kagent_daemon_log(const char *format, ...)
 {

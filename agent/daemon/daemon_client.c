@@ -232,9 +232,9 @@ struct daemon_client__stream {
 	void *data;
 	const volatile sig_atomic_t *stop;
 	struct daemon_client__reply error_body; /* the body of an answer that is not 200 */
-	long status;			       /* the answer's, once its head came */
-	int result;			       /* what the function returned to stop, or 0 */
-	char *cause;			       /* the parser's failure */
+	long status;				/* the answer's, once its head came */
+	int result;				/* what the function returned to stop, or 0 */
+	char *cause;				/* the parser's failure */
 };
 
 static int
@@ -280,11 +280,10 @@ daemon_client__stream_progress(void *data, curl_off_t download_total, curl_off_t
 int
 kagent_daemon_client_stream(const char *target, const char *token, const char *path,
 			    kagent_daemon_client_event_function function, void *data,
-			    const volatile sig_atomic_t *stop, long *status_out,
-			    json_t **reply_out, char **cause)
+			    const volatile sig_atomic_t *stop, long *status_out, json_t **reply_out,
+			    char **cause)
 {
-	struct daemon_client__stream stream = {
-	    .function = function, .data = data, .stop = stop};
+	struct daemon_client__stream stream = {.function = function, .data = data, .stop = stop};
 	struct daemon_client__call call;
 	CURLcode code;
 	int error;

@@ -62,10 +62,11 @@ struct kagent_daemon_feed {
 	enum events__phase phase;
 	char *end_state; /* "done", "failed", "cancelled", "running" (elsewhere) */
 	struct events__watcher *watchers;
-	long long offset; /* live watchers have every record before this byte */
-	int reading;	  /* the feed's read is in flight */
-	int dirty;	  /* records were written since that read began */
-	int checking;	  /* a store check is in flight */
+	long long offset;   /* live watchers have every record before this byte */
+	int reading;	    /* the feed's read is in flight */
+	int dirty;	    /* records were written since that read began */
+	int checking;	    /* a store check is in flight */
+	int seen_elsewhere; /* the store said "running" with a trace, not here */
 };
 
 /* A read of a trace on the thread pool, for a watcher's replay or for the feed. */
@@ -258,8 +259,7 @@ events__collect(const struct kagent_trace_line *line, void *data)
 
 	if (seq > read->after)
 		json_array_append_new(read->lines, json_pack("[I, s%, I]", seq, line->text,
-							     line->length,
-							     (json_int_t)line->end));
+							     line->length, (json_int_t)line->end));
 	return 0;
 }
 
@@ -269,13 +269,13 @@ events__read_work(struct kagent_store *store, void *data, char **cause)
 	struct events__read *read = data;
 
 	(void)store;
-	return kagent_trace_read_from(read->path, read->offset, read->budget, events__collect,
-				      read, &read->next_offset, cause);
+	return kagent_trace_read_from(read->path, read->offset, read->budget, events__collect, read,
+				      &read->next_offset, cause);
 }
 
 static struct events__read *
-events__read_new(struct kagent_daemon_feed *feed, struct events__watcher *watcher,
-		 long long offset, json_int_t after, size_t budget)
+events__read_new(struct kagent_daemon_feed *feed, struct events__watcher *watcher, long long offset,
+		 json_int_t after, size_t budget)
 {
 	struct events__read *read = kagent_calloc(1, sizeof *read);
 
@@ -368,11 +368,9 @@ events__watcher_step(struct events__watcher *watcher)
 			events__watcher_end(watcher);
 		return;
 	}
-	read = events__read_new(feed, watcher, watcher->offset, watcher->seq,
-				EVENTS_REPLAY_BUDGET);
+	read = events__read_new(feed, watcher, watcher->offset, watcher->seq, EVENTS_REPLAY_BUDGET);
 	if (events__submit(feed->daemon, events__read_work, events__replayed, read) < 0) {
-		kagent_daemon_log("session %s: the thread pool refused a replay",
-				  feed->session_id);
+		kagent_daemon_log("session %s: the thread pool refused a replay", feed->session_id);
 		events__read_free(read);
 		kagent_http_stream_close(watcher->stream);
 		watcher->stream = NULL;
@@ -534,6 +532,10 @@ events__feed_apply(struct kagent_daemon_feed *feed, const json_t *session)
 		return;
 	if (strcmp(state, "running") == 0 && trace_path == NULL)
 		return; /* claimed, not started yet */
+	/* Running with a trace but not here: another daemon's, or this daemon's claim of a
+	 * resumed session on its way to the loop. Only a second look a poll later tells. */
+	if (strcmp(state, "running") == 0 && !feed->seen_elsewhere++)
+		return;
 	if (trace_path != NULL && feed->trace_path == NULL)
 		feed->trace_path = kagent_strdup(trace_path);
 	/* Finished, or running in another daemon: its trace as it is now, then "end". */
@@ -764,16 +766,16 @@ events__session_json(struct kagent_daemon *daemon, const json_t *stored)
 	if (ds != NULL && ds->started)
 		return events__session_state(ds, "running");
 	if (json_is_string(variant))
-		best = json_pack("{s:O, s:O?}", "variant", variant, "speedup",
-				 json_object_get(json_object_get(result, "confirmation"),
-						 "speedup"));
-	return json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:o, s:I, s:f}", "id",
-			 json_object_get(stored, "id"), "batch", json_object_get(stored, "batch_id"),
-			 "problem", json_object_get(stored, "problem"), "state",
-			 json_object_get(stored, "state"), "gpu", json_object_get(stored, "gpu"),
-			 "best", best, "turns",
-			 (json_int_t)json_integer_value(json_object_get(totals, "turns")), "cost",
-			 json_number_value(json_object_get(totals, "cost")));
+		best =
+		    json_pack("{s:O, s:O?}", "variant", variant, "speedup",
+			      json_object_get(json_object_get(result, "confirmation"), "speedup"));
+	return json_pack(
+	    "{s:O?, s:O?, s:O?, s:O?, s:O?, s:o, s:I, s:f}", "id", json_object_get(stored, "id"),
+	    "batch", json_object_get(stored, "batch_id"), "problem",
+	    json_object_get(stored, "problem"), "state", json_object_get(stored, "state"), "gpu",
+	    json_object_get(stored, "gpu"), "best", best, "turns",
+	    (json_int_t)json_integer_value(json_object_get(totals, "turns")), "cost",
+	    json_number_value(json_object_get(totals, "cost")));
 }
 
 /* A session of this daemon as /v1/events shows it, with the given state. */
@@ -794,7 +796,8 @@ static json_t *
 events__batch_json(const json_t *batch)
 {
 	return json_pack("{s:O?, s:O?, s:O?}", "id", json_object_get(batch, "id"), "state",
-			 json_object_get(batch, "state"), "counts", json_object_get(batch, "counts"));
+			 json_object_get(batch, "state"), "counts",
+			 json_object_get(batch, "counts"));
 }
 
 static void
@@ -816,7 +819,8 @@ events__listener_free(struct kagent_daemon_listener *listener)
 
 /* Sends one event if it fits; otherwise the listener resyncs with a snapshot once drained. */
 static void
-events__listener_send(struct kagent_daemon_listener *listener, const char *event, const json_t *data)
+events__listener_send(struct kagent_daemon_listener *listener, const char *event,
+		      const json_t *data)
 {
 	char *text;
 
@@ -875,8 +879,13 @@ events__send_batches(struct kagent_daemon *daemon, const json_t *batches,
 		data = events__batch_json(batch);
 		if (only != NULL)
 			events__listener_send(only, "batch", data);
-		else
+		else if (batch_id != NULL &&
+			 !json_equal(json_object_get(daemon->events_batches, batch_id), data)) {
+			/* Sessions starting together each ask for their batch: one event per
+			 * change is enough. */
 			events__publish(daemon, batch_id, "batch", data);
+			json_object_set(daemon->events_batches, batch_id, data);
+		}
 		json_decref(data);
 	}
 }
@@ -921,8 +930,8 @@ events__snapshot_work(struct kagent_store *store, void *data, char **cause)
 	/* Oldest first, so that a client's list reads in the order the batches came. */
 	for (index = json_array_size(list); index-- > 0 && status == 0;) {
 		item = json_array_get(list, index);
-		status = kagent_store_batch_get(store, json_string_value(json_object_get(item, "id")),
-						&batch, cause);
+		status = kagent_store_batch_get(
+		    store, json_string_value(json_object_get(item, "id")), &batch, cause);
 		if (status == 0)
 			json_array_append_new(snapshot->batches, batch);
 	}
@@ -1013,9 +1022,8 @@ events__snapshot_got(int status, const char *cause, void *data)
 	held = listener->held;
 	listener->held = json_array();
 	events__send_batches(daemon, snapshot->batches, listener);
-	json_array_foreach(held, index, item)
-	    events__listener_send(listener, json_string_value(json_array_get(item, 0)),
-				  json_array_get(item, 1));
+	json_array_foreach(held, index, item) events__listener_send(
+	    listener, json_string_value(json_array_get(item, 0)), json_array_get(item, 1));
 	json_decref(held);
 out:
 	events__snapshot_free(snapshot);
@@ -1089,6 +1097,7 @@ events__init(struct kagent_daemon *daemon)
 	uv_timer_init(&daemon->loop, &daemon->events_poll);
 	daemon->events_poll.data = daemon;
 	uv_timer_start(&daemon->events_poll, events__poll, EVENTS_POLL_MS, EVENTS_POLL_MS);
+	daemon->events_batches = json_object();
 	daemon->events_open = 1;
 }
 
@@ -1099,6 +1108,8 @@ events__close(struct kagent_daemon *daemon)
 		return;
 	uv_close((uv_handle_t *)&daemon->events_tick, NULL);
 	uv_close((uv_handle_t *)&daemon->events_poll, NULL);
+	json_decref(daemon->events_batches);
+	daemon->events_batches = NULL;
 	daemon->events_open = 0;
 }
 

@@ -82,6 +82,7 @@ struct kagent_daemon {
 	struct kagent_daemon_feed *feeds;
 	struct kagent_daemon_listener *listeners;
 	int events_jobs;
+	json_t *events_batches; /* id -> the batch event last sent to every client */
 	uv_timer_t events_tick;
 	uv_timer_t events_poll;
 	int events_open;

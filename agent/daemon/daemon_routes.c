@@ -397,8 +397,8 @@ routes__batch_created(struct routes__call *call)
 			  json_string_value(json_object_get(call->result, "batch")),
 			  (long long)json_integer_value(json_object_get(call->result, "sessions")));
 	kagent_daemon_wake(call->daemon);
-	kagent_daemon_events_changed(call->daemon,
-				     json_string_value(json_object_get(call->result, "batch")), NULL);
+	kagent_daemon_events_changed(
+	    call->daemon, json_string_value(json_object_get(call->result, "batch")), NULL);
 }
 
 /* What the body may hold besides settings (docs/daemon-api.md); checked before any work. */

@@ -503,10 +503,10 @@ trace__read_line(struct trace__reader *reader, const char *line, size_t length, 
 	}
 	result = -EBADMSG;
 	if (reader->offset == 0)
-		*reader->cause = kagent_asprintf(
-		    "%s:%lld: not a JSON object%s%s%s", reader->path, reader->line_number,
-		    record == NULL ? " (" : "", record == NULL ? parse_error.text : "",
-		    record == NULL ? ")" : "");
+		*reader->cause = kagent_asprintf("%s:%lld: not a JSON object%s%s%s", reader->path,
+						 reader->line_number, record == NULL ? " (" : "",
+						 record == NULL ? parse_error.text : "",
+						 record == NULL ? ")" : "");
 	else
 		*reader->cause = kagent_asprintf(
 		    "%s: the line ending at byte %lld: not a JSON object%s%s%s", reader->path,
@@ -583,8 +583,8 @@ trace__read(struct trace__reader *reader, int following, size_t budget, long lon
 	}
 	if (pending.length > 0 && !following) {
 		reader->line_number++;
-		result = trace__read_line(reader, kagent_buffer_string(&pending), pending.length,
-					  0);
+		result =
+		    trace__read_line(reader, kagent_buffer_string(&pending), pending.length, 0);
 	}
 out:
 	if (offset_out != NULL)

@@ -56,6 +56,7 @@ struct kagent_session {
 	char *problem_prompt;
 	json_t *tools;
 	json_t *messages;
+	json_t *recorded_list; /* the message list of the last request traced, for the next one */
 
 	struct kagent_variants *variants;
 	struct kagent_variant *target_variant; /* reached the target; confirmed at turn end */

@@ -922,13 +922,12 @@ collect_event(const struct kagent_sse_event *event, void *data)
 {
 	struct stream_events *collected = data;
 
-	json_array_append_new(collected->events,
-			      json_pack("[s, s, s%]", event->id, event->name, event->data,
-					event->data_length));
+	json_array_append_new(collected->events, json_pack("[s, s, s%]", event->id, event->name,
+							   event->data, event->data_length));
 	return collected->stop_after > 0 &&
-			   json_array_size(collected->events) >= collected->stop_after
-		       ? 7
-		       : 0;
+		       json_array_size(collected->events) >= collected->stop_after
+		   ? 7
+		   : 0;
 }
 
 static void
@@ -975,9 +974,8 @@ client_stream(struct fixture *fixture)
 	reply = NULL;
 	/* The stop flag (a signal handler's): a stream that never answers is left. */
 	stop = 1;
-	CHECK_INT(kagent_daemon_client_stream(fixture->socket_path, NULL, "/v1/hold",
-					      collect_event, &collected, &stop, &status, &reply,
-					      &cause),
+	CHECK_INT(kagent_daemon_client_stream(fixture->socket_path, NULL, "/v1/hold", collect_event,
+					      &collected, &stop, &status, &reply, &cause),
 		  -EINTR);
 	free(cause);
 	json_decref(collected.events);

@@ -483,10 +483,9 @@ test_file_removed_or_replaced(void)
 static int
 collect_lines(const struct kagent_trace_line *line, void *data)
 {
-	json_array_append_new(data, json_pack("{s:O, s:s%, s:I}", "seq",
-					      json_object_get(line->record, "seq"), "text",
-					      line->text, line->length, "end",
-					      (json_int_t)line->end));
+	json_array_append_new(
+	    data, json_pack("{s:O, s:s%, s:I}", "seq", json_object_get(line->record, "seq"), "text",
+			    line->text, line->length, "end", (json_int_t)line->end));
 	return 0;
 }
 

@@ -97,8 +97,7 @@ json_t *kagent_http_request_json(const struct kagent_http_request *request);
 const char *kagent_http_request_body(const struct kagent_http_request *request, size_t *length);
 /* A request header's value (name in lower case, e.g. "last-event-id"; the first of that name),
  * or NULL when absent. Valid as long as the request. */
-const char *kagent_http_request_header(const struct kagent_http_request *request,
-				       const char *name);
+const char *kagent_http_request_header(const struct kagent_http_request *request, const char *name);
 /* 1 when the request came over TCP (with the right token), 0 over the Unix socket. */
 int kagent_http_request_over_tcp(const struct kagent_http_request *request);
 /*
