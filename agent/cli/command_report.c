@@ -181,6 +181,19 @@ command_report__print(const json_t *report, FILE *stream)
 		command_report__print_group(label, group, stream);
 	}
 	command_report__print_group("all", json_object_get(summary, "overall"), stream);
+	/* Speedups from different GPU models are not comparable: never mixed silently. */
+	if (json_is_true(json_object_get(summary, "mixed_gpus"))) {
+		const json_t *name;
+
+		fprintf(stream, "\nnote: these speedups were measured on different GPU models:");
+		json_array_foreach(json_object_get(summary, "gpu_names"), index, name)
+		    fprintf(stream, "%s %s", index > 0 ? "," : "", json_string_value(name));
+		fprintf(stream, " (each row's gpu_name in --json or --csv says which)\n");
+	} else if (json_array_size(json_object_get(summary, "gpu_names")) == 1) {
+		fprintf(
+		    stream, "\nGPU: %s\n",
+		    json_string_value(json_array_get(json_object_get(summary, "gpu_names"), 0)));
+	}
 }
 
 /* Writes all of text to fd; a reader that left (EPIPE) ends it early, which waitpid tells. */
