@@ -67,21 +67,6 @@ static const struct kagent_command_option command_daemon__options[] = {
 /* clang-format on */
 #define DAEMON_OPTION_COUNT (sizeof command_daemon__options / sizeof command_daemon__options[0] - 1)
 
-static char *
-command_daemon__default_store(void)
-{
-	const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
-	const char *shared = getenv("KAGENT_STORE");
-
-	/* From the environment: a cluster's launch script or manifest sets it (config/). */
-	if (shared != NULL && shared[0] != '\0')
-		return kagent_strdup(shared);
-	if (state != NULL && state[0] == '/')
-		return kagent_asprintf("sqlite:%s/kagent/kagent.db", state);
-	return kagent_asprintf("sqlite:%s/.local/state/kagent/kagent.db",
-			       home != NULL && home[0] != '\0' ? home : "/tmp");
-}
-
 /* The token: the file's first line, without surrounding blanks. */
 static int
 command_daemon__read_token(const char *path, char **token_out, char **cause)
@@ -249,8 +234,10 @@ command_daemon__handler(int argc, char **argv)
 		socket_path = kagent_strdup(values[DAEMON_OPTION_SOCKET]);
 	else
 		kagent_paths_daemon_socket(&socket_path, &error);
-	store_url = values[DAEMON_OPTION_STORE] != NULL ? kagent_strdup(values[DAEMON_OPTION_STORE])
-							: command_daemon__default_store();
+	if (values[DAEMON_OPTION_STORE] != NULL)
+		store_url = kagent_strdup(values[DAEMON_OPTION_STORE]);
+	else
+		kagent_paths_store_url(&store_url, NULL);
 	config_path = values[DAEMON_OPTION_CONFIG] != NULL
 			  ? kagent_strdup(values[DAEMON_OPTION_CONFIG])
 			  : kagent_config_default_path();

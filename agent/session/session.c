@@ -21,6 +21,7 @@
 #include "kagent/base/log.h"
 #include "kagent/base/sha256.h"
 #include "kagent/model_tools/tool_table.h"
+#include "kagent/records/otlp_exporter.h"
 #include "kagent/records/trace.h"
 #include "kagent/records/variants.h"
 #include "kagent/base/units.h"
@@ -36,7 +37,8 @@
 static void session__step(uv_timer_t *timer);
 static void session__conclude(struct kagent_session *session, const char *reason, char *detail);
 
-/* Writes a trace record and shows it to the observer; fields are taken over. */
+/* Writes a trace record and shows it to the observer and the span exporter; fields are taken
+ * over. */
 void
 kagent_session_record(struct kagent_session *session, const char *type, json_t *fields)
 {
@@ -47,6 +49,8 @@ kagent_session_record(struct kagent_session *session, const char *type, json_t *
 		json_object_set_new(fields, "turn", json_integer(session->turn));
 	if (session->observer != NULL)
 		session->observer(fields, session->observer_data);
+	if (session->exporter != NULL)
+		kagent_otlp_exporter_record(session->exporter, fields);
 	if (kagent_trace_write(session->trace, type, fields) < 0 && !session->trace_failed) {
 		session->trace_failed = 1;
 		kagent_log(KAGENT_LOG_ERROR, "cannot write the trace %s: the run goes on",
@@ -950,6 +954,8 @@ session__release(void *data)
 	json_decref(session->reply_message);
 	json_decref(session->pending_call);
 	json_decref(session->tool_arguments);
+	/* Before the trace closes: the last spans are redacted with it. */
+	kagent_otlp_exporter_finish(session->exporter);
 	if (session->trace != NULL)
 		kagent_trace_close(session->trace);
 	if (session->repository != NULL)

@@ -134,10 +134,6 @@ function diffLines(a, b) {
 	return script.reverse();
 }
 
-function changedLines(a, b) {
-	return diffLines(a, b).filter(function (step) { return step.op !== "="; }).length;
-}
-
 /* Each line of source as highlighted HTML (Python; the CUDA in its strings stays a string),
  * or null without highlight.js. Highlighting runs line by line with highlight.js's
  * continuation, so a string over many lines stays one. */
@@ -176,7 +172,7 @@ class SessionModel {
 		if (!variant) {
 			variant = {id: id, number: parseInt(id.slice(1), 10) || 0, turn: null, source: null,
 				note: "", status: null, reason: null, speedup: null, confirmed: null,
-				parent: undefined};
+				parent: null};
 			this.variants.set(id, variant);
 		}
 		return variant;
@@ -220,6 +216,9 @@ class SessionModel {
 		}
 		case "verdict": {
 			const variant = this.variant(record.variant);
+			/* The session names the parent (traces.md): the earlier variant the model
+			 * wrote this one from, as read from their sources. */
+			if (typeof record.parent === "string") variant.parent = record.parent;
 			if (record.purpose === "evaluate") {
 				variant.status = record.status;
 				variant.reason = record.reason;
@@ -255,31 +254,6 @@ class SessionModel {
 			this.stop = record;
 			break;
 		}
-	}
-
-	/* Each variant's parent: the earlier variant whose source differs from it in the fewest
-	 * lines (the model rewrites whole files and names no parent, so the tree is inferred);
-	 * none when it shares under a fifth of its lines with every earlier one. */
-	inferParents() {
-		const ordered = this.orderedVariants();
-		ordered.forEach(function (variant, index) {
-			if (variant.parent !== undefined || variant.source === null) return;
-			const lines = variant.source.split("\n");
-			let bestParent = null, bestCount = Infinity;
-			for (let i = 0; i < index; i++) {
-				const other = ordered[i];
-				if (other.source === null) continue;
-				const count = changedLines(other.source.split("\n"), lines);
-				if (count <= bestCount) {
-					bestCount = count;
-					bestParent = other.id;
-				}
-			}
-			const shared = bestParent === null ? 0
-				: (ordered.find(function (o) { return o.id === bestParent; })
-					.source.split("\n").length + lines.length - bestCount) / 2;
-			variant.parent = shared >= lines.length / 5 ? bestParent : null;
-		});
 	}
 
 	orderedVariants() {
@@ -424,11 +398,10 @@ function variantLabel(variant) {
 
 function renderVariants() {
 	const model = viewer.session, tree = byId("variant-tree");
-	model.inferParents();
 	const children = new Map();
 	const roots = [];
 	model.orderedVariants().forEach(function (variant) {
-		if (variant.parent) {
+		if (variant.parent && model.variants.has(variant.parent)) {
 			if (!children.has(variant.parent)) children.set(variant.parent, []);
 			children.get(variant.parent).push(variant);
 		} else {
