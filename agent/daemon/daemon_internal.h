@@ -54,6 +54,7 @@ struct kagent_daemon_session {
 	json_t *summary; /* the final record, once done */
 	enum kagent_store_session_state state; /* how it ends in the store */
 	int finish;			       /* 0: left running for the next daemon's recovery */
+	struct kagent_daemon_feed *feed;       /* its SSE clients' (daemon_events.c), or NULL */
 	int taken_over;	     /* its lease ran out and another daemon holds it: not ours to end */
 	int lost;	     /* the heartbeat found it held by another daemon: stopped here */
 	uint64_t claimed_at; /* uv_now when its claim came back */
@@ -65,7 +66,6 @@ struct kagent_daemon_session {
 	int trace_syncing;
 	int trace_dirty;
 	int end_waiting;
-	struct kagent_daemon_feed *feed;       /* its SSE clients' (daemon_events.c), or NULL */
 };
 
 struct kagent_daemon {

@@ -81,6 +81,14 @@ handle_raw(struct kagent_http_request *request, void *data)
 	kagent_http_reply_json(request, 200, json_pack("{s:I}", "length", (json_int_t)length));
 }
 
+/* A page, as the web viewer's files are answered. */
+static void
+handle_page(struct kagent_http_request *request, void *data)
+{
+	kagent_http_reply_header(request, "Content-Security-Policy", "default-src 'self'");
+	kagent_http_reply_bytes(request, 200, "text/html; charset=utf-8", "<p>page</p>", 11);
+}
+
 static void
 work(uv_work_t *job)
 {
@@ -282,6 +290,7 @@ static const struct kagent_http_route routes[] = {
      .summary = "raw body",
      .flags = KAGENT_HTTP_ROUTE_RAW_BODY},
     {.method = "GET", .pattern = "/v1/work", .handle = handle_work, .summary = "async"},
+    {.method = "GET", .pattern = "/page", .handle = handle_page, .summary = "a page"},
     {.method = "GET", .pattern = "/v1/hold", .handle = handle_hold, .summary = "never answers"},
     {.method = "GET", .pattern = "/v1/events", .handle = handle_events, .summary = "SSE"},
     {.method = "GET", .pattern = "/v1/flood", .handle = handle_flood, .summary = "SSE flood"},
@@ -469,6 +478,39 @@ raw_request(struct fixture *fixture, const char *text)
 	return raw_exchange(fixture, text, strlen(text));
 }
 
+/* Sends text on a fresh TCP connection and reads until the server closes. */
+static char *
+raw_request_tcp(struct fixture *fixture, const char *text)
+{
+	struct sockaddr_in address = {.sin_family = AF_INET};
+	struct kagent_buffer response = {0};
+	char piece[4096];
+	ssize_t got;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	CHECK(fd >= 0);
+	address.sin_port = htons((uint16_t)kagent_http_server_tcp_port(fixture->server));
+	address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK_INT(connect(fd, (struct sockaddr *)&address, sizeof address), 0);
+	raw_send(fd, text);
+	while ((got = read(fd, piece, sizeof piece)) > 0)
+		kagent_buffer_append(&response, piece, (size_t)got);
+	close(fd);
+	return kagent_buffer_take(&response);
+}
+
+/* A GET of path over TCP with these extra header lines ("" for none). */
+static char *
+tcp_get(struct fixture *fixture, const char *path, const char *headers)
+{
+	char *text = kagent_asprintf("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%s\r\n",
+				     path, headers);
+	char *response = raw_request_tcp(fixture, text);
+
+	free(text);
+	return response;
+}
+
 /* ---- tests ---- */
 
 static void
@@ -599,6 +641,77 @@ test_tcp_token(void)
 	fixture.options.tcp_address = "127.0.0.1:0";
 	fixture.options.token = TOKEN;
 	fixture_run(&fixture, client_tcp_token);
+	fixture_free(&fixture);
+}
+
+/* A browser: ?token= once gives a cookie and a 303 without the token; the cookie then counts
+ * as the bearer token. */
+static void
+client_browser_token(struct fixture *fixture)
+{
+	int port = kagent_http_server_tcp_port(fixture->server);
+	char *response, *cookie, *header;
+
+	response = tcp_get(fixture, "/page?token=" TOKEN, "");
+	CHECK_CONTAINS(response, "HTTP/1.1 303");
+	CHECK_CONTAINS(response, "location: /page\r\n");
+	cookie = kagent_asprintf(
+	    "set-cookie: kagent_token_%d=" TOKEN "; Path=/; HttpOnly; SameSite=Strict\r\n", port);
+	CHECK_CONTAINS(response, cookie);
+	free(cookie);
+	free(response);
+	/* Percent-encoded, among other parameters: the same. */
+	response = tcp_get(fixture, "/v1/runs/r1?a=1&token=0123456789abcdef%2Dtest-token", "");
+	CHECK_CONTAINS(response, "HTTP/1.1 303");
+	CHECK_CONTAINS(response, "location: /v1/runs/r1\r\n");
+	free(response);
+	/* A path that a browser would read as another host's goes to "/". */
+	response = tcp_get(fixture, "//example.com/x?token=" TOKEN, "");
+	CHECK_CONTAINS(response, "HTTP/1.1 303");
+	CHECK_CONTAINS(response, "location: /\r\n");
+	free(response);
+	/* A wrong token gets no cookie. */
+	response = tcp_get(fixture, "/page?token=0123456789abcdef-test-tokeN", "");
+	CHECK_CONTAINS(response, "HTTP/1.1 401");
+	CHECK(strstr(response, "set-cookie") == NULL);
+	free(response);
+	/* Only a GET exchanges it. */
+	response = raw_request_tcp(fixture, "POST /v1/runs?token=" TOKEN " HTTP/1.1\r\nHost: "
+					    "x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+	CHECK_CONTAINS(response, "HTTP/1.1 401");
+	free(response);
+	/* The cookie, among others, lets the page and the API in. */
+	header = kagent_asprintf("Cookie: theme=dark; kagent_token_%d=" TOKEN "; x=y\r\n", port);
+	response = tcp_get(fixture, "/page", header);
+	CHECK_CONTAINS(response, "HTTP/1.1 200");
+	CHECK_CONTAINS(response, "content-type: text/html; charset=utf-8");
+	CHECK_CONTAINS(response, "content-security-policy: default-src 'self'");
+	CHECK_CONTAINS(response, "x-content-type-options: nosniff");
+	CHECK_CONTAINS(response, "<p>page</p>");
+	free(response);
+	free(header);
+	/* Another port's cookie, or a wrong one, does not. */
+	header = kagent_asprintf("Cookie: kagent_token_%d=" TOKEN "\r\n", port + 1);
+	response = tcp_get(fixture, "/page", header);
+	CHECK_CONTAINS(response, "HTTP/1.1 401");
+	free(response);
+	free(header);
+	header = kagent_asprintf("Cookie: kagent_token_%d=0123456789abcdef-test-tokeN\r\n", port);
+	response = tcp_get(fixture, "/v1/runs/r1", header);
+	CHECK_CONTAINS(response, "HTTP/1.1 401");
+	free(response);
+	free(header);
+}
+
+static void
+test_browser_token(void)
+{
+	struct fixture fixture;
+
+	fixture_init(&fixture);
+	fixture.options.tcp_address = "127.0.0.1:0";
+	fixture.options.token = TOKEN;
+	fixture_run(&fixture, client_browser_token);
 	fixture_free(&fixture);
 }
 
@@ -1039,6 +1152,7 @@ static const struct kagent_test tests[] = {
     {"errors", test_errors},
     {"tcp_token", test_tcp_token},
     {"tcp_needs_token", test_tcp_needs_token},
+    {"browser_token", test_browser_token},
     {"async", test_async},
     {"garbage", test_garbage},
     {"events", test_events},

@@ -4,7 +4,8 @@
  * sessions and their API. The caller gives a table of routes; the server parses, checks and
  * dispatches, and answers the protocol's errors by itself (docs/http-server.md):
  *   404 unknown path, 405 wrong method (with Allow), 400 malformed JSON body, 413 body over
- *   the cap, 401 a TCP request without the right "Authorization: Bearer <token>".
+ *   the cap, 401 a TCP request without the right "Authorization: Bearer <token>" (or the
+ *   cookie a browser gets by opening a page with ?token=<token> once: 303 to the page).
  * Every error body is {"error": "message"}, except h2o's own answers to bytes that are not
  * HTTP (400) and to bodies over the cap (413), which are text.
  *
@@ -111,6 +112,13 @@ void kagent_http_request_set_on_gone(struct kagent_http_request *request,
 /* Answers with status and the JSON body (the reference is taken over, as json_object_set_new
  * does; NULL sends {}). The request is invalid afterwards. */
 void kagent_http_reply_json(struct kagent_http_request *request, int status, json_t *body);
+/* Answers with status and length bytes of body as content_type ("text/html; charset=utf-8");
+ * the bytes are copied. The request is invalid afterwards. */
+void kagent_http_reply_bytes(struct kagent_http_request *request, int status,
+			     const char *content_type, const char *body, size_t length);
+/* Adds a header (a name in any case, and a value, both copied) to the answer still to come. */
+void kagent_http_reply_header(struct kagent_http_request *request, const char *name,
+			      const char *value);
 /* Answers {"error": "<printf-formatted message>"} with status. */
 void kagent_http_reply_error(struct kagent_http_request *request, int status, const char *format,
 			     ...) __attribute__((format(printf, 3, 4)));
