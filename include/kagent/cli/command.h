@@ -38,6 +38,7 @@ extern const struct kagent_command kagent_command_cancel;
 extern const struct kagent_command kagent_command_daemon;
 extern const struct kagent_command kagent_command_eval;
 extern const struct kagent_command kagent_command_gpu;
+extern const struct kagent_command kagent_command_model;
 extern const struct kagent_command kagent_command_optimize;
 extern const struct kagent_command kagent_command_profile;
 extern const struct kagent_command kagent_command_report;
