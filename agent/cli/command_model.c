@@ -248,7 +248,8 @@ static const char command_model__wrapper_template[] =
     "\n"
     "def get_init_inputs():\n"
     "    function = _function(INIT_INPUTS, \"--entry\", required=False)\n"
-    "    if not isinstance(_function(BUILD, \"--entry\"), type) or not callable(function):\n"
+    "    if not isinstance(_function(BUILD, \"--entry\", required=False), type) or \\\n"
+    "            not callable(function):\n"
     "        return []\n"
     "    return list(function())\n";
 
