@@ -156,6 +156,39 @@ command_model__read_json(const char *path, json_t **out, char **cause)
 /* ---- step 1: the model as a problem ---- */
 
 /*
+ * As root, the worker runs the judge, which loads the sub-problems, as the sandbox's uid
+ * (docs/sandbox.md), and a sub-problem imports the model's file where it lies: that uid, in no
+ * group, must reach it through "others" permissions. Said here, before torch is imported.
+ */
+static int
+command_model__sandbox_can_read(const char *path, char **cause)
+{
+	char *walk = kagent_strdup(path), *slash;
+	struct stat info;
+	int error = 0;
+
+	if (geteuid() != 0)
+		goto out;
+	if (stat(walk, &info) != 0 ||
+	    (info.st_mode & (S_ISDIR(info.st_mode) ? S_IXOTH | S_IROTH : S_IROTH)) == 0)
+		error = -EACCES;
+	while (error == 0 && (slash = strrchr(walk, '/')) != NULL && slash != walk) {
+		*slash = '\0';
+		if (stat(walk, &info) != 0 || (info.st_mode & S_IXOTH) == 0)
+			error = -EACCES;
+	}
+	if (error != 0)
+		*cause = kagent_asprintf(
+		    "as root, the judge reads %s as the sandbox's uid, and %s is closed to it "
+		    "(no permission for others): open it (chmod o+rx folders, o+r files) or work "
+		    "from a folder that is",
+		    path, walk);
+out:
+	free(walk);
+	return error;
+}
+
+/*
  * --entry and --inputs: "NAME" (a function of MODEL.py) or "FILE.py:NAME". Sets *path (resolved)
  * and *name; a message a person can act on otherwise.
  */
@@ -188,7 +221,7 @@ command_model__function(const char *flag, const char *value, const char *model_p
 		error = -errno;
 		*cause = kagent_asprintf("--%s %s: cannot read %s: %s", flag, value, file,
 					 strerror(errno));
-	} else {
+	} else if ((error = command_model__sandbox_can_read(resolved, cause)) == 0) {
 		*path = kagent_strdup(resolved);
 		*name = kagent_strdup(function);
 	}
@@ -232,9 +265,18 @@ static const char command_model__wrapper_template[] =
     "    return function\n"
     "\n"
     "\n"
+    "def _call(spec, flag, *arguments):\n"
+    "    function = _function(spec, flag)\n"
+    "    try:\n"
+    "        return function(*arguments)\n"
+    "    except Exception as error:\n"
+    "        raise RuntimeError(f\"{flag} {spec[0]}:{spec[1]} failed: \"\n"
+    "                           f\"{type(error).__name__}: {error}\") from error\n"
+    "\n"
+    "\n"
     "class Model(torch.nn.Module):\n"
     "    def __new__(cls, *init_inputs):\n"
-    "        model = _function(BUILD, \"--entry\")(*init_inputs)\n"
+    "        model = _call(BUILD, \"--entry\", *init_inputs)\n"
     "        if not isinstance(model, torch.nn.Module):\n"
     "            raise TypeError(f\"--entry {BUILD[0]}:{BUILD[1]}: it returned a \"\n"
     "                            f\"{type(model).__name__}, not a torch.nn.Module\")\n"
@@ -242,7 +284,7 @@ static const char command_model__wrapper_template[] =
     "\n"
     "\n"
     "def get_inputs():\n"
-    "    values = _function(INPUTS, \"--inputs\")()\n"
+    "    values = _call(INPUTS, \"--inputs\")\n"
     "    return list(values) if isinstance(values, (list, tuple)) else [values]\n"
     "\n"
     "\n"
@@ -743,7 +785,11 @@ static const char command_model__composed_template[] =
     "        spec = importlib.util.spec_from_file_location(name, path)\n"
     "        module = importlib.util.module_from_spec(spec)\n"
     "        sys.modules[name] = module\n"
-    "        spec.loader.exec_module(module)\n"
+    "        try:\n"
+    "            spec.loader.exec_module(module)\n"
+    "        except BaseException:\n"
+    "            del sys.modules[name]\n"
+    "            raise\n"
     "    return sys.modules[name]\n"
     "\n"
     "\n"
@@ -1078,6 +1124,10 @@ command_model__output(struct command_model *model, char **cause)
 	}
 	if (error == 0)
 		model->output = kagent_strdup(resolved);
+	if (error == 0)
+		error = command_model__sandbox_can_read(model->output, cause);
+	if (error == 0)
+		error = command_model__sandbox_can_read(model->model_path, cause);
 	free(path);
 	return error;
 }
