@@ -70,7 +70,8 @@ static const struct kagent_command_option command_model__options[] = {
 		"MODEL.py's get_inputs()", NULL},
 	[MODEL_OPTION_TOP] = {"top", 0, "N", "extract the N hottest modules, 1 to 32", "3", NULL},
 	[MODEL_OPTION_ONLY] = {"only", 0, "PATTERN", "only modules whose path or class matches "
-		"PATTERN, a glob (e.g. 'layers.*.attention', Linear)", NULL, NULL},
+		"PATTERN: globs separated by commas (e.g. 'layers.*.attention', Linear,GELU)", NULL,
+		NULL},
 	[MODEL_OPTION_OUTPUT] = {"output", 0, "DIR", "where the sub-problems, the runs and the "
 		"composed model go", "kagent-model/NAME (NAME: MODEL.py's)", NULL},
 	[MODEL_OPTION_PLAN] = {"plan", 0, NULL, "stop once the sub-problems are written: no model "

@@ -143,6 +143,8 @@ def attention_is_one_hot_spot_with_its_mask_by_keyword():
 def only_picks_by_path_or_class():
     by_class = analyse(ATTENTION, top=5, only="LayerNorm")
     assert sorted(s["path"] for s in by_class["chosen"]) == ["norm1", "norm2"]
+    both = analyse(ATTENTION, top=5, only="GELU,norm2")
+    assert sorted(s["path"] for s in both["chosen"]) == ["mlp.1", "norm2"]
     by_path = analyse(ATTENTION, top=5, only="mlp.*")
     assert {s["path"] for s in by_path["chosen"]} <= {"mlp.0", "mlp.1", "mlp.2"}
     assert len(by_path["chosen"]) == 3

@@ -88,7 +88,8 @@ def _shapes_text(shapes):
 
 def profile_modules(model, inputs, device, repeat=3):
     """One warm-up forward, then `repeat` forwards under torch.profiler. Returns (total_us per
-    forward, {path: {"total_us", "self_us", "calls", "operators": {name: {"us", "shapes"}}}})."""
+    forward, {path: {"total_us", "self_us", "calls", "operators": {name: {"us", "shapes"}}}}):
+    a module's total is its calls' ranges, its own time its operators' outside its children."""
     with torch.no_grad():
         model(*inputs)
     _synchronize(device)
@@ -119,16 +120,16 @@ def profile_modules(model, inputs, device, repeat=3):
         entry["calls"] += 1
         if path == "":
             total += spent
-        own = spent
+        # its own time is its operators' (not what is left once its children are taken
+        # away: on a busy CPU that would count the scheduler's pauses as a container's work)
         for child in event.cpu_children:
-            child_time = _event_time(child, device)
             if child.name.startswith(RANGE_PREFIX):
-                own -= child_time
                 continue
+            child_time = _event_time(child, device)
             operator = entry["operators"].setdefault(
                 child.name, {"us": 0.0, "shapes": _shapes_text(child.input_shapes)})
             operator["us"] += child_time
-        entry["self_us"] += max(0.0, own)
+            entry["self_us"] += child_time
     for entry in stats.values():
         entry["total_us"] /= repeat
         entry["self_us"] /= repeat
@@ -439,10 +440,11 @@ def device_peaks(device, dtype):
             "flops": judge.measure_matmul_peak(dtype) if dtype.is_floating_point else None}
 
 
-def matches(spot, pattern):
-    """--only: a glob on the module's path or its class name."""
-    return fnmatch.fnmatchcase(spot["path"], pattern) or fnmatch.fnmatchcase(spot["class"],
-                                                                             pattern)
+def matches(spot, patterns):
+    """--only: globs, separated by commas, on the module's path or its class name."""
+    return any(fnmatch.fnmatchcase(spot["path"], pattern)
+               or fnmatch.fnmatchcase(spot["class"], pattern)
+               for pattern in patterns.split(",") if pattern)
 
 
 def rank(model, total_us, stats, clock):
