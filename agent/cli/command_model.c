@@ -279,8 +279,8 @@ static const char command_model__wrapper_template[] =
     "    def __new__(cls, *init_inputs):\n"
     "        model = _call(BUILD, \"--entry\", *init_inputs)\n"
     "        if not isinstance(model, torch.nn.Module):\n"
-    "            raise TypeError(f\"--entry {BUILD[0]}:{BUILD[1]}: it returned a \"\n"
-    "                            f\"{type(model).__name__}, not a torch.nn.Module\")\n"
+    "            raise TypeError(f\"--entry {BUILD[0]}:{BUILD[1]}: it returned an object of \"\n"
+    "                            f\"type {type(model).__name__}, not a torch.nn.Module\")\n"
     "        return model\n"
     "\n"
     "\n"
@@ -472,13 +472,13 @@ command_model__print_analysis(const struct command_model *model, FILE *stream)
 	char share[16], own[16], roofline[96];
 	size_t index;
 
-	fprintf(stream, "one forward of %s: %.3f ms of %s time (mean of %lld)\n",
+	fprintf(stream, "one forward of %s: %.3f ms of %s time (the fastest of %lld)\n",
 		model->model_path,
 		json_number_value(json_object_get(model->analysis, "total_us")) / 1e3,
 		json_string_value(json_object_get(model->analysis, "clock")),
 		(long long)json_integer_value(json_object_get(model->analysis, "repeat")));
-	fprintf(stream, "%4s  %6s  %6s  %-24s %-16s %-20s %s\n", "rank", "share", "own", "module",
-		"class", "operator", "operator's inputs");
+	fprintf(stream, "%4s  %6s  %6s  %5s  %-24s %-14s %-18s %s\n", "rank", "share", "own",
+		"calls", "module", "class", "top operator", "inputs");
 	json_array_foreach(hotspots, index, spot)
 	{
 		const json_t *first = json_array_get(json_object_get(spot, "operators"), 0);
@@ -490,12 +490,15 @@ command_model__print_analysis(const struct command_model *model, FILE *stream)
 		}
 		command_model__percent(share, sizeof share, json_object_get(spot, "share"));
 		command_model__percent(own, sizeof own, json_object_get(spot, "self_share"));
-		fprintf(stream, "%4lld  %6s  %6s  %-24s %-16s %-20s %s\n",
+		fprintf(stream, "%4lld  %6s  %6s  %5lld  %-24s %-14s %-18s %s\n",
 			(long long)json_integer_value(json_object_get(spot, "rank")), share, own,
+			(long long)json_integer_value(json_object_get(spot, "calls")),
 			json_string_value(json_object_get(spot, "path")),
 			json_string_value(json_object_get(spot, "class")),
 			first != NULL ? json_string_value(json_object_get(first, "name")) : "-",
-			first != NULL ? json_string_value(json_object_get(first, "shapes")) : "");
+			json_string_value(json_object_get(spot, "inputs")) != NULL
+			    ? json_string_value(json_object_get(spot, "inputs"))
+			    : "-");
 	}
 	fprintf(stream, "\nhot spots (share: the module with its children; own: its operators "
 			"outside its children, the rank's key):\n");

@@ -82,7 +82,7 @@ def bad_factories():
         (["--entry", f"{BAD}:missing"], f"--entry {BAD}:missing: {BAD} defines no function "
                                         "missing"),
         (["--entry", f"{BAD}:returns_number", "--inputs", f"{BAD}:linear"],
-         f"--entry {BAD}:returns_number: it returned a int, not a torch.nn.Module"),
+         f"--entry {BAD}:returns_number: it returned an object of type int, not a torch.nn.Module"),
         (["--entry", f"{BAD}:raises"], f"--entry {BAD}:raises failed: ValueError: no weights "
                                        "here"),
         (["--entry", f"{BAD}:linear", "--inputs", f"{BAD}:inputs_divide_by_zero"],

@@ -12,6 +12,7 @@ block whose own matrix products dominate becomes one problem. Each sub-problem b
 as the judge builds it (same seed, so with the model's own weights) and keeps the one module;
 it is checked here to reproduce, bit for bit, what that module computed in the model's forward.
 """
+import bisect
 import fnmatch
 import inspect
 import json
@@ -86,12 +87,37 @@ def _shapes_text(shapes):
                      for shape in (shapes or []) if isinstance(shape, (list, tuple)) and shape)
 
 
-def profile_modules(model, inputs, device, repeat=3):
-    """One warm-up forward, then `repeat` forwards under torch.profiler. Returns (total_us per
-    forward, {path: {"total_us", "self_us", "calls", "operators": {name: {"us", "shapes"}}}}):
-    a module's total is its calls' ranges, its own time its operators' outside its children."""
-    with torch.no_grad():
-        model(*inputs)
+def input_signatures(model, inputs):
+    """One forward, noting what each module first receives: {path: "64x256 float32, ..."}
+    (its tensor arguments, positional then keyword)."""
+    signatures, handles = {}, []
+
+    def note(path):
+        def hook(module, args, kwargs):
+            if path not in signatures:
+                values = list(args) + list(kwargs.values())
+                signatures[path] = describe_tensors(
+                    value for value in values if isinstance(value, torch.Tensor))
+        return hook
+
+    for module, path in module_paths(model).items():
+        handles.append(module.register_forward_pre_hook(note(path), with_kwargs=True))
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return signatures
+
+
+def profile_modules(model, inputs, device, repeat=5):
+    """One warm-up forward (which notes each module's inputs), then `repeat` forwards under
+    torch.profiler. Returns (total_us of the fastest forward, {path: {"total_us", "self_us",
+    "calls", "inputs", "operators": {name: {"us", "shapes"}}}}): a module's total is its calls'
+    ranges, its own time its operators' outside its children, each from the forward in which
+    the module was fastest (on a busy machine the others carry the scheduler's pauses)."""
+    signatures = input_signatures(model, inputs)
     _synchronize(device)
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device == "cuda":
@@ -105,21 +131,19 @@ def profile_modules(model, inputs, device, repeat=3):
             _synchronize(device)
     finally:
         ranges.remove()
-    stats = {path: {"total_us": 0.0, "self_us": 0.0, "calls": 0, "operators": {}}
-             for path in module_paths(model).values()}
-    total = 0.0
-    for event in recorder.events():
-        if not event.name.startswith(RANGE_PREFIX):
-            continue
+    paths = set(module_paths(model).values())
+    events = [event for event in recorder.events() if event.name.startswith(RANGE_PREFIX)
+              and event.name[len(RANGE_PREFIX):] in paths]
+    # each forward is the window of one call of the model itself (path "")
+    starts = sorted(event.time_range.start for event in events if event.name == RANGE_PREFIX)
+    rounds = [{} for _ in starts]
+    for event in events:
         path = event.name[len(RANGE_PREFIX):]
-        if path not in stats:
-            continue
-        entry = stats[path]
-        spent = _event_time(event, device)
-        entry["total_us"] += spent
+        index = max(0, bisect.bisect_right(starts, event.time_range.start) - 1)
+        entry = rounds[index].setdefault(path, {"total_us": 0.0, "self_us": 0.0, "calls": 0,
+                                                "operators": {}})
+        entry["total_us"] += _event_time(event, device)
         entry["calls"] += 1
-        if path == "":
-            total += spent
         # its own time is its operators' (not what is left once its children are taken
         # away: on a busy CPU that would count the scheduler's pauses as a container's work)
         for child in event.cpu_children:
@@ -130,13 +154,14 @@ def profile_modules(model, inputs, device, repeat=3):
                 child.name, {"us": 0.0, "shapes": _shapes_text(child.input_shapes)})
             operator["us"] += child_time
             entry["self_us"] += child_time
-    for entry in stats.values():
-        entry["total_us"] /= repeat
-        entry["self_us"] /= repeat
-        entry["calls"] //= repeat
-        for operator in entry["operators"].values():
-            operator["us"] /= repeat
-    return total / repeat, stats
+    stats = {}
+    for path in paths:
+        seen = [one[path] for one in rounds if path in one]
+        if seen:
+            stats[path] = dict(min(seen, key=lambda entry: entry["total_us"]),
+                               inputs=signatures.get(path))
+    total = stats[""]["total_us"] if "" in stats else 0.0
+    return total, stats
 
 
 class _Capture:
@@ -458,6 +483,7 @@ def rank(model, total_us, stats, clock):
         operators = sorted(entry["operators"].items(), key=lambda item: -item[1]["us"])
         spots.append({
             "path": path, "class": type(module).__name__, "calls": entry["calls"],
+            "inputs": entry["inputs"],
             "us": entry["total_us"], "self_us": entry["self_us"], "clock": clock,
             "share": entry["total_us"] / total_us if total_us > 0 else 0.0,
             "self_share": entry["self_us"] / total_us if total_us > 0 else 0.0,
@@ -502,7 +528,7 @@ def analyze(module, options, device, scratch):
     problem_path = options["problem_path"]
     top = int(options.get("top", 3))
     only = options.get("only") or None
-    repeat = max(1, int(options.get("repeat", 3)))
+    repeat = max(1, int(options.get("repeat", 5)))
     init_inputs = problem.call_input_function(module, "get_init_inputs", MODEL_SEED, device)
     problem.seed_everything(MODEL_SEED)
     try:
