@@ -178,6 +178,44 @@ def composition():
           == "incorrect", run.stdout[-3000:] + run.stderr)
 
 
+def batch():
+    """--batch hands DIR/problems to kagentd (here the stand-in of tests/fixtures) with the
+    settings, and --compose asks it for the batch's sessions (which the stand-in does not
+    know: a clear error, exit 2)."""
+    socket_path = os.path.join(FOLDER, "kagentd.sock")
+    log = os.path.join(FOLDER, "kagentd.jsonl")
+    daemon = subprocess.Popen([sys.executable, os.path.join(SOURCE, "tests", "fixtures",
+                                                            "fake_kagentd.py"),
+                               socket_path, log])
+    folder = output("mlp-batch")
+    try:
+        for _ in range(100):
+            if os.path.exists(socket_path + ".ready"):
+                break
+            time.sleep(0.1)
+        run = model(MLP, "--top", "1", "--device", "cpu", "--worker", SOCKET, "--batch",
+                    "--socket", socket_path, "--output", folder, "--model", "gpt-test",
+                    "--max-turns", "7")
+        with open(log) as handle:
+            posts = [json.loads(line) for line in handle if '"POST"' in line]
+        body = (posts or [{}])[-1].get("body") or {}
+        with open(os.path.join(folder, "batch.json")) as handle:
+            queued = json.load(handle)
+        check("--batch: the sub-problems queued in kagentd with the run's settings",
+              run.returncode == 0 and body.get("folder") == os.path.join(folder, "problems")
+              and body.get("settings") == {"model": "gpt-test", "max_turns": 7}
+              and queued.get("batch") == "b-20250101-000000-new00003",
+              run.stdout + run.stderr + json.dumps(posts))
+        run = model(MLP, "--compose", "--device", "cpu", "--socket", socket_path, "--output",
+                    folder)
+        check("--compose after --batch: kagentd asked for the batch; unknown there, a clear "
+              "error", run.returncode == 2 and "did not describe the batch" in run.stderr,
+              run.stderr)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=10)
+
+
 def scripted_reply(name, arguments):
     text = json.dumps(arguments)
     events = [{"data": {"id": "chatcmpl-1", "model": "scripted", "choices": [
@@ -239,6 +277,7 @@ def main():
         bad_factories()
         attention_plan()
         composition()
+        batch()
         whole_path()
     finally:
         worker.terminate()
