@@ -312,8 +312,8 @@ command_model__problem(struct command_model *model, char **cause)
 		return 0;
 	}
 	if ((error = command_model__function("entry", entry != NULL ? entry : "Model",
-					     model->model_path, &build_path, &build_name,
-					     cause)) != 0 ||
+					     model->model_path, &build_path, &build_name, cause)) !=
+		0 ||
 	    (error = command_model__function("inputs", inputs != NULL ? inputs : "get_inputs",
 					     model->model_path, &inputs_path, &inputs_name,
 					     cause)) != 0)
@@ -391,7 +391,8 @@ command_model__analyse(struct command_model *model)
 		errno = 0;
 		count = strtol(top, &end, 10);
 		if (errno != 0 || end == top || *end != '\0' || count < 1 || count > 32) {
-			cause = kagent_asprintf("--top must be a number from 1 to 32, not '%s'", top);
+			cause =
+			    kagent_asprintf("--top must be a number from 1 to 32, not '%s'", top);
 			status = command_model__fail(model, "usage", cause);
 			goto out;
 		}
@@ -517,17 +518,20 @@ command_model__print_analysis(const struct command_model *model, FILE *stream)
 			    : "-",
 			roofline);
 		if (json_is_true(json_object_get(check, "exact")))
-			fprintf(stream, "    -> %s/problems/%s: reproduces the model's activations "
-					"exactly\n",
+			fprintf(stream,
+				"    -> %s/problems/%s: reproduces the model's activations "
+				"exactly\n",
 				model->output, json_string_value(json_object_get(spot, "file")));
 		else
 			fprintf(stream, "    not written: %s\n",
 				json_string_value(json_object_get(check, "reason")));
 	}
 	if (json_is_number(bound))
-		fprintf(stream, "Amdahl bound: they take %.1f%% of the forward, so replacing them "
-				"can make it at most %.2fx faster\n",
-			100.0 * json_number_value(json_object_get(model->analysis, "covered_share")),
+		fprintf(stream,
+			"Amdahl bound: they take %.1f%% of the forward, so replacing them "
+			"can make it at most %.2fx faster\n",
+			100.0 *
+			    json_number_value(json_object_get(model->analysis, "covered_share")),
 			json_number_value(bound));
 }
 
@@ -608,7 +612,8 @@ command_model__pass_flags(const struct command_model *model, char **argv, int co
 	size_t index;
 
 	for (index = 0; index < index_count; index++) {
-		const struct kagent_command_option *option = &command_model__options[indexes[index]];
+		const struct kagent_command_option *option =
+		    &command_model__options[indexes[index]];
 
 		if (model->values[indexes[index]] == NULL || count + 2 >= MODEL_CHILD_ARGUMENTS)
 			continue;
@@ -708,8 +713,8 @@ command_model__queue_batch(const struct command_model *model, char **cause)
 	command_model__pass_flags(model, argv, count, passed, sizeof passed / sizeof passed[0], 1);
 	status = command_model__run_child(argv, answer);
 	if (status != 0) {
-		*cause = kagent_asprintf("kagent batch failed (exit status %d; its answer is in %s)",
-					 status, answer);
+		*cause = kagent_asprintf(
+		    "kagent batch failed (exit status %d; its answer is in %s)", status, answer);
 		error = -EIO;
 	}
 	command_model__free_argv(argv);
@@ -867,9 +872,9 @@ command_model__write_composed(const struct command_model *model, const json_t *b
 			}
 			json_object_set_new(spot, "variant", json_string(copy));
 			json_array_append_new(
-			    swaps, json_pack("[s, s, O]", json_string_value(
-							      json_object_get(spot, "path")),
-					     copy, json_object_get(spot, "tensor_keywords")));
+			    swaps,
+			    json_pack("[s, s, O]", json_string_value(json_object_get(spot, "path")),
+				      copy, json_object_get(spot, "tensor_keywords")));
 			free(copy);
 		} else {
 			json_object_set_new(spot, "kept", json_string(why));
@@ -913,30 +918,27 @@ command_model__report(const struct command_model *model, const json_t *verdict)
 		    json_object_get(json_object_get(spot, "final"), "confirmation");
 
 		json_array_append_new(
-		    spots, json_pack("{s:O, s:O, s:O, s:O?, s:O?, s:O?, s:O?, s:O?}", "path",
-				     json_object_get(spot, "path"), "class",
-				     json_object_get(spot, "class"), "share",
-				     json_object_get(spot, "share"), "problem",
-				     json_object_get(spot, "problem"), "variant",
-				     json_object_get(spot, "variant"), "kept",
-				     json_object_get(spot, "kept"), "speedup_vs_eager",
-				     json_object_get(confirmation, "speedup_vs_eager"),
-				     "speedup_vs_compile",
-				     json_object_get(confirmation, "speedup_vs_compile")));
+		    spots,
+		    json_pack(
+			"{s:O, s:O, s:O, s:O?, s:O?, s:O?, s:O?, s:O?}", "path",
+			json_object_get(spot, "path"), "class", json_object_get(spot, "class"),
+			"share", json_object_get(spot, "share"), "problem",
+			json_object_get(spot, "problem"), "variant",
+			json_object_get(spot, "variant"), "kept", json_object_get(spot, "kept"),
+			"speedup_vs_eager", json_object_get(confirmation, "speedup_vs_eager"),
+			"speedup_vs_compile", json_object_get(confirmation, "speedup_vs_compile")));
 	}
-	return json_pack("{s:s, s:s, s:s, s:O, s:O, s:o, s:{s:b, s:O?, s:O?, s:O?, s:O?, s:O?, "
-			 "s:O?}}",
-			 "schema", "kagent.model_report/1", "model", model->model_path, "problem",
-			 model->problem_path, "covered_share",
-			 json_object_get(model->analysis, "covered_share"), "amdahl_bound",
-			 json_object_get(model->analysis, "amdahl_bound"), "hotspots", spots,
-			 "end_to_end", "correct", status != NULL && strcmp(status, "correct") == 0,
-			 "status", json_object_get(verdict, "status"), "reason",
-			 json_object_get(verdict, "reason"), "speedup_vs_eager",
-			 json_object_get(timing, "speedup_vs_eager"), "speedup_vs_compile",
-			 json_object_get(timing, "speedup_vs_compile"), "eager",
-			 json_object_get(timing, "eager"), "compile",
-			 json_object_get(timing, "compile"));
+	return json_pack(
+	    "{s:s, s:s, s:s, s:O, s:O, s:o, s:{s:b, s:O?, s:O?, s:O?, s:O?, s:O?, "
+	    "s:O?}}",
+	    "schema", "kagent.model_report/1", "model", model->model_path, "problem",
+	    model->problem_path, "covered_share", json_object_get(model->analysis, "covered_share"),
+	    "amdahl_bound", json_object_get(model->analysis, "amdahl_bound"), "hotspots", spots,
+	    "end_to_end", "correct", status != NULL && strcmp(status, "correct") == 0, "status",
+	    json_object_get(verdict, "status"), "reason", json_object_get(verdict, "reason"),
+	    "speedup_vs_eager", json_object_get(timing, "speedup_vs_eager"), "speedup_vs_compile",
+	    json_object_get(timing, "speedup_vs_compile"), "eager",
+	    json_object_get(timing, "eager"), "compile", json_object_get(timing, "compile"));
 }
 
 static void
@@ -977,12 +979,12 @@ command_model__report_text(const json_t *report, const json_t *verdict)
 				       json_object_get(spot, "speedup_vs_eager"));
 		command_model__speedup(compile, sizeof compile,
 				       json_object_get(spot, "speedup_vs_compile"));
-		kagent_buffer_appendf(
-		    &text, "| %s | %s | %s | %s | %s | %s |\n",
-		    json_string_value(json_object_get(spot, "path")),
-		    json_string_value(json_object_get(spot, "class")), share, eager, compile,
-		    variant != NULL ? variant
-				    : json_string_value(json_object_get(spot, "kept")) != NULL
+		kagent_buffer_appendf(&text, "| %s | %s | %s | %s | %s | %s |\n",
+				      json_string_value(json_object_get(spot, "path")),
+				      json_string_value(json_object_get(spot, "class")), share,
+				      eager, compile,
+				      variant != NULL ? variant
+				      : json_string_value(json_object_get(spot, "kept")) != NULL
 					  ? json_string_value(json_object_get(spot, "kept"))
 					  : "-");
 	}
@@ -1035,9 +1037,10 @@ command_model__compose(struct command_model *model)
 		answer = kagent_asprintf("%s/batch_status.json", model->output);
 		argv[count++] = kagent_strdup("kagent");
 		argv[count++] = kagent_strdup("status");
-		argv[count++] = kagent_strdup(json_string_value(json_object_get(queued, "batch"))
-						  ? json_string_value(json_object_get(queued, "batch"))
-						  : "");
+		argv[count++] =
+		    kagent_strdup(json_string_value(json_object_get(queued, "batch"))
+				      ? json_string_value(json_object_get(queued, "batch"))
+				      : "");
 		argv[count++] = kagent_strdup("--json");
 		command_model__pass_flags(model, argv, count, passed, 1, 0);
 		if (command_model__run_child(argv, answer) == 0)
@@ -1063,8 +1066,9 @@ command_model__compose(struct command_model *model)
 	}
 	options.candidate_path = composed;
 	options.measure_compile = 1;
-	fprintf(model->progress, "\nchecking %s against the model (fresh inputs, eager and "
-				 "torch.compile timed beside it)...\n",
+	fprintf(model->progress,
+		"\nchecking %s against the model (fresh inputs, eager and "
+		"torch.compile timed beside it)...\n",
 		composed);
 	fflush(model->progress);
 	evaluated = kagent_evaluation_run_sync(&options, &verdict);
@@ -1117,9 +1121,9 @@ command_model__output(struct command_model *model, char **cause)
 	const char *given = model->values[MODEL_OPTION_OUTPUT];
 	const char *base = strrchr(model->model_path, '/') + 1;
 	char resolved[PATH_MAX];
-	char *path = given != NULL ? kagent_strdup(given)
-				   : kagent_asprintf("kagent-model/%.*s", (int)strcspn(base, "."),
-						     base);
+	char *path = given != NULL
+			 ? kagent_strdup(given)
+			 : kagent_asprintf("kagent-model/%.*s", (int)strcspn(base, "."), base);
 	int error = kagent_fileio_make_directories(path, 0755, cause);
 
 	if (error == 0 && realpath(path, resolved) == NULL) {
@@ -1154,10 +1158,10 @@ command_model__parse(struct command_model *model, int argc, char **argv, int *st
 			return 0;
 		}
 		if (option < 0) {
-			message = kagent_asprintf(option == KAGENT_COMMAND_UNKNOWN
-						      ? "unknown option %s"
-						      : "%s needs a value",
-						  argv[optind - 1]);
+			message =
+			    kagent_asprintf(option == KAGENT_COMMAND_UNKNOWN ? "unknown option %s"
+									     : "%s needs a value",
+					    argv[optind - 1]);
 			*status_out = command_model__fail(model, "usage", message);
 			kagent_command_print_usage(&kagent_command_model);
 			free(message);
@@ -1174,13 +1178,13 @@ command_model__parse(struct command_model *model, int argc, char **argv, int *st
 		(model->values[MODEL_OPTION_BATCH] != NULL) +
 		(model->values[MODEL_OPTION_COMPOSE] != NULL) >
 	    1) {
-		*status_out = command_model__fail(model, "usage",
-						  "--plan, --batch and --compose exclude each other");
+		*status_out = command_model__fail(
+		    model, "usage", "--plan, --batch and --compose exclude each other");
 		return 0;
 	}
 	if (realpath(argv[optind], resolved) == NULL) {
-		message = kagent_asprintf("cannot read the model %s: %s", argv[optind],
-					  strerror(errno));
+		message =
+		    kagent_asprintf("cannot read the model %s: %s", argv[optind], strerror(errno));
 		*status_out = command_model__fail(model, "io", message);
 		free(message);
 		return 0;
