@@ -132,8 +132,10 @@ def profile_modules(model, inputs, device, repeat=5):
     finally:
         ranges.remove()
     paths = set(module_paths(model).values())
+    # the ranges' host side: on CUDA kineto also reports each range on the device's timeline
     events = [event for event in recorder.events() if event.name.startswith(RANGE_PREFIX)
-              and event.name[len(RANGE_PREFIX):] in paths]
+              and event.name[len(RANGE_PREFIX):] in paths
+              and event.device_type == torch.autograd.DeviceType.CPU]
     # each forward is the window of one call of the model itself (path "")
     starts = sorted(event.time_range.start for event in events if event.name == RANGE_PREFIX)
     rounds = [{} for _ in starts]
