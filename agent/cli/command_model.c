@@ -8,9 +8,9 @@
  *    (kagent_runner/model.py), which profiles one forward module by module, ranks the hot
  *    spots and writes each chosen one as a KernelBench-format problem checked to reproduce the
  *    model's own activations; this command writes them to DIR/problems/ and prints the table;
- * 3. the runs: `kagent optimize` on each sub-problem, one after another (this binary, as a
- *    child, so the session machine is optimize's own), or with --batch a batch of kagentd
- *    (`kagent batch`);
+ * 3. the runs: a batch of kagentd (`kagent batch`) when the daemon runs (or --batch), else
+ *    `kagent optimize` on each sub-problem, one after another (this binary, as a child, so
+ *    the session machine is optimize's own);
  * 4. the composition: DIR/optimized_model.py, the model with each hot spot swapped for its
  *    best credited variant, judged against the model by one evaluation (kagent eval: fresh
  *    inputs, tolerances per dtype, eager and torch.compile timed side by side), and
@@ -21,6 +21,7 @@
 #include "kagent/base/alloc.h"
 #include "kagent/base/buffer.h"
 #include "kagent/base/fileio.h"
+#include "kagent/base/paths.h"
 #include "kagent/cli/command.h"
 #include "kagent/evaluator/evaluation.h"
 
@@ -50,6 +51,7 @@ enum {
 	MODEL_OPTION_OUTPUT,
 	MODEL_OPTION_PLAN,
 	MODEL_OPTION_BATCH,
+	MODEL_OPTION_HERE,
 	MODEL_OPTION_COMPOSE,
 	MODEL_OPTION_DEVICE,
 	MODEL_OPTION_GPU,
@@ -77,7 +79,10 @@ static const struct kagent_command_option command_model__options[] = {
 	[MODEL_OPTION_PLAN] = {"plan", 0, NULL, "stop once the sub-problems are written: no model "
 		"is asked", NULL, NULL},
 	[MODEL_OPTION_BATCH] = {"batch", 0, NULL, "queue the sub-problems as a batch of kagentd "
-		"instead of running them here; compose later with --compose", NULL, NULL},
+		"instead of running them here; compose later with --compose",
+		"when kagentd listens on its socket", NULL},
+	[MODEL_OPTION_HERE] = {"here", 0, NULL, "run the sub-problems here, one after another, "
+		"even when kagentd runs", "when no kagentd listens", NULL},
 	[MODEL_OPTION_COMPOSE] = {"compose", 0, NULL, "only compose DIR's results (after --batch "
 		"or an interrupted run): optimized_model.py, its check and the report", NULL, NULL},
 	[MODEL_OPTION_DEVICE] = {"device", 0, "cuda|cpu", "where the model runs", "cuda", NULL},
@@ -697,6 +702,26 @@ out:
 	return error;
 }
 
+/* Whether kagentd runs: it listens where kagent batch would reach it (--socket, else
+ * $KAGENT_SOCKET, else the daemon's own socket); a TCP address given is taken at its word. */
+static int
+command_model__daemon_runs(const struct command_model *model)
+{
+	const char *value = model->values[MODEL_OPTION_SOCKET];
+	char *path = NULL, *cause = NULL;
+	int listening = 0;
+
+	if (value == NULL || value[0] == '\0')
+		value = getenv("KAGENT_SOCKET");
+	if (value != NULL && value[0] != '\0')
+		return strncmp(value, "http://", 7) == 0 || kagent_paths_socket_listening(value);
+	if (kagent_paths_daemon_socket(&path, &cause) == 0)
+		listening = kagent_paths_socket_listening(path);
+	free(path);
+	free(cause);
+	return listening;
+}
+
 /* `kagent batch DIR/problems` with the settings; the batch's answer goes to DIR/batch.json. */
 static int
 command_model__queue_batch(const struct command_model *model, char **cause)
@@ -1176,10 +1201,11 @@ command_model__parse(struct command_model *model, int argc, char **argv, int *st
 	}
 	if ((model->values[MODEL_OPTION_PLAN] != NULL) +
 		(model->values[MODEL_OPTION_BATCH] != NULL) +
+		(model->values[MODEL_OPTION_HERE] != NULL) +
 		(model->values[MODEL_OPTION_COMPOSE] != NULL) >
 	    1) {
 		*status_out = command_model__fail(
-		    model, "usage", "--plan, --batch and --compose exclude each other");
+		    model, "usage", "--plan, --batch, --here and --compose exclude each other");
 		return 0;
 	}
 	if (realpath(argv[optind], resolved) == NULL) {
@@ -1240,7 +1266,8 @@ command_model__handler(int argc, char **argv)
 		status = 0;
 		goto out;
 	}
-	if (model.values[MODEL_OPTION_BATCH] != NULL) {
+	if (model.values[MODEL_OPTION_BATCH] != NULL ||
+	    (model.values[MODEL_OPTION_HERE] == NULL && command_model__daemon_runs(&model))) {
 		if (command_model__queue_batch(&model, &cause) != 0) {
 			status = command_model__fail(&model, "daemon", cause);
 			goto out;

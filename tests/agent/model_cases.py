@@ -28,7 +28,10 @@ os.chmod(FOLDER, 0o755)
 SOCKET = os.path.join(FOLDER, "worker.sock")
 ENVIRONMENT = dict(os.environ, KAGENT_CACHE_DIR=os.path.join(FOLDER, "cache"),
                    XDG_CONFIG_HOME=os.path.join(FOLDER, "config"),
-                   KAGENT_WORKER_SOCKET=os.path.join(FOLDER, "none.sock"))
+                   KAGENT_WORKER_SOCKET=os.path.join(FOLDER, "none.sock"),
+                   # no kagentd of the machine's: the runs go to one only where a test says
+                   KAGENT_SOCKET=os.path.join(FOLDER, "no-kagentd.sock"),
+                   KAGENT_DAEMON_SOCKET=os.path.join(FOLDER, "no-kagentd.sock"))
 for name in ("KAGENT_CONFIG", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "KAGENT_RUNNER_DIR"):
     ENVIRONMENT.pop(name, None)
 
@@ -68,7 +71,8 @@ def usage_errors():
                                                       "read /nonexistent/f.py"),
         ([MLP, "--inputs", "f.py:"], "--inputs f.py:: name a function"),
         ([MLP, "--top", "0", "--plan"], "--top must be a number from 1 to 32"),
-        ([MLP, "--plan", "--compose"], "--plan, --batch and --compose exclude each other"),
+        ([MLP, "--plan", "--compose"], "--plan, --batch, --here and --compose exclude each "
+                                       "other"),
         ([MLP, "--compose", "--output", output("never-analysed")], "analysis.json"),
     ]
     for arguments, expected in cases:
@@ -179,9 +183,9 @@ def composition():
 
 
 def batch():
-    """--batch hands DIR/problems to kagentd (here the stand-in of tests/fixtures) with the
-    settings, and --compose asks it for the batch's sessions (which the stand-in does not
-    know: a clear error, exit 2)."""
+    """Where kagentd listens (here the stand-in of tests/fixtures), DIR/problems goes to it as
+    a batch with the settings, and --compose asks it for the batch's sessions (which the
+    stand-in does not know: a clear error, exit 2)."""
     socket_path = os.path.join(FOLDER, "kagentd.sock")
     log = os.path.join(FOLDER, "kagentd.jsonl")
     daemon = subprocess.Popen([sys.executable, os.path.join(SOURCE, "tests", "fixtures",
@@ -193,7 +197,7 @@ def batch():
             if os.path.exists(socket_path + ".ready"):
                 break
             time.sleep(0.1)
-        run = model(MLP, "--top", "1", "--device", "cpu", "--worker", SOCKET, "--batch",
+        run = model(MLP, "--top", "1", "--device", "cpu", "--worker", SOCKET,
                     "--socket", socket_path, "--output", folder, "--model", "gpt-test",
                     "--max-turns", "7")
         with open(log) as handle:
@@ -201,7 +205,7 @@ def batch():
         body = (posts or [{}])[-1].get("body") or {}
         with open(os.path.join(folder, "batch.json")) as handle:
             queued = json.load(handle)
-        check("--batch: the sub-problems queued in kagentd with the run's settings",
+        check("kagentd runs: the sub-problems queued there with the run's settings",
               run.returncode == 0 and body.get("folder") == os.path.join(folder, "problems")
               and body.get("settings") == {"model": "gpt-test", "max_turns": 7}
               and queued.get("batch") == "b-20250101-000000-new00003",
