@@ -550,7 +550,18 @@ command_model__write_problems(struct command_model *model, char **cause)
 	size_t index;
 	int error;
 
-	if ((error = kagent_fileio_make_directories(folder, 0755, cause)) != 0)
+	/* A new analysis: an earlier one's sub-problems would join a batch (kagentd scans the
+	 * folder), and an earlier batch's answer would stand for these runs. */
+	path = kagent_asprintf("%s/batch.json", model->output);
+	if (unlink(path) != 0 && errno != ENOENT) {
+		error = -errno;
+		*cause = kagent_asprintf("cannot remove %s: %s", path, strerror(errno));
+		goto out;
+	}
+	free(path);
+	path = NULL;
+	if ((error = kagent_paths_remove_tree(folder, cause)) != 0 ||
+	    (error = kagent_fileio_make_directories(folder, 0755, cause)) != 0)
 		goto out;
 	json_array_foreach(chosen, index, spot)
 	{
