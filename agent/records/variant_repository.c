@@ -27,6 +27,9 @@
 /* A fixed identity, so that committing works without any git configuration. */
 #define VARIANT_REPOSITORY_AUTHOR_NAME "kagent"
 #define VARIANT_REPOSITORY_AUTHOR_EMAIL "kagent@localhost"
+/* The problem commit's time: fixed, so that every machine makes the same problem commit and a
+ * run's branch rebuilt elsewhere from the store gets the same commit ids (docs/store.md). */
+#define VARIANT_REPOSITORY_PROBLEM_TIME 0
 
 /* Used by one thread at a time: libgit2 wants one git_repository per thread. */
 struct kagent_variant_repository {
@@ -217,8 +220,9 @@ variant_repository__commit_problem(git_repository *git, const char *problem_sour
 					   &blob_oid, GIT_FILEMODE_BLOB)) < 0 ||
 	    (code = git_treebuilder_write(&tree_oid, builder)) < 0 ||
 	    (code = git_tree_lookup(&tree, git, &tree_oid)) < 0 ||
-	    (code = git_signature_now(&signature, VARIANT_REPOSITORY_AUTHOR_NAME,
-				      VARIANT_REPOSITORY_AUTHOR_EMAIL)) < 0 ||
+	    (code = git_signature_new(&signature, VARIANT_REPOSITORY_AUTHOR_NAME,
+				      VARIANT_REPOSITORY_AUTHOR_EMAIL,
+				      VARIANT_REPOSITORY_PROBLEM_TIME, 0)) < 0 ||
 	    (code =
 		 git_commit_create(&commit_oid, git, VARIANT_REPOSITORY_PROBLEM_BRANCH, signature,
 				   signature, NULL, "Add the problem\n", tree, 0, NULL)) < 0)
@@ -595,7 +599,8 @@ int
 kagent_variant_repository_commit(struct kagent_variant_repository *repository, const char *run_id,
 				 const char *file_name, const char *source, const char *subject,
 				 const char *body, const struct kagent_trailer *trailers,
-				 size_t trailer_count, char **commit_id_out, char **cause)
+				 size_t trailer_count, long long seconds, char **commit_id_out,
+				 char **cause)
 {
 	git_repository *worktree_git = NULL;
 	git_reference *head = NULL;
@@ -648,8 +653,8 @@ kagent_variant_repository_commit(struct kagent_variant_repository *repository, c
 	    (code = git_tree_lookup(&tree, worktree_git, &tree_oid)) < 0 ||
 	    (code = git_reference_name_to_id(&parent_oid, worktree_git, "HEAD")) < 0 ||
 	    (code = git_commit_lookup(&parent, worktree_git, &parent_oid)) < 0 ||
-	    (code = git_signature_now(&signature, VARIANT_REPOSITORY_AUTHOR_NAME,
-				      VARIANT_REPOSITORY_AUTHOR_EMAIL)) < 0 ||
+	    (code = git_signature_new(&signature, VARIANT_REPOSITORY_AUTHOR_NAME,
+				      VARIANT_REPOSITORY_AUTHOR_EMAIL, (git_time_t)seconds, 0)) < 0 ||
 	    (code = git_commit_create(&commit_oid, worktree_git, "HEAD", signature, signature, NULL,
 				      message, tree, 1, (const git_commit **)&parent)) < 0) {
 		result = variant_repository__git_failure(code, cause, "cannot commit %s on %s",

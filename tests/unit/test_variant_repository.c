@@ -85,7 +85,8 @@ commit_variant(struct fixture *fixture, const char *run_id, const char *source, 
 
 	CHECK_INT(kagent_variant_repository_commit(
 		      fixture->repository, run_id, "candidate.py", source, subject,
-		      "Tiles of 64.\n--- not a patch\nMore.\n", trailers, 2, &commit_id, &error),
+		      "Tiles of 64.\n--- not a patch\nMore.\n", trailers, 2, 1700000000, &commit_id,
+		      &error),
 		  0);
 	CHECK(commit_id != NULL && strlen(commit_id) == 40);
 	return commit_id;
@@ -390,7 +391,7 @@ test_refuses_branches_checked_out_elsewhere(void)
 	git_reference_free(head);
 
 	CHECK_INT(kagent_variant_repository_commit(fixture.repository, "r1", "candidate.py",
-						   "second\n", "Second", NULL, NULL, 0, &commit_id,
+						   "second\n", "Second", NULL, NULL, 0, 1700000000, &commit_id,
 						   &error),
 		  -EBUSY);
 	CHECK(commit_id == NULL);
@@ -426,7 +427,7 @@ test_refuses_branches_checked_out_elsewhere(void)
 		  0);
 	git_reference_free(head);
 	CHECK_INT(kagent_variant_repository_commit(fixture.repository, "r1", "candidate.py",
-						   "second\n", "Second", NULL, NULL, 0, &commit_id,
+						   "second\n", "Second", NULL, NULL, 0, 1700000000, &commit_id,
 						   &error),
 		  -EBUSY);
 	CHECK_CONTAINS(error, "no longer has refs/heads/runs/r1");
@@ -457,18 +458,18 @@ test_commit_without_body_or_trailers(void)
 	CHECK_INT(kagent_variant_repository_start_run(fixture.repository, "r1", 0, &path, &error),
 		  0);
 	CHECK_INT(kagent_variant_repository_commit(fixture.repository, "r1", "candidate.py", "x\n",
-						   "Plain\nsubject", NULL, NULL, 0, &commit_id,
+						   "Plain\nsubject", NULL, NULL, 0, 1700000000, &commit_id,
 						   &error),
 		  0);
 	free(commit_id);
 	CHECK_INT(kagent_variant_repository_commit(fixture.repository, "r1", "candidate.py", "y\n",
-						   "Bad", NULL, bad, 1, &commit_id, &error),
+						   "Bad", NULL, bad, 1, 1700000000, &commit_id, &error),
 		  -EINVAL);
 	CHECK_CONTAINS(error, "Bad Key");
 	free(error);
 	error = NULL;
 	CHECK_INT(kagent_variant_repository_commit(fixture.repository, "r1", "../escape.py", "y\n",
-						   "Bad", NULL, NULL, 0, &commit_id, &error),
+						   "Bad", NULL, NULL, 0, 1700000000, &commit_id, &error),
 		  -EINVAL);
 	free(error);
 	CHECK_INT(
