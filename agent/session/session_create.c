@@ -495,23 +495,27 @@ kagent_session_create(const struct kagent_session_options *options,
 					   session->problem_source, &session->repository, cause);
 	if (status < 0)
 		goto out;
-	if (options->resume && json_array_size(options->trace_records) > 0) {
+	if (options->resume && options->trace_records != NULL) {
 		char *trace_path = session_create__trace_path(session);
 		int missing = access(trace_path, F_OK) != 0;
 
 		free(trace_path);
-		if (missing &&
-		    (status = session_create__rebuild(session, options->trace_records, cause)) < 0)
+		/* Nothing of it reached the store (killed in its first turn elsewhere): it
+		 * starts here under its id, as it would have there. */
+		if (missing && json_array_size(options->trace_records) == 0)
+			session->resumed = 0;
+		else if (missing && (status = session_create__rebuild(
+					 session, options->trace_records, cause)) < 0)
 			goto out;
 	}
 	status = kagent_variant_repository_start_run(session->repository, session->run_id,
-						     options->resume, &session->worktree, cause);
+						     session->resumed, &session->worktree, cause);
 	if (status < 0)
 		goto out;
 	session->problem_copy_path = kagent_asprintf("%s/problem.py", session->worktree);
 	if ((status = session_create__records(session, cause)) < 0)
 		goto out;
-	status = kagent_trace_open(session->trace_path, options->resume, &session->trace, cause);
+	status = kagent_trace_open(session->trace_path, session->resumed, &session->trace, cause);
 	if (status < 0)
 		goto out;
 	if (config->provider.api_key != NULL)
@@ -519,7 +523,7 @@ kagent_session_create(const struct kagent_session_options *options,
 	if (config->telemetry.otlp_endpoint != NULL &&
 	    (status = session_create__exporter(session, cause)) < 0)
 		goto out;
-	if (options->resume && (status = session_create__resume(session, cause)) < 0)
+	if (session->resumed && (status = session_create__resume(session, cause)) < 0)
 		goto out;
 	*session_out = session;
 	session = NULL;
