@@ -120,12 +120,21 @@ def two_daemons_one_killed():
         first.process.send_signal(signal.SIGKILL)
         first.process.wait(timeout=10)
         killed_at = time.monotonic()
-        # What the store held of each killed session's trace, and the commits it had made on
-        # the first machine: the survivor's rebuilt branch must start with the same ones.
+        # What the store held of each killed session's trace, and the commits it names (the
+        # first machine may have made more, after its last copy): the survivor's rebuilt
+        # branch must start with those, under the ids the first machine gave them.
         stored = {session: int(psql(f"SELECT COUNT(*) FROM trace_records"
                                     f" WHERE session_id = '{session}'")[0][0])
                   for session in killed}
-        first_commits = {s["id"]: run_commits(first.output, s["problem"], s["id"]) for s in mine}
+        first_commits = {}
+        for s in mine:
+            named = [json.loads(row[0])["commit"] for row in psql(
+                "SELECT record FROM trace_records WHERE record LIKE '{\"type\":\"commit\"%'"
+                f" AND session_id = '{s['id']}' ORDER BY seq")]
+            made = run_commits(first.output, s["problem"], s["id"])
+            if made[:len(named)] != named:
+                failures.append(f"{s['problem']}: the store names {named}, the first made {made}")
+            first_commits[s["id"]] = named
 
         # The survivor takes them over once their leases run out.
         taken = {}
@@ -185,7 +194,8 @@ def two_daemons_one_killed():
                                 f"{[c['commit'] for c in commits]}")
             before = first_commits[session["id"]]
             if branch[:len(before)] != before:
-                failures.append(f"{name}: rebuilt {branch[:len(before)]}, first made {before}")
+                failures.append(f"{name}: rebuilt {branch[:len(before)]}, the store named "
+                                f"{before}")
             rebuilt.append(len(before))
         # The store: one result per session, at most one committed row per variant, and
         # each session's trace copied (its final record included).
