@@ -527,6 +527,47 @@ out:
 	return result;
 }
 
+int
+kagent_variant_repository_forget_run(struct kagent_variant_repository *repository,
+				     const char *run_id, char **cause)
+{
+	git_worktree_prune_options options;
+	git_worktree *worktree = NULL;
+	git_reference *branch = NULL;
+	char *names[2] = {NULL, NULL};
+	int result, code;
+
+	if ((result = variant_repository__validate_run_id(run_id, cause)) < 0)
+		goto out;
+	code = git_worktree_lookup(&worktree, repository->git, run_id);
+	git_worktree_prune_options_init(&options, GIT_WORKTREE_PRUNE_OPTIONS_VERSION);
+	options.flags = GIT_WORKTREE_PRUNE_VALID | GIT_WORKTREE_PRUNE_WORKING_TREE;
+	if (code == 0 && (code = git_worktree_prune(worktree, &options)) < 0) {
+		result = variant_repository__git_failure(
+		    code, cause, "cannot remove the worktree of run %s", run_id);
+		goto out;
+	}
+	names[0] = kagent_asprintf("runs/%s", run_id);
+	names[1] = kagent_asprintf("best/%s", run_id);
+	for (size_t index = 0; index < 2; index++) {
+		code = git_branch_lookup(&branch, repository->git, names[index], GIT_BRANCH_LOCAL);
+		if (code == 0)
+			code = git_branch_delete(branch);
+		git_reference_free(branch);
+		branch = NULL;
+		if (code < 0 && code != GIT_ENOTFOUND) {
+			result = variant_repository__git_failure(code, cause, "cannot delete %s",
+								 names[index]);
+			goto out;
+		}
+	}
+out:
+	free(names[0]);
+	free(names[1]);
+	git_worktree_free(worktree);
+	return result;
+}
+
 /* Appends text with each line break replaced by a space, for one-line fields. */
 static void
 variant_repository__append_one_line(struct kagent_buffer *message, const char *text)

@@ -324,15 +324,12 @@ session_create__rebuild(struct kagent_session *session, const json_t *trace_reco
 	size_t index;
 	int status;
 
-	status = kagent_variant_repository_start_run(session->repository, session->run_id, 0,
-						     &worktree, cause);
-	if (status == -EEXIST) {
-		free(*cause);
-		*cause = kagent_asprintf("run %s has a branch here but no trace at %s: move the "
-					 "branch away to rebuild it from the store",
-					 session->run_id, path);
-	}
-	if (status < 0)
+	/* A branch without a trace is a rebuild cut short (the trace is written last): what it
+	 * holds is made again below, with the same ids. */
+	if ((status = kagent_variant_repository_forget_run(session->repository, session->run_id,
+							  cause)) < 0 ||
+	    (status = kagent_variant_repository_start_run(session->repository, session->run_id,
+							  0, &worktree, cause)) < 0)
 		goto out;
 	options.worktree = worktree;
 	if ((status = kagent_variants_create(&options, &variants, cause)) < 0 ||

@@ -57,6 +57,12 @@ int kagent_variant_repository_start_run(struct kagent_variant_repository *reposi
 					const char *run_id, int resume, char **path_out,
 					char **cause);
 /*
+ * Removes run_id's worktree and its branches runs/<run_id> and best/<run_id> (those that
+ * exist), so that the run can be made again: a rebuild from the store cut short.
+ */
+int kagent_variant_repository_forget_run(struct kagent_variant_repository *repository,
+					 const char *run_id, char **cause);
+/*
  * Writes file_name (e.g. "candidate.py") with source into the run's worktree
  * and commits it on runs/<run_id> with a message made of subject, body (may be
  * NULL) and the trailers, as of seconds (since 1970, UTC: the author's and committer's
