@@ -618,8 +618,8 @@ daemon__claim_work(struct kagent_store *store, void *data, char **cause)
 	char *read_cause = NULL;
 	int status;
 
-	status = kagent_store_session_claim(store, job->daemon->slot_names[job->slot],
-					    &job->claim, cause);
+	status = kagent_store_session_claim(store, job->daemon->slot_names[job->slot], &job->claim,
+					    cause);
 	if (status < 0 || job->claim == NULL || !job->claim->resume)
 		return status;
 	/* Read here, on the pool; the session rebuilds its run from them only where its files

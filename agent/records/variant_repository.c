@@ -695,7 +695,8 @@ kagent_variant_repository_commit(struct kagent_variant_repository *repository, c
 	    (code = git_reference_name_to_id(&parent_oid, worktree_git, "HEAD")) < 0 ||
 	    (code = git_commit_lookup(&parent, worktree_git, &parent_oid)) < 0 ||
 	    (code = git_signature_new(&signature, VARIANT_REPOSITORY_AUTHOR_NAME,
-				      VARIANT_REPOSITORY_AUTHOR_EMAIL, (git_time_t)seconds, 0)) < 0 ||
+				      VARIANT_REPOSITORY_AUTHOR_EMAIL, (git_time_t)seconds, 0)) <
+		0 ||
 	    (code = git_commit_create(&commit_oid, worktree_git, "HEAD", signature, signature, NULL,
 				      message, tree, 1, (const git_commit **)&parent)) < 0) {
 		result = variant_repository__git_failure(code, cause, "cannot commit %s on %s",

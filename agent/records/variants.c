@@ -761,7 +761,8 @@ variants__rebuild_call(struct variants__rebuild *rebuild, const json_t *record)
 	rebuild->source = rebuild->note = NULL;
 	parsed = json_loads(arguments, JSON_DECODE_ANY, NULL);
 	if (json_is_string(json_object_get(parsed, "source")))
-		rebuild->source = kagent_strdup(json_string_value(json_object_get(parsed, "source")));
+		rebuild->source =
+		    kagent_strdup(json_string_value(json_object_get(parsed, "source")));
 	if (json_is_string(json_object_get(parsed, "note")))
 		rebuild->note = kagent_strdup(json_string_value(json_object_get(parsed, "note")));
 	json_decref(parsed);
@@ -785,15 +786,15 @@ variants__rebuild_verdict(struct variants__rebuild *rebuild, const json_t *recor
 	expected = kagent_asprintf("v%zu", variants->count + 1);
 	if (strcmp(name, expected) != 0) {
 		if (kagent_variants_find(variants, name) == NULL) {
-			*cause = kagent_asprintf("the trace has a verdict of %s where %s comes next",
-						 name, expected);
+			*cause = kagent_asprintf(
+			    "the trace has a verdict of %s where %s comes next", name, expected);
 			status = -EINVAL;
 		}
 		goto out;
 	}
 	if (rebuild->source == NULL) {
-		*cause = kagent_asprintf("the trace has no evaluate call with the source of %s",
-					 name);
+		*cause =
+		    kagent_asprintf("the trace has no evaluate call with the source of %s", name);
 		status = -EINVAL;
 		goto out;
 	}

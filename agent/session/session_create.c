@@ -308,8 +308,7 @@ session_create__trace_path(const struct kagent_session *session)
  * is what makes a run resumable here.
  */
 static int
-session_create__rebuild(struct kagent_session *session, const json_t *trace_records,
-			char **cause)
+session_create__rebuild(struct kagent_session *session, const json_t *trace_records, char **cause)
 {
 	json_t *records = json_deep_copy(trace_records), *record;
 	struct kagent_variants *variants = NULL;
@@ -327,9 +326,9 @@ session_create__rebuild(struct kagent_session *session, const json_t *trace_reco
 	/* A branch without a trace is a rebuild cut short (the trace is written last): what it
 	 * holds is made again below, with the same ids. */
 	if ((status = kagent_variant_repository_forget_run(session->repository, session->run_id,
-							  cause)) < 0 ||
-	    (status = kagent_variant_repository_start_run(session->repository, session->run_id,
-							  0, &worktree, cause)) < 0)
+							   cause)) < 0 ||
+	    (status = kagent_variant_repository_start_run(session->repository, session->run_id, 0,
+							  &worktree, cause)) < 0)
 		goto out;
 	options.worktree = worktree;
 	if ((status = kagent_variants_create(&options, &variants, cause)) < 0 ||
@@ -348,15 +347,15 @@ session_create__rebuild(struct kagent_session *session, const json_t *trace_reco
 		kagent_buffer_append_string(&text, "\n");
 		free(line);
 	}
-	folder = kagent_asprintf("%s/traces",
-				 kagent_variant_repository_directory(session->repository));
+	folder =
+	    kagent_asprintf("%s/traces", kagent_variant_repository_directory(session->repository));
 	if ((status = kagent_fileio_make_directories(folder, 0755, cause)) < 0)
 		goto out;
 	status = kagent_fileio_write_atomic(path, text.data != NULL ? text.data : "", text.length,
 					    cause);
 	if (status == 0)
-		kagent_log(KAGENT_LOG_INFO, "run %s rebuilt from %zu trace records", session->run_id,
-			   json_array_size(records));
+		kagent_log(KAGENT_LOG_INFO, "run %s rebuilt from %zu trace records",
+			   session->run_id, json_array_size(records));
 out:
 	kagent_buffer_free(&text);
 	kagent_variants_free(variants);

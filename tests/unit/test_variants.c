@@ -516,7 +516,7 @@ test_rebuild_makes_the_same_commits_elsewhere(void)
 	kagent_variants_promote(original.variants, first, "", promote_done, &promoted);
 	CHECK_INT(promoted.moved, 1);
 	json_array_foreach(original.records, index, item)
-		json_object_set_new(item, "turn", json_integer(3));
+	    json_object_set_new(item, "turn", json_integer(3));
 	commits = branch_commits(original.repository);
 	CHECK_INT(kagent_variant_repository_best(original.repository, "r1", &best, &cause), 0);
 
@@ -565,8 +565,8 @@ test_rebuild_makes_the_same_commits_elsewhere(void)
 
 	/* A verdict without the call that carried its source cannot be rebuilt. */
 	fixture_open(&old_trace, KAGENT_TARGET_BEST);
-	records = json_pack("[{s:s, s:s, s:s, s:s}]", "type", "verdict", "variant", "v1",
-			    "purpose", "evaluate", "status", "error");
+	records = json_pack("[{s:s, s:s, s:s, s:s}]", "type", "verdict", "variant", "v1", "purpose",
+			    "evaluate", "status", "error");
 	CHECK_INT(kagent_variants_rebuild(old_trace.variants, records, &cause), -EINVAL);
 	CHECK_CONTAINS(cause, "no evaluate call with the source of v1");
 	free(cause);
