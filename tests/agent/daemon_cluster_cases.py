@@ -116,10 +116,15 @@ def two_daemons_one_killed():
             time.sleep(0.1)
         else:
             return [f"both daemons never ran at once: {batch}\n{first.log()}\n{second.log()}"]
-        killed = {s["id"] for s in mine}
         first.process.send_signal(signal.SIGKILL)
         first.process.wait(timeout=10)
         killed_at = time.monotonic()
+        # What it ran when it died (one of them may have ended since the check above); the
+        # store stays so for a lease.
+        batch = second.request("GET", f"/v1/batches/{batch_id}")[1]
+        mine = [s for s in batch["sessions"]
+                if s["state"] == "running" and owner_pid(s) == first.process.pid]
+        killed = {s["id"] for s in mine}
         # What the store held of each killed session's trace, and the commits it names (the
         # first machine may have made more, after its last copy): the survivor's rebuilt
         # branch must start with those, under the ids the first machine gave them.
