@@ -549,8 +549,10 @@ daemon__trace_set(int status, const char *cause, void *data)
 		kagent_session_interrupt(ds->session);
 }
 
+/* trace_records: a resumed session's records in the store, to rebuild its run where its files
+ * are on another machine (borrowed; NULL when none). */
 static void
-daemon__begin(struct kagent_daemon_session *ds)
+daemon__begin(struct kagent_daemon_session *ds, const json_t *trace_records)
 {
 	struct kagent_daemon *daemon = ds->daemon;
 	struct kagent_store_claim *claim = ds->claim;
@@ -581,6 +583,7 @@ daemon__begin(struct kagent_daemon_session *ds)
 	    .problem_path = claim->problem_path,
 	    .run_id = claim->session_id,
 	    .resume = claim->resume,
+	    .trace_records = trace_records,
 	    .gpu_name = daemon->options->gpu_name,
 	    .worker_executable = daemon->options->worker_executable,
 	    .observer = daemon__observe,
@@ -613,15 +616,29 @@ struct daemon__claim_job {
 	struct kagent_daemon *daemon;
 	size_t slot;
 	struct kagent_store_claim *claim;
+	json_t *trace_records; /* a resumed session's, for a run whose files are elsewhere */
 };
 
 static int
 daemon__claim_work(struct kagent_store *store, void *data, char **cause)
 {
 	struct daemon__claim_job *job = data;
+	char *read_cause = NULL;
+	int status;
 
-	return kagent_store_session_claim(store, job->daemon->slot_names[job->slot], &job->claim,
-					  cause);
+	status = kagent_store_session_claim(store, job->daemon->slot_names[job->slot], &job->claim,
+					    cause);
+	if (status < 0 || job->claim == NULL || !job->claim->resume)
+		return status;
+	/* Read here, on the pool; the session rebuilds its run from them only where its files
+	 * are missing. Without them it resumes from its files, or says they are missing. */
+	if (kagent_store_trace_read(store, job->claim->session_id, &job->trace_records,
+				    &read_cause) < 0) {
+		kagent_daemon_log("session %s: reading its trace from the store: %s",
+				  job->claim->session_id, read_cause);
+		free(read_cause);
+	}
+	return 0;
 }
 
 static void
@@ -648,7 +665,6 @@ daemon__claimed(int status, const char *cause, void *data)
 	ds->live = json_pack("{s:n, s:i, s:f, s:n}", "turn", "tokens", 0, "cost", 0.0, "best");
 	ds->next = daemon->sessions;
 	daemon->sessions = ds;
-	free(job);
 	if (json_object_get(daemon->cancel_requests, ds->claim->session_id) != NULL) {
 		json_object_del(daemon->cancel_requests, ds->claim->session_id);
 		ds->cancelled = 1;
@@ -659,9 +675,13 @@ daemon__claimed(int status, const char *cause, void *data)
 		/* Claimed as the shutdown began: it stays running in the store for recovery. */
 		ds->finish = 0;
 		daemon__end(ds);
+		json_decref(job->trace_records);
+		free(job);
 		return;
 	}
-	daemon__begin(ds);
+	daemon__begin(ds, job->trace_records);
+	json_decref(job->trace_records);
+	free(job);
 }
 
 static void
