@@ -18,6 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The largest request body: POST /v1/evaluations with many candidates (it caps each source and
+ * the count itself); every other route's body is small. */
+#define DAEMON_BODY_CAP (64u * 1024 * 1024)
+
 static const int daemon__signal_numbers[DAEMON_SIGNAL_COUNT] = {SIGTERM, SIGINT, SIGHUP};
 
 /* The batch settings the API accepts and the config keys they set (docs/daemon-api.md). */
@@ -39,7 +43,6 @@ static const struct {
 };
 #define DAEMON_SETTING_COUNT (sizeof daemon__settings / sizeof daemon__settings[0])
 
-static void daemon__maybe_exit(struct kagent_daemon *daemon);
 
 void
 kagent_daemon_log(const char *format, ...)
@@ -271,7 +274,7 @@ daemon__finished(int status, const char *cause, void *data)
 				  ds->claim->session_id);
 	kagent_scheduler_release(&daemon->scheduler, ds->slot);
 	daemon__session_free(ds);
-	daemon__maybe_exit(daemon);
+	kagent_daemon_maybe_exit(daemon);
 }
 
 /* Writes the end (or, with finish 0, nothing) and frees the session once that is done. */
@@ -485,7 +488,7 @@ daemon__claimed(int status, const char *cause, void *data)
 			kagent_daemon_log("claim: %s", cause);
 		kagent_scheduler_claimed(&daemon->scheduler, job->slot, 0);
 		free(job);
-		daemon__maybe_exit(daemon);
+		kagent_daemon_maybe_exit(daemon);
 		return;
 	}
 	ds = kagent_calloc(1, sizeof *ds);
@@ -570,15 +573,17 @@ daemon__server_closed(void *data)
 	struct kagent_daemon *daemon = data;
 
 	daemon->server = NULL;
-	daemon__maybe_exit(daemon);
+	kagent_daemon_maybe_exit(daemon);
 }
 
 /* Everything has stopped: close what keeps the loop running, so uv_run returns. */
-static void
-daemon__maybe_exit(struct kagent_daemon *daemon)
+void
+kagent_daemon_maybe_exit(struct kagent_daemon *daemon)
 {
 	if (!daemon->stopping || daemon->sessions != NULL || daemon->jobs > 0 ||
-	    daemon->server != NULL || !daemon->signals_open)
+	    daemon->server != NULL || !daemon->signals_open ||
+	    (daemon->evaluations != NULL &&
+	     !kagent_daemon_evaluations_stopped(daemon->evaluations)))
 		return;
 	for (size_t index = 0; index < DAEMON_SIGNAL_COUNT; index++)
 		uv_close((uv_handle_t *)&daemon->signals[index], NULL);
@@ -607,7 +612,9 @@ daemon__stop(struct kagent_daemon *daemon, const char *why)
 			  why, running, running == 1 ? "" : "s");
 	if (daemon->server != NULL)
 		kagent_http_server_close(daemon->server, daemon__server_closed, daemon);
-	daemon__maybe_exit(daemon);
+	if (daemon->evaluations != NULL)
+		kagent_daemon_evaluations_stop(daemon->evaluations);
+	kagent_daemon_maybe_exit(daemon);
 }
 
 static void
@@ -670,6 +677,8 @@ kagent_daemon_run(const struct kagent_daemon_options *options, char **cause)
 	    .token = options->token,
 	    .routes = options->routes,
 	    .handler_data = daemon,
+	    /* POST /v1/evaluations carries many candidates' sources (caps of its own) */
+	    .body_cap = DAEMON_BODY_CAP,
 	};
 	if ((status = kagent_http_server_start(&daemon->loop, &server_options, &daemon->server,
 					       cause)) < 0)
@@ -682,6 +691,7 @@ kagent_daemon_run(const struct kagent_daemon_options *options, char **cause)
 	}
 	daemon->signals_open = 1;
 	daemon__slots(daemon);
+	daemon->evaluations = kagent_daemon_evaluations_create(daemon, options->evaluation_lanes);
 	kagent_daemon_log("listening on %s%s%s; store %s; %s, %zu slot%s, at most %d session%s; "
 			  "%d recovered",
 			  options->socket_path, options->tcp_address != NULL ? " and " : "",
@@ -713,6 +723,7 @@ out:
 			free(daemon->slot_names[slot]);
 		kagent_scheduler_clear(&daemon->scheduler);
 	}
+	kagent_daemon_evaluations_free(daemon->evaluations);
 	free(daemon->slot_names);
 	free(daemon->slot_gpus);
 	json_decref(daemon->cancel_requests);

@@ -180,6 +180,8 @@ routes__health_answer(struct routes__call *call)
 	json_object_set_new(call->result, "gpus", gpus);
 	json_object_set_new(call->result, "sessions_running", json_integer(running));
 	json_object_set_new(call->result, "max_sessions", json_integer(options->max_sessions));
+	json_object_set_new(call->result, "evaluations",
+			    kagent_daemon_evaluations_health(daemon->evaluations));
 }
 
 static void
@@ -621,6 +623,10 @@ const struct kagent_http_route kagent_daemon_routes[] = {
 	 .summary = "one session, with its live view while it runs here"},
 	{.method = "DELETE", .pattern = "/v1/sessions/{id}", .handle = routes__session_cancel,
 	 .summary = "cancel one session"},
+	{.method = "POST", .pattern = "/v1/evaluations", .handle = kagent_daemon_evaluations_post,
+	 .summary = "judge candidates against one problem, as kagent eval --json, in order"},
+	{.method = "GET", .pattern = "/v1/evaluations/{id}", .handle = kagent_daemon_evaluations_get,
+	 .summary = "one evaluation (ID-N) or a whole request (ID), verdicts once ready"},
 	{.method = NULL},
 };
 /* clang-format on */

@@ -19,7 +19,7 @@ import traceback
 
 import torch
 
-from . import compare, cuda_ipc, device_record, harness, kernel_trace, problem, tensors
+from . import compare, cuda_ipc, device_record, gpu_lock, harness, kernel_trace, problem, tensors
 from .problem import CandidateFailure
 from .channel import Channel, ChannelClosed, ChannelProtocolError, ChannelTimeout
 
@@ -72,7 +72,8 @@ class Judge:
     def __init__(self, channel, request, candidate_pid, children):
         """children: the worker's sockets and pids for the timed children: "candidate_record"
         (the candidate's device record), and, when the baselines are not cached, "reference"
-        (the reference's timed child's channel), "reference_pid" and "reference_record"."""
+        (the reference's timed child's channel), "reference_pid" and "reference_record";
+        "timing_lock" (gpu_lock.TimingLock, opened before privileges were dropped)."""
         self.channel = channel
         self.request = request
         self.candidate_pid = candidate_pid
@@ -89,6 +90,7 @@ class Judge:
         self.flush_buffer = None
         self.l2_reset_error = None
         self.children = children
+        self.timing_lock = children.get("timing_lock") or gpu_lock.TimingLock(None)
         self.candidate = harness.TimedChild(self, channel, candidate_pid,
                                             children.get("candidate_record"), "candidate")
         # the reference's timed child (eager and torch.compile), when the baselines are not
@@ -813,7 +815,12 @@ class Judge:
             self.enter("trials")
             cached = self.request.get("baselines") or {}
             probe = not isinstance(cached.get("degenerate"), dict)
-            passed = self.trials(probe)
+            # other evaluations' trials may share the device; their timing may not
+            self.timing_lock.shared()
+            try:
+                passed = self.trials(probe)
+            finally:
+                self.timing_lock.release()
             if not probe:
                 self.result["degenerate"] = cached["degenerate"]
             if not passed:
@@ -829,7 +836,12 @@ class Judge:
                 self.result["kernels"] = self.kernels()
             if not self.request.get("profile_reference"):
                 self.result_inputs = None  # only kagent profile runs the reference again
-            self.timing()
+            self.enter("timing_wait")
+            self.timing_lock.exclusive()
+            try:
+                self.timing()
+            finally:
+                self.timing_lock.release()
             self.result["roofline"] = self.roofline(self.result_bytes)
             if self.request.get("profile_reference"):
                 self.enter("profile_reference")
