@@ -263,8 +263,9 @@ command_daemon__handler(int argc, char **argv)
 	    max_sessions > 0 ? (int)max_sessions
 			     : DAEMON_SESSIONS_PER_SLOT * (gpu_count > 0 ? (int)gpu_count : 1);
 	options.evaluation_lanes = lanes > 0 ? (int)lanes
-				: strcmp(options.device, "cpu") == 0 ? DAEMON_EVALUATION_LANES_CPU
-								     : DAEMON_EVALUATION_LANES_GPU;
+				   : strcmp(options.device, "cpu") == 0
+				       ? DAEMON_EVALUATION_LANES_CPU
+				       : DAEMON_EVALUATION_LANES_GPU;
 	options.config_path = config_path;
 	options.routes = kagent_daemon_routes;
 	/* This binary, whatever its path: `kagent worker` is one of its commands. */

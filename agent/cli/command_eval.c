@@ -105,10 +105,11 @@ command_eval__parse_number(const char *text, long long minimum, long long *value
 static json_t *
 command_eval__remote_options(const struct kagent_evaluation_options *options)
 {
-	json_t *object = json_pack("{s:s, s:s, s:b, s:b, s:b}", "device", options->device,
-				   "speedup_basis", kagent_verdict_basis_name(options->speedup_basis),
-				   "no_compile_baseline", !options->measure_compile, "no_cache",
-				   options->no_cache != 0, "generalise", options->generalisation != 0);
+	json_t *object =
+	    json_pack("{s:s, s:s, s:b, s:b, s:b}", "device", options->device, "speedup_basis",
+		      kagent_verdict_basis_name(options->speedup_basis), "no_compile_baseline",
+		      !options->measure_compile, "no_cache", options->no_cache != 0, "generalise",
+		      options->generalisation != 0);
 
 	if (strcmp(options->device, "cpu") != 0)
 		json_object_set_new(object, "gpu", json_integer(options->gpu_index));
@@ -117,9 +118,9 @@ command_eval__remote_options(const struct kagent_evaluation_options *options)
 	if (options->trials != 0)
 		json_object_set_new(object, "trials", json_integer(options->trials));
 	if (options->signed_trials != 0)
-		json_object_set_new(object, "signed_trials",
-				    json_integer(options->signed_trials < 0 ? 0
-									    : options->signed_trials));
+		json_object_set_new(
+		    object, "signed_trials",
+		    json_integer(options->signed_trials < 0 ? 0 : options->signed_trials));
 	if (options->call_timeout_seconds != 0)
 		json_object_set_new(object, "call_timeout",
 				    json_integer(options->call_timeout_seconds));
@@ -166,8 +167,8 @@ command_eval__remote(const struct kagent_evaluation_options *options, json_t **o
 			 size, "options", command_eval__remote_options(options), "async", 1);
 	if (kagent_daemon_client_request(socket_path, NULL, "POST", "/v1/evaluations", body,
 					 &status, &reply, &cause) < 0 ||
-	    status != 202 || (id = json_string_value(json_array_get(json_object_get(reply, "ids"),
-								      0))) == NULL)
+	    status != 202 ||
+	    (id = json_string_value(json_array_get(json_object_get(reply, "ids"), 0))) == NULL)
 		goto out;
 	kagent_log(KAGENT_LOG_INFO, "evaluating through kagentd at %s as %s", socket_path, id);
 	path = kagent_asprintf("/v1/evaluations/%s", id);

@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,19 +42,7 @@ static const struct {
 };
 #define DAEMON_SETTING_COUNT (sizeof daemon__settings / sizeof daemon__settings[0])
 
-
-void
-kagent_daemon_log(const char *format, ...)
-{
-	va_list arguments;
-
-	fputs("kagentd: ", stderr);
-	va_start(arguments, format);
-	vfprintf(stderr, format, arguments);
-	va_end(arguments);
-	fputc('\n', stderr);
-	fflush(stderr);
-}
+static void daemon__maybe_exit(struct kagent_daemon *daemon);
 
 const char *
 kagent_daemon_setting_key(const char *setting)
@@ -274,7 +261,7 @@ daemon__finished(int status, const char *cause, void *data)
 				  ds->claim->session_id);
 	kagent_scheduler_release(&daemon->scheduler, ds->slot);
 	daemon__session_free(ds);
-	kagent_daemon_maybe_exit(daemon);
+	daemon__maybe_exit(daemon);
 }
 
 /* Writes the end (or, with finish 0, nothing) and frees the session once that is done. */
@@ -488,7 +475,7 @@ daemon__claimed(int status, const char *cause, void *data)
 			kagent_daemon_log("claim: %s", cause);
 		kagent_scheduler_claimed(&daemon->scheduler, job->slot, 0);
 		free(job);
-		kagent_daemon_maybe_exit(daemon);
+		daemon__maybe_exit(daemon);
 		return;
 	}
 	ds = kagent_calloc(1, sizeof *ds);
@@ -573,12 +560,12 @@ daemon__server_closed(void *data)
 	struct kagent_daemon *daemon = data;
 
 	daemon->server = NULL;
-	kagent_daemon_maybe_exit(daemon);
+	daemon__maybe_exit(daemon);
 }
 
 /* Everything has stopped: close what keeps the loop running, so uv_run returns. */
-void
-kagent_daemon_maybe_exit(struct kagent_daemon *daemon)
+static void
+daemon__maybe_exit(struct kagent_daemon *daemon)
 {
 	if (!daemon->stopping || daemon->sessions != NULL || daemon->jobs > 0 ||
 	    daemon->server != NULL || !daemon->signals_open ||
@@ -589,6 +576,12 @@ kagent_daemon_maybe_exit(struct kagent_daemon *daemon)
 		uv_close((uv_handle_t *)&daemon->signals[index], NULL);
 	daemon->signals_open = 0;
 	kagent_daemon_log("all sessions stopped; exiting");
+}
+
+static void
+daemon__evaluations_stopped(void *data)
+{
+	daemon__maybe_exit(data);
 }
 
 static void
@@ -614,7 +607,7 @@ daemon__stop(struct kagent_daemon *daemon, const char *why)
 		kagent_http_server_close(daemon->server, daemon__server_closed, daemon);
 	if (daemon->evaluations != NULL)
 		kagent_daemon_evaluations_stop(daemon->evaluations);
-	kagent_daemon_maybe_exit(daemon);
+	daemon__maybe_exit(daemon);
 }
 
 static void
@@ -691,7 +684,22 @@ kagent_daemon_run(const struct kagent_daemon_options *options, char **cause)
 	}
 	daemon->signals_open = 1;
 	daemon__slots(daemon);
-	daemon->evaluations = kagent_daemon_evaluations_create(daemon, options->evaluation_lanes);
+	{
+		struct kagent_daemon_evaluations_options evaluations = {
+		    .loop = &daemon->loop,
+		    .store = daemon->store,
+		    .device = options->device,
+		    .socket_path = options->socket_path,
+		    .worker_executable = options->worker_executable,
+		    .slot_gpus = daemon->slot_gpus,
+		    .slot_count = daemon->scheduler.slot_count,
+		    .lanes_per_slot = options->evaluation_lanes,
+		    .stopped = daemon__evaluations_stopped,
+		    .data = daemon,
+		};
+
+		daemon->evaluations = kagent_daemon_evaluations_create(&evaluations);
+	}
 	kagent_daemon_log("listening on %s%s%s; store %s; %s, %zu slot%s, at most %d session%s; "
 			  "%d recovered",
 			  options->socket_path, options->tcp_address != NULL ? " and " : "",

@@ -5,6 +5,8 @@
 #ifndef KAGENT_DAEMON_INTERNAL_H
 #define KAGENT_DAEMON_INTERNAL_H
 
+#include "daemon_log.h"
+#include "evaluations.h"
 #include "kagent/daemon/daemon.h"
 #include "kagent/daemon/scheduler.h"
 #include "kagent/daemon/store.h"
@@ -34,9 +36,6 @@ struct kagent_daemon_session {
 	int finish;			       /* 0: left running for the next daemon's recovery */
 };
 
-/* The reward service (evaluations.c): POST and GET /v1/evaluations, held in memory. */
-struct kagent_daemon_evaluations;
-
 struct kagent_daemon {
 	uv_loop_t loop;
 	const struct kagent_daemon_options *options;
@@ -58,8 +57,6 @@ struct kagent_daemon {
 	struct kagent_daemon_evaluations *evaluations;
 };
 
-/* One line on stderr, "kagentd: ...": journald keeps each line as one event. */
-void kagent_daemon_log(const char *format, ...) __attribute__((format(printf, 1, 2)));
 /* The session of this daemon with that run id, or NULL. */
 struct kagent_daemon_session *kagent_daemon_find(struct kagent_daemon *daemon, const char *id);
 /* Interrupts the session id where it runs here (it ends as cancelled), or remembers the id for
@@ -73,22 +70,5 @@ int kagent_daemon_check_settings(const struct kagent_daemon *daemon, const json_
 /* Applies settings to config (kagent_config_set for each); -EINVAL with *cause. */
 int kagent_daemon_apply_settings(struct kagent_config *config, const json_t *settings,
 				 char **cause);
-
-/* Ends the loop once everything has stopped (after a stop; a no-op before one). */
-void kagent_daemon_maybe_exit(struct kagent_daemon *daemon);
-
-/* The reward service: lanes_per_slot evaluations at once on each slot. */
-struct kagent_daemon_evaluations *kagent_daemon_evaluations_create(struct kagent_daemon *daemon,
-								   int lanes_per_slot);
-/* {"lanes_per_gpu", "queued", "running", "finished", "gpu_utilization"} for GET /v1/health. */
-json_t *kagent_daemon_evaluations_health(struct kagent_daemon_evaluations *service);
-/* Drops what waits and stops the lanes' workers (what runs then ends as an error). */
-void kagent_daemon_evaluations_stop(struct kagent_daemon_evaluations *service);
-/* 1 once stopped with nothing running and every handle closed. */
-int kagent_daemon_evaluations_stopped(const struct kagent_daemon_evaluations *service);
-void kagent_daemon_evaluations_free(struct kagent_daemon_evaluations *service);
-/* The routes' handlers (handler data: the daemon). */
-void kagent_daemon_evaluations_post(struct kagent_http_request *request, void *data);
-void kagent_daemon_evaluations_get(struct kagent_http_request *request, void *data);
 
 #endif

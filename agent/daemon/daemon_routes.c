@@ -604,6 +604,24 @@ routes__session_cancel(struct kagent_http_request *request, void *data)
 	routes__submit(request, data, routes__session_cancel_work, routes__session_cancelled);
 }
 
+/* ---- POST /v1/evaluations, GET /v1/evaluations/{id}: the reward service ---- */
+
+static void
+routes__evaluations_post(struct kagent_http_request *request, void *data)
+{
+	struct kagent_daemon *daemon = data;
+
+	kagent_daemon_evaluations_post(daemon->evaluations, request);
+}
+
+static void
+routes__evaluations_get(struct kagent_http_request *request, void *data)
+{
+	struct kagent_daemon *daemon = data;
+
+	kagent_daemon_evaluations_get(daemon->evaluations, request);
+}
+
 /* The contract (docs/daemon-api.md); docs/openapi.yaml describes each (a unit test checks). */
 /* clang-format off */
 const struct kagent_http_route kagent_daemon_routes[] = {
@@ -623,9 +641,9 @@ const struct kagent_http_route kagent_daemon_routes[] = {
 	 .summary = "one session, with its live view while it runs here"},
 	{.method = "DELETE", .pattern = "/v1/sessions/{id}", .handle = routes__session_cancel,
 	 .summary = "cancel one session"},
-	{.method = "POST", .pattern = "/v1/evaluations", .handle = kagent_daemon_evaluations_post,
+	{.method = "POST", .pattern = "/v1/evaluations", .handle = routes__evaluations_post,
 	 .summary = "judge candidates against one problem, as kagent eval --json, in order"},
-	{.method = "GET", .pattern = "/v1/evaluations/{id}", .handle = kagent_daemon_evaluations_get,
+	{.method = "GET", .pattern = "/v1/evaluations/{id}", .handle = routes__evaluations_get,
 	 .summary = "one evaluation (ID-N) or a whole request (ID), verdicts once ready"},
 	{.method = NULL},
 };

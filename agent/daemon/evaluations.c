@@ -16,12 +16,16 @@
  * that all fail before timing) the gate opens anyway. While evaluations run on a GPU, its
  * utilisation is sampled from nvidia-smi every second for the health report and the answers.
  */
-#include "daemon_internal.h"
+#include "evaluations.h"
+
+#include "daemon_log.h"
 
 #include "kagent/base/alloc.h"
 #include "kagent/base/fileio.h"
 #include "kagent/base/paths.h"
 #include "kagent/base/sha256.h"
+#include "kagent/daemon/http_server.h"
+#include "kagent/daemon/store.h"
 #include "kagent/evaluator/evaluation.h"
 #include "kagent/evaluator/verdict.h"
 #include "kagent/session/warm_worker.h"
@@ -76,9 +80,9 @@ struct evaluations__group {
 	char problem_sha256[KAGENT_SHA256_HEX_SIZE];
 	json_t *body;
 	struct kagent_evaluation_options options; /* problem and candidate paths left out */
-	int gpu;	/* the GPU asked for, -1: any */
-	int is_async;	/* answered 202 at once */
-	int discarded;	/* a synchronous client left: its pending candidates are dropped */
+	int gpu;				  /* the GPU asked for, -1: any */
+	int is_async;				  /* answered 202 at once */
+	int discarded; /* a synchronous client left: its pending candidates are dropped */
 	struct kagent_http_request *request; /* the waiting client (synchronous) */
 	size_t count, done;
 	struct evaluations__job *jobs;
@@ -98,11 +102,11 @@ struct evaluations__lane {
 };
 
 struct kagent_daemon_evaluations {
-	struct kagent_daemon *daemon;
+	struct kagent_daemon_evaluations_options options;
 	int lanes_per_slot;
 	struct evaluations__lane *lanes; /* slot_count * lanes_per_slot, once used */
 	size_t lane_count;
-	int lanes_open;		/* warm workers whose handles are not closed yet */
+	int lanes_open;			   /* warm workers whose handles are not closed yet */
 	struct evaluations__group *groups; /* newest first */
 	struct evaluations__job *pending_head, *pending_tail;
 	size_t pending, running, finished;
@@ -122,6 +126,14 @@ static uint64_t
 evaluations__now_ms(void)
 {
 	return uv_hrtime() / 1000000;
+}
+
+/* Tells the owner once a stop has finished (kagent_daemon_evaluations_stopped). */
+static void
+evaluations__notify(struct kagent_daemon_evaluations *service)
+{
+	if (kagent_daemon_evaluations_stopped(service) && service->options.stopped != NULL)
+		service->options.stopped(service->options.data);
 }
 
 /* ---- retention ---- */
@@ -215,7 +227,7 @@ evaluations__sampled(int status, const char *cause, void *data)
 {
 	struct evaluations__sample *sample = data;
 	struct kagent_daemon_evaluations *service = sample->service;
-	struct kagent_daemon *daemon = service->daemon;
+	const struct kagent_daemon_evaluations_options *daemon = &service->options;
 
 	service->sampling = 0;
 	if (status < 0) {
@@ -226,7 +238,7 @@ evaluations__sampled(int status, const char *cause, void *data)
 		service->utilisation_note = kagent_strdup(cause != NULL ? cause : "no nvidia-smi");
 	} else {
 		service->utilisation_available = 1;
-		for (size_t slot = 0; slot < daemon->scheduler.slot_count; slot++) {
+		for (size_t slot = 0; slot < daemon->slot_count; slot++) {
 			int gpu = daemon->slot_gpus[slot];
 
 			if (gpu < 0 || gpu >= EVALUATIONS_UTILISATION_GPU_CAP || !sample->seen[gpu])
@@ -237,7 +249,7 @@ evaluations__sampled(int status, const char *cause, void *data)
 		}
 	}
 	free(sample);
-	kagent_daemon_maybe_exit(daemon);
+	evaluations__notify(service);
 }
 
 static void
@@ -252,7 +264,7 @@ evaluations__sample(uv_timer_t *timer)
 		return;
 	sample = kagent_calloc(1, sizeof *sample);
 	sample->service = service;
-	if (kagent_store_submit(service->daemon->store, &service->daemon->loop,
+	if (kagent_store_submit(service->options.store, service->options.loop,
 				evaluations__sample_work, evaluations__sampled, sample) < 0) {
 		free(sample);
 		return;
@@ -266,13 +278,13 @@ static json_t *
 evaluations__utilisation(struct kagent_daemon_evaluations *service, const double *sum,
 			 const long *count)
 {
-	struct kagent_daemon *daemon = service->daemon;
+	const struct kagent_daemon_evaluations_options *daemon = &service->options;
 	json_t *gpus = json_array();
 
-	if (strcmp(daemon->options->device, "cpu") == 0)
+	if (strcmp(daemon->device, "cpu") == 0)
 		return json_pack("{s:b, s:s, s:o}", "available", 0, "note",
 				 "no GPU: the daemon runs on the CPU device", "gpus", gpus);
-	for (size_t slot = 0; slot < daemon->scheduler.slot_count; slot++) {
+	for (size_t slot = 0; slot < daemon->slot_count; slot++) {
 		long samples = service->utilisation_count[slot] - (count != NULL ? count[slot] : 0);
 		double total = service->utilisation_sum[slot] - (sum != NULL ? sum[slot] : 0);
 
@@ -285,13 +297,13 @@ evaluations__utilisation(struct kagent_daemon_evaluations *service, const double
 					? json_real(service->utilisation_last[slot])
 					: json_null()));
 	}
-	return json_pack("{s:b, s:s?, s:o}", "available", service->utilisation_available != 0,
-			 "note",
-			 service->utilisation_available == 0 ? service->utilisation_note
-			 : service->utilisation_available < 0
-			     ? "sampled every second from nvidia-smi while evaluations run; none yet"
-			     : "sampled every second from nvidia-smi while evaluations run",
-			 "gpus", gpus);
+	return json_pack(
+	    "{s:b, s:s?, s:o}", "available", service->utilisation_available != 0, "note",
+	    service->utilisation_available == 0 ? service->utilisation_note
+	    : service->utilisation_available < 0
+		? "sampled every second from nvidia-smi while evaluations run; none yet"
+		: "sampled every second from nvidia-smi while evaluations run",
+	    "gpus", gpus);
 }
 
 /* ---- answers ---- */
@@ -331,8 +343,8 @@ evaluations__group_json(struct evaluations__group *group)
 		json_array_append(verdicts, job->result != NULL ? job->result : json_null());
 	}
 	return json_pack("{s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:f, s:o}", "id", group->id, "state",
-			 evaluations__group_state(group), "count", (json_int_t)group->count,
-			 "done", (json_int_t)group->done, "ids", ids, "states", states, "verdicts",
+			 evaluations__group_state(group), "count", (json_int_t)group->count, "done",
+			 (json_int_t)group->done, "ids", ids, "states", states, "verdicts",
 			 verdicts, "seconds", (double)(end - group->created_ms) / 1000.0,
 			 "gpu_utilization",
 			 evaluations__utilisation(group->owner, group->utilisation_sum,
@@ -441,9 +453,9 @@ evaluations__gate_update(struct kagent_daemon_evaluations *service, struct evalu
 	if (json_is_object(json_object_get(timing, "eager")))
 		json_object_set_new(gate, "ready", json_true());
 	else
-		json_object_set_new(gate, "tries",
-				    json_integer(json_integer_value(json_object_get(gate, "tries")) +
-						 1));
+		json_object_set_new(
+		    gate, "tries",
+		    json_integer(json_integer_value(json_object_get(gate, "tries")) + 1));
 }
 
 static void
@@ -459,7 +471,7 @@ evaluations__evaluated(int status, const json_t *object, void *data)
 	evaluations__gate_update(service, job, lane->slot);
 	evaluations__expire(service);
 	evaluations__pump(service);
-	kagent_daemon_maybe_exit(service->daemon);
+	evaluations__notify(service);
 }
 
 /* The lane's worker is ready (or gone: then the evaluation starts a worker of its own). */
@@ -468,12 +480,13 @@ evaluations__run(void *data)
 {
 	struct evaluations__lane *lane = data;
 	struct evaluations__job *job = lane->job;
-	struct kagent_daemon *daemon = lane->owner->daemon;
+	const struct kagent_daemon_evaluations_options *daemon = &lane->owner->options;
 	struct kagent_evaluation_options options = job->group->options;
 
 	if (lane->owner->stopping) {
 		/* its worker was stopped while it started: no worker of its own now */
-		json_t *error = kagent_verdict_error_json("cancelled", "the daemon is shutting down");
+		json_t *error =
+		    kagent_verdict_error_json("cancelled", "the daemon is shutting down");
 
 		evaluations__evaluated(-ECANCELED, error, lane);
 		json_decref(error);
@@ -486,7 +499,7 @@ evaluations__run(void *data)
 	options.worker_socket = kagent_warm_worker_socket(&lane->worker);
 	/* Without the lane's worker, a worker of its own, never one on the default socket. */
 	options.cold = options.worker_socket == NULL;
-	kagent_evaluation_start(&daemon->loop, &options, evaluations__evaluated, lane);
+	kagent_evaluation_start(daemon->loop, &options, evaluations__evaluated, lane);
 }
 
 static void
@@ -496,7 +509,7 @@ evaluations__lane_closed(void *data)
 	struct kagent_daemon_evaluations *service = lane->owner;
 
 	service->lanes_open--;
-	kagent_daemon_maybe_exit(service->daemon);
+	evaluations__notify(service);
 }
 
 /* The lanes and their warm workers, at the first request (a daemon that serves only
@@ -504,9 +517,9 @@ evaluations__lane_closed(void *data)
 static void
 evaluations__open_lanes(struct kagent_daemon_evaluations *service)
 {
-	struct kagent_daemon *daemon = service->daemon;
-	size_t slots = daemon->scheduler.slot_count, index;
-	const char *socket_path = daemon->options->socket_path;
+	const struct kagent_daemon_evaluations_options *daemon = &service->options;
+	size_t slots = daemon->slot_count, index;
+	const char *socket_path = daemon->socket_path;
 	const char *slash = strrchr(socket_path, '/');
 
 	if (service->lanes != NULL)
@@ -523,15 +536,15 @@ evaluations__open_lanes(struct kagent_daemon_evaluations *service)
 		lane->lane = (int)(index / slots);
 		run_id = kagent_asprintf("kagentd-%d-lane-%zu-%d", (int)getpid(), lane->slot,
 					 lane->lane);
-		log_path = kagent_asprintf("%.*s/%s.log",
-					   slash != NULL ? (int)(slash - socket_path) : 1,
-					   slash != NULL ? socket_path : ".", run_id);
-		kagent_warm_worker_init(&lane->worker, &daemon->loop);
+		log_path =
+		    kagent_asprintf("%.*s/%s.log", slash != NULL ? (int)(slash - socket_path) : 1,
+				    slash != NULL ? socket_path : ".", run_id);
+		kagent_warm_worker_init(&lane->worker, daemon->loop);
 		service->lanes_open++;
 		/* Every GPU visible (no --gpu): the request names the GPU by the daemon's index. */
-		if (daemon->options->worker_executable != NULL)
-			kagent_warm_worker_start(&lane->worker, daemon->options->worker_executable,
-						 run_id, -1, log_path);
+		if (daemon->worker_executable != NULL)
+			kagent_warm_worker_start(&lane->worker, daemon->worker_executable, run_id,
+						 -1, log_path);
 		free(run_id);
 		free(log_path);
 	}
@@ -545,7 +558,7 @@ static struct evaluations__job *
 evaluations__take(struct kagent_daemon_evaluations *service, const struct evaluations__lane *lane)
 {
 	struct evaluations__job **link = &service->pending_head, *job, *previous = NULL;
-	int gpu = service->daemon->slot_gpus[lane->slot];
+	int gpu = service->options.slot_gpus[lane->slot];
 
 	for (; (job = *link) != NULL; previous = job, link = &job->next_pending) {
 		int wanted = job->group->gpu;
@@ -575,8 +588,8 @@ evaluations__pump(struct kagent_daemon_evaluations *service)
 		return;
 	while (index < service->lane_count && service->pending > 0) {
 		struct evaluations__lane *lane = &service->lanes[index];
-		struct evaluations__job *job = lane->job == NULL ? evaluations__take(service, lane)
-								 : NULL;
+		struct evaluations__job *job =
+		    lane->job == NULL ? evaluations__take(service, lane) : NULL;
 
 		if (job == NULL) {
 			index++;
@@ -606,14 +619,14 @@ evaluations__pump(struct kagent_daemon_evaluations *service)
 
 /* The options object: kagent eval's flags (docs/reward-service.md). */
 static int
-evaluations__parse_options(struct kagent_daemon *daemon, const json_t *options,
-			   struct evaluations__group *group, char **cause)
+evaluations__parse_options(const struct kagent_daemon_evaluations_options *daemon,
+			   const json_t *options, struct evaluations__group *group, char **cause)
 {
 	const char *key;
 	json_t *value;
 
 	group->gpu = -1;
-	group->options.device = daemon->options->device;
+	group->options.device = daemon->device;
 	group->options.measure_compile = 1;
 	if (options == NULL)
 		return 0;
@@ -647,22 +660,22 @@ evaluations__parse_options(struct kagent_daemon *daemon, const json_t *options,
 		} else if (strcmp(key, "generalise") == 0 && json_is_boolean(value)) {
 			group->options.generalisation = json_is_true(value);
 		} else if (strcmp(key, "device") == 0 && json_is_string(value)) {
-			if (strcmp(json_string_value(value), daemon->options->device) != 0) {
-				*cause = kagent_asprintf("this daemon evaluates on the %s device, not "
-							 "%s",
-							 daemon->options->device,
-							 json_string_value(value));
+			if (strcmp(json_string_value(value), daemon->device) != 0) {
+				*cause =
+				    kagent_asprintf("this daemon evaluates on the %s device, not "
+						    "%s",
+						    daemon->device, json_string_value(value));
 				return -EINVAL;
 			}
 		} else if (strcmp(key, "gpu") == 0 && json_is_integer(value)) {
 			size_t slot;
 
-			for (slot = 0; slot < daemon->scheduler.slot_count; slot++) {
-				if (strcmp(daemon->options->device, "cpu") != 0 &&
+			for (slot = 0; slot < daemon->slot_count; slot++) {
+				if (strcmp(daemon->device, "cpu") != 0 &&
 				    daemon->slot_gpus[slot] == number)
 					break;
 			}
-			if (slot == daemon->scheduler.slot_count) {
+			if (slot == daemon->slot_count) {
 				*cause = kagent_asprintf("GPU %lld is not one of this daemon's",
 							 (long long)number);
 				return -EINVAL;
@@ -744,9 +757,10 @@ evaluations__check_body(const json_t *body, char **cause)
 	json_array_foreach(candidates, index, value)
 	{
 		if (!json_is_string(value)) {
-			*cause = kagent_asprintf("candidate %zu is not a string (a candidate is its "
-						 "source text)",
-						 index);
+			*cause =
+			    kagent_asprintf("candidate %zu is not a string (a candidate is its "
+					    "source text)",
+					    index);
 			return 400;
 		}
 		if (json_string_length(value) > EVALUATIONS_SOURCE_CAP) {
@@ -760,8 +774,8 @@ evaluations__check_body(const json_t *body, char **cause)
 
 /* Writes one source into the group's folder. */
 static int
-evaluations__write_source(const char *folder, const char *name, const json_t *text,
-			  char **path_out, char **cause)
+evaluations__write_source(const char *folder, const char *name, const json_t *text, char **path_out,
+			  char **cause)
 {
 	char *path = kagent_asprintf("%s/%s", folder, name);
 	int status = kagent_fileio_write_atomic(path, json_string_value(text),
@@ -791,8 +805,8 @@ evaluations__prepare_work(struct kagent_store *store, void *data, char **cause)
 					tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
 	if (mkdtemp(group->folder) == NULL) {
 		status = -errno;
-		*cause = kagent_asprintf("cannot create a folder for the sources: %s",
-					 strerror(errno));
+		*cause =
+		    kagent_asprintf("cannot create a folder for the sources: %s", strerror(errno));
 		free(group->folder);
 		group->folder = NULL;
 		return status;
@@ -827,12 +841,12 @@ evaluations__prepared(int status, const char *cause, void *data)
 {
 	struct evaluations__group *group = data;
 	struct kagent_daemon_evaluations *service = group->owner;
-	struct kagent_daemon *daemon = service->daemon;
+	const struct kagent_daemon_evaluations_options *daemon = &service->options;
 	json_t *ids;
 
 	json_decref(group->body);
 	group->body = NULL;
-	if (status < 0 || daemon->stopping) {
+	if (status < 0 || service->stopping) {
 		if (group->request != NULL)
 			kagent_http_reply_error(group->request, status == -EINVAL ? 400 : 503, "%s",
 						status < 0 ? cause : "the daemon is shutting down");
@@ -840,12 +854,12 @@ evaluations__prepared(int status, const char *cause, void *data)
 		return;
 	}
 	group->created_ms = evaluations__now_ms();
-	group->utilisation_sum = kagent_calloc(daemon->scheduler.slot_count, sizeof(double));
-	group->utilisation_count = kagent_calloc(daemon->scheduler.slot_count, sizeof(long));
+	group->utilisation_sum = kagent_calloc(daemon->slot_count, sizeof(double));
+	group->utilisation_count = kagent_calloc(daemon->slot_count, sizeof(long));
 	memcpy(group->utilisation_sum, service->utilisation_sum,
-	       daemon->scheduler.slot_count * sizeof(double));
+	       daemon->slot_count * sizeof(double));
 	memcpy(group->utilisation_count, service->utilisation_count,
-	       daemon->scheduler.slot_count * sizeof(long));
+	       daemon->slot_count * sizeof(long));
 	group->next = service->groups;
 	service->groups = group;
 	for (size_t index = 0; index < group->count; index++) {
@@ -886,17 +900,17 @@ evaluations__left_early(struct kagent_http_request *request, void *data)
 }
 
 void
-kagent_daemon_evaluations_post(struct kagent_http_request *request, void *data)
+kagent_daemon_evaluations_post(struct kagent_daemon_evaluations *service,
+			       struct kagent_http_request *request)
 {
-	struct kagent_daemon *daemon = data;
-	struct kagent_daemon_evaluations *service = daemon->evaluations;
+	const struct kagent_daemon_evaluations_options *daemon = &service->options;
 	json_t *body = kagent_http_request_json(request);
 	struct evaluations__group *group;
 	uint32_t random_value = 0;
 	char *cause = NULL;
 	int status;
 
-	if (daemon->stopping) {
+	if (service->stopping) {
 		kagent_http_reply_error(request, 503, "the daemon is shutting down");
 		return;
 	}
@@ -907,10 +921,11 @@ kagent_daemon_evaluations_post(struct kagent_http_request *request, void *data)
 	}
 	if (service->pending + json_array_size(json_object_get(body, "candidates")) >
 	    EVALUATIONS_QUEUE_CAP) {
-		kagent_http_reply_error(request, 503,
-					"%zu evaluations are waiting already (at most %d): try again "
-					"later",
-					service->pending, EVALUATIONS_QUEUE_CAP);
+		kagent_http_reply_error(
+		    request, 503,
+		    "%zu evaluations are waiting already (at most %d): try again "
+		    "later",
+		    service->pending, EVALUATIONS_QUEUE_CAP);
 		return;
 	}
 	group = kagent_calloc(1, sizeof *group);
@@ -936,7 +951,7 @@ kagent_daemon_evaluations_post(struct kagent_http_request *request, void *data)
 	}
 	group->body = json_incref(body);
 	group->request = request;
-	status = kagent_store_submit(daemon->store, &daemon->loop, evaluations__prepare_work,
+	status = kagent_store_submit(daemon->store, daemon->loop, evaluations__prepare_work,
 				     evaluations__prepared, group);
 	if (status < 0) {
 		kagent_http_reply_error(request, 503, "the daemon cannot take work now: %s",
@@ -950,13 +965,13 @@ kagent_daemon_evaluations_post(struct kagent_http_request *request, void *data)
 /* ---- GET /v1/evaluations/{id} ---- */
 
 void
-kagent_daemon_evaluations_get(struct kagent_http_request *request, void *data)
+kagent_daemon_evaluations_get(struct kagent_daemon_evaluations *service,
+			      struct kagent_http_request *request)
 {
-	struct kagent_daemon *daemon = data;
 	const char *id = kagent_http_request_parameter(request, "id");
 	struct evaluations__group *group;
 
-	for (group = daemon->evaluations->groups; group != NULL; group = group->next) {
+	for (group = service->groups; group != NULL; group = group->next) {
 		size_t length = strlen(group->id);
 		char *end;
 		unsigned long long index;
@@ -985,20 +1000,21 @@ kagent_daemon_evaluations_get(struct kagent_http_request *request, void *data)
 /* ---- the daemon's side ---- */
 
 struct kagent_daemon_evaluations *
-kagent_daemon_evaluations_create(struct kagent_daemon *daemon, int lanes_per_slot)
+kagent_daemon_evaluations_create(const struct kagent_daemon_evaluations_options *options)
 {
 	struct kagent_daemon_evaluations *service = kagent_calloc(1, sizeof *service);
-	size_t slots = daemon->scheduler.slot_count;
+	const struct kagent_daemon_evaluations_options *daemon = &service->options;
+	size_t slots = options->slot_count;
 
-	service->daemon = daemon;
-	service->lanes_per_slot = lanes_per_slot > 0 ? lanes_per_slot : 1;
+	service->options = *options;
+	service->lanes_per_slot = options->lanes_per_slot > 0 ? options->lanes_per_slot : 1;
 	service->gates = json_object();
 	service->utilisation_sum = kagent_calloc(slots, sizeof(double));
 	service->utilisation_count = kagent_calloc(slots, sizeof(long));
 	service->utilisation_last = kagent_calloc(slots, sizeof(double));
-	service->utilisation_available = strcmp(daemon->options->device, "cpu") == 0 ? 0 : -1;
+	service->utilisation_available = strcmp(daemon->device, "cpu") == 0 ? 0 : -1;
 	service->utilisation_note = kagent_strdup("no GPU: the daemon runs on the CPU device");
-	uv_timer_init(&daemon->loop, &service->sampler);
+	uv_timer_init(daemon->loop, &service->sampler);
 	service->sampler.data = service;
 	service->sampler_open = 1;
 	if (service->utilisation_available != 0)
@@ -1022,7 +1038,7 @@ evaluations__sampler_closed(uv_handle_t *handle)
 	struct kagent_daemon_evaluations *service = handle->data;
 
 	service->sampler_open = 0;
-	kagent_daemon_maybe_exit(service->daemon);
+	evaluations__notify(service);
 }
 
 void
@@ -1037,9 +1053,9 @@ kagent_daemon_evaluations_stop(struct kagent_daemon_evaluations *service)
 	while ((job = service->pending_head) != NULL) {
 		service->pending_head = job->next_pending;
 		service->pending--;
-		evaluations__finish_job(job, -ECANCELED,
-					kagent_verdict_error_json("cancelled",
-								  "the daemon is shutting down"));
+		evaluations__finish_job(
+		    job, -ECANCELED,
+		    kagent_verdict_error_json("cancelled", "the daemon is shutting down"));
 	}
 	service->pending_tail = NULL;
 	for (size_t index = 0; index < service->lane_count; index++)

@@ -118,8 +118,9 @@ kagent_warm_worker_start(struct kagent_warm_worker *worker, const char *executab
 	/* The worker ends when this process does, even by kill -9 (kagent worker --parent). */
 	snprintf(parent, sizeof parent, "%d", (int)getpid());
 	{
-		char *arguments[] = {"kagent", "worker", "--socket", worker->socket_path,
-				     "--parent", parent, "--gpu", gpu, NULL};
+		char *arguments[] = {"kagent",	 "worker", "--socket", worker->socket_path,
+				     "--parent", parent,   "--gpu",    gpu,
+				     NULL};
 
 		if (gpu_index < 0)
 			arguments[6] = NULL; /* no --gpu */

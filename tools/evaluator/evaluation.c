@@ -268,9 +268,8 @@ evaluation__request_base(struct evaluation__state *state, const char *type, json
 			 json_t *seeds)
 {
 	const struct kagent_evaluation_options *options = &state->options;
-	char *judge_cache = state->sandbox_cache_dir != NULL
-				? evaluation__lane_folder(state, "judge")
-				: NULL;
+	char *judge_cache =
+	    state->sandbox_cache_dir != NULL ? evaluation__lane_folder(state, "judge") : NULL;
 	json_t *request = json_object();
 	int lane = options->sandbox_lane > 0 && options->sandbox_lane < KAGENT_EVALUATION_LANE_CAP
 		       ? options->sandbox_lane
@@ -289,7 +288,8 @@ evaluation__request_base(struct evaluation__state *state, const char *type, json
 			    evaluation__string_or_null(judge_cache));
 	json_object_set_new(request, "sandbox_uid",
 			    json_integer(EVALUATION_SANDBOX_UID_BASE +
-					 lane * EVALUATION_SANDBOX_LANE_STRIDE + options->gpu_index));
+					 lane * EVALUATION_SANDBOX_LANE_STRIDE +
+					 options->gpu_index));
 	json_object_set_new(request, "judge_directory", json_sprintf("%s/judge", state->job_dir));
 	/* One per device, whatever the lane or the process: kagent eval, sessions and
 	 * kagentd's lanes never time at once on one GPU (docs/worker-protocol.md). */
