@@ -325,7 +325,8 @@ def bad_input():
             ("POST", "/v1/batches", {"problems": [RELU], "settings": {"max_turns": "many"}},
              None, 400),
             ("POST", "/v1/batches", {"problems": [RELU], "extra": 1}, None, 400),
-            ("POST", "/v1/batches", None, b"{\"problems\": [\"" + b"x" * (2 << 20) + b"\"]}",
+            # over the daemon's 64 MiB body cap (POST /v1/evaluations carries many sources)
+            ("POST", "/v1/batches", None, b"{\"problems\": [\"" + b"x" * (65 << 20) + b"\"]}",
              413),
             ("GET", "/v1/batches/b-nope", None, None, 404),
             ("GET", "/v1/batches/b-nope/report", None, None, 404),

@@ -349,7 +349,8 @@ def main():
         kagent_reward, where = client_package(folder)
         print(f"# kagent_reward from {where}")
         daemon.start()
-        client = kagent_reward.Client(daemon.socket)
+        # a synchronous request waits for all its verdicts: far longer than one call
+        client = kagent_reward.Client(daemon.socket, timeout=600)
         for number, (name, scenario) in enumerate(CASES, 1):
             started = time.monotonic()
             try:
