@@ -238,7 +238,7 @@ command_report__plot(const struct kagent_daemon_call *call, const json_t *report
 		close(pipe_fds[1]);
 		/* stdout carries the command's own output (one JSON object with --json). */
 		dup2(STDERR_FILENO, STDOUT_FILENO);
-		execl(python, python, script, output, (char *)NULL);
+		execlp(python, python, script, output, (char *)NULL);
 		fprintf(stderr, "kagent report: cannot run %s: %s\n", python, strerror(errno));
 		_exit(127);
 	}

@@ -40,13 +40,16 @@ report__number(const json_t *object, const char *key)
 	return json_is_number(value) ? json_number_value(value) : 0.0;
 }
 
-/* A speedup as the row shows it: the number, or null when not measured. */
+/* A speedup as the row shows it: the number, or null when not measured (the store's
+ * variants hold 0 for that). */
 static json_t *
-report__speedup(const json_t *confirmation, const char *key)
+report__speedup(const json_t *source, const char *key)
 {
-	const json_t *value = json_object_get(confirmation, key);
+	const json_t *value = json_object_get(source, key);
 
-	return json_is_number(value) ? json_real(json_number_value(value)) : json_null();
+	return json_is_number(value) && json_number_value(value) > 0
+		   ? json_real(json_number_value(value))
+		   : json_null();
 }
 
 /* One row from one session (see store.h for its fields, docs/traces.md for the result's). */
@@ -59,12 +62,20 @@ report__row(const json_t *session)
 	const char *state = json_string_value(json_object_get(session, "state"));
 	const char *status = json_string_value(json_object_get(confirmation, "status"));
 	const json_t *level = json_object_get(session, "level");
+	const json_t *speedups = confirmation, *evaluated;
 	double input_tokens = report__number(totals, "input_tokens");
 	double output_tokens = report__number(totals, "output_tokens");
-	int correct = status != NULL && strcmp(status, "correct") == 0;
-	/* A verdict from before the credit rule has no credited field and keeps its speedup. */
-	int credited = correct && !json_is_false(json_object_get(confirmation, "credited"));
+	int correct, credited;
 
+	/* No confirmed best: the best variant as evaluated (uncredited, or never committed), so
+	 * that a correct result the credit rule turned down reads as correct, not as missing. */
+	if (status == NULL && (evaluated = json_object_get(result, "evaluated")) != NULL) {
+		status = json_string_value(json_object_get(evaluated, "status"));
+		speedups = evaluated;
+	}
+	correct = status != NULL && strcmp(status, "correct") == 0;
+	/* A verdict from before the credit rule has no credited field and keeps its speedup. */
+	credited = correct && !json_is_false(json_object_get(speedups, "credited"));
 	if (status == NULL)
 		status = state != NULL && strcmp(state, "done") == 0 ? "no_variant"
 			 : state != NULL			     ? state
@@ -75,8 +86,8 @@ report__row(const json_t *session)
 	    json_object_get(session, "problem"), "level",
 	    json_is_integer(level) ? json_integer(json_integer_value(level)) : json_null(), "state",
 	    state, "status", status, "correct", correct, "credited", credited, "speedup_vs_eager",
-	    report__speedup(confirmation, "speedup_vs_eager"), "speedup_vs_compile",
-	    report__speedup(confirmation, "speedup_vs_compile"), "turns",
+	    report__speedup(speedups, "speedup_vs_eager"), "speedup_vs_compile",
+	    report__speedup(speedups, "speedup_vs_compile"), "turns",
 	    (json_int_t)report__number(totals, "turns"), "input_tokens", (json_int_t)input_tokens,
 	    "output_tokens", (json_int_t)output_tokens, "tokens",
 	    (json_int_t)(input_tokens + output_tokens), "cost", report__number(totals, "cost"),

@@ -221,6 +221,31 @@ kagent_variants_final_candidate(const struct kagent_variants *variants)
 
 /* ---- verdicts and seeds ---- */
 
+static double variants__measured_speedup(const struct kagent_variants *variants,
+					 const json_t *verdict);
+
+struct kagent_variant *
+kagent_variants_best_evaluated(const struct kagent_variants *variants)
+{
+	struct kagent_variant *best = NULL;
+	double best_speedup = 0.0;
+	size_t index;
+
+	for (index = 0; index < variants->count; index++) {
+		struct kagent_variant *variant = variants->items[index];
+		double speedup;
+
+		if (variant->verdict == NULL)
+			continue;
+		speedup = variants__measured_speedup(variants, variant->verdict);
+		if (speedup > best_speedup || (best_speedup == 0.0 && speedup == 0.0)) {
+			best = variant;
+			best_speedup = speedup;
+		}
+	}
+	return best;
+}
+
 static double
 variants__timing_number(const json_t *verdict, const char *key)
 {

@@ -660,6 +660,26 @@ session__number_or_null(const json_t *object, const char *key)
 	return json_is_number(value) ? value : json_null();
 }
 
+/* The best variant as evaluated (kagent_variants_best_evaluated), for reports of runs that
+ * confirmed nothing: its verdict's status, reason and measured speedups, and credit. */
+static json_t *
+session__evaluated_json(struct kagent_session *session)
+{
+	const struct kagent_variant *variant = kagent_variants_best_evaluated(session->variants);
+	const json_t *timing;
+
+	if (variant == NULL)
+		return json_null();
+	timing = json_object_get(variant->verdict, "timing");
+	return json_pack("{s:s, s:O?, s:O?, s:O, s:O, s:b}", "variant", variant->id, "status",
+			 json_object_get(variant->verdict, "status"), "reason",
+			 json_object_get(variant->verdict, "reason"), "speedup_vs_eager",
+			 session__number_or_null(timing, "speedup_vs_eager"), "speedup_vs_compile",
+			 session__number_or_null(timing, "speedup_vs_compile"), "credited",
+			 !json_is_false(json_object_get(
+			     json_object_get(variant->verdict, "credit"), "credited")));
+}
+
 static void
 session__announce(struct kagent_session *session, struct kagent_variant *variant,
 		  const json_t *confirmation, int confirmed, char *path)
@@ -699,6 +719,7 @@ session__announce(struct kagent_session *session, struct kagent_variant *variant
 		json_object_set_new(final, "confirmation", confirmation_json);
 	} else
 		json_object_set_new(final, "confirmation", json_null());
+	json_object_set_new(final, "evaluated", session__evaluated_json(session));
 	kagent_session_record(session, "final", json_incref(final));
 	free(path);
 	session->state_done = 1;

@@ -72,6 +72,16 @@ def straddle():
 
 
 @test
+def close_calls():
+    """a short kernel at the end of a call stays in that call when the next call starts
+    within the margin (the null round trips follow the discovery call at once)"""
+    windows = [(0, 1 * MS), (1 * MS + 50 * US, 1 * MS + 60 * US)]
+    records = [kernel(100 * US, 300 * US), kernel(990 * US, 995 * US, name="last")]
+    per_window, outside = device_record.assign(records, windows)
+    assert outside == [] and [len(calls) for calls in per_window] == [2, 0], per_window
+
+
+@test
 def kernel_count():
     """a call whose kernel count differs from the discovery call is named"""
     records = honest() + [kernel(10 * MS + 400 * US, 10 * MS + 500 * US, name="extra")]

@@ -188,6 +188,45 @@ test_uncredited_fast_result(void)
 	json_decref(report);
 }
 
+/* No confirmed best, but a variant evaluated (the final record's "evaluated"): a correct
+ * uncredited one reads as correct with its measured speedups; a rejected one as rejected;
+ * none at all as no_variant. */
+static void
+test_unconfirmed_runs(void)
+{
+	json_t *correct = session("a", 1, "done", NULL, 0, 0, 0);
+	json_t *rejected = session("b", 1, "done", NULL, 0, 0, 0);
+	json_t *report;
+	const json_t *rows, *row;
+
+	json_object_set_new(json_object_get(correct, "result"), "evaluated",
+			    json_pack("{s:s, s:s, s:f, s:f, s:b}", "variant", "v1", "status",
+				      "correct", "speedup_vs_eager", 0.98, "speedup_vs_compile",
+				      0.44, "credited", 0));
+	json_object_set_new(json_object_get(rejected, "result"), "evaluated",
+			    json_pack("{s:s, s:s, s:n, s:n, s:b}", "variant", "v1", "status",
+				      "rejected", "speedup_vs_eager", "speedup_vs_compile",
+				      "credited", 0));
+	report = build(batch_of(json_pack("[o, o, o]", correct, rejected,
+					  session("c", 1, "done", NULL, 0, 0, 0))));
+	rows = json_object_get(report, "rows");
+	row = json_array_get(rows, 0);
+	CHECK_STRING(json_string_value(json_object_get(row, "status")), "correct");
+	CHECK(json_is_true(json_object_get(row, "correct")));
+	CHECK(json_is_false(json_object_get(row, "credited")));
+	CHECK(near(number(row, "speedup_vs_eager"), 0.98));
+	CHECK(near(number(row, "speedup_vs_compile"), 0.44));
+	row = json_array_get(rows, 1);
+	CHECK_STRING(json_string_value(json_object_get(row, "status")), "rejected");
+	CHECK(json_is_null(json_object_get(row, "speedup_vs_eager")));
+	CHECK_STRING(json_string_value(json_object_get(json_array_get(rows, 2), "status")),
+		     "no_variant");
+	CHECK_INT(json_integer_value(json_object_get(overall(report), "correct")), 1);
+	CHECK_INT(json_integer_value(json_object_get(overall(report), "credited")), 0);
+	CHECK(json_is_null(json_object_get(overall(report), "geomean_eager")));
+	json_decref(report);
+}
+
 /* No torch.compile speedup (the baseline failed): fast against eager only. Problems without a
  * level come last; a confirmation without "credited" predates the rule and counts. */
 static void
@@ -252,6 +291,7 @@ static const struct kagent_test tests[] = {
     {"nothing_correct", test_nothing_correct},
     {"uncredited_fast_result", test_uncredited_fast_result},
     {"missing_compile_and_level", test_missing_compile_and_level},
+    {"unconfirmed_runs", test_unconfirmed_runs},
     {"csv", test_csv},
     {"refuses_a_batch_without_sessions", test_refuses_a_batch_without_sessions},
     {NULL, NULL},

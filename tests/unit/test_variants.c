@@ -412,6 +412,8 @@ test_uncredited_speedups_never_count(void)
 	CHECK(library->speedup == 0.0);
 	CHECK(library->commit_id != NULL);
 	CHECK(kagent_variants_final_candidate(fixture.variants) == NULL);
+	/* What a report shows when nothing is confirmed: the uncredited correct variant. */
+	CHECK(kagent_variants_best_evaluated(fixture.variants) == library);
 
 	/* Never the best: refused without an evaluation, and the model told why. */
 	kagent_variants_promote(fixture.variants, library, "", promote_done, &promoted);
@@ -425,6 +427,7 @@ test_uncredited_speedups_never_count(void)
 	kagent_variants_take_verdict(fixture.variants, own, KAGENT_VARIANTS_EVALUATE, 0, credited);
 	CHECK(json_is_true(json_object_get(json_array_get(fixture.records, 2), "credited")));
 	CHECK(kagent_variants_final_candidate(fixture.variants) == own);
+	CHECK(kagent_variants_best_evaluated(fixture.variants) == library); /* 1.6x measured */
 	fixture.confirmation = json_incref(uncredited);
 	kagent_variants_promote(fixture.variants, own, "", promote_done, &promoted);
 	CHECK_INT(fixture.evaluations, 1);

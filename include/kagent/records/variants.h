@@ -90,6 +90,11 @@ double kagent_variants_best_speedup(const struct kagent_variants *variants);
 /* The variant to announce: the best, else the fastest correct committed one; or NULL. */
 struct kagent_variant *kagent_variants_final_candidate(const struct kagent_variants *variants);
 
+/* What a run that confirmed nothing still shows (reports): the correct variant fastest as
+ * measured against the configured baseline, credited or not, else the last one evaluated;
+ * NULL before any verdict. */
+struct kagent_variant *kagent_variants_best_evaluated(const struct kagent_variants *variants);
+
 /* The speedup a verdict shows against the configured baseline; 0 unless correct. */
 double kagent_variants_speedup(const struct kagent_variants *variants, const json_t *verdict);
 /* A seed base whose next few seeds no evaluation of this run has used. */

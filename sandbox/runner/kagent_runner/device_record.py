@@ -178,9 +178,11 @@ def union_ns(intervals):
 
 
 def assign(records, windows, margin=WINDOW_MARGIN_NS):
-    """Splits records among the calls' windows [(start_ns, end_ns)]: each record goes to the
-    window it overlaps most once the windows are widened by the margin. Returns (per-window
-    record lists, records outside every window)."""
+    """Splits records among the calls' windows [(start_ns, end_ns)]: each record goes to a
+    window that holds it once widened by the margin (the clocks' skew), the one it overlaps
+    most as measured (not widened): a short kernel at the very end of a call belongs to that
+    call, not to the next call starting within the margin. Returns (per-window record
+    lists, records outside every window)."""
     order = sorted(range(len(windows)), key=lambda index: windows[index][0])
     starts = [windows[index][0] for index in order]
     per_window = [[] for _ in windows]
@@ -194,8 +196,8 @@ def assign(records, windows, margin=WINDOW_MARGIN_NS):
                 continue
             index = order[candidate]
             low, high = windows[index][0] - margin, windows[index][1] + margin
-            overlap = min(end, high) - max(start, low)
-            if start >= low and end <= high and overlap > best_overlap:
+            overlap = min(end, windows[index][1]) - max(start, windows[index][0])
+            if start >= low and end <= high and (best is None or overlap > best_overlap):
                 best, best_overlap = index, overlap
         if best is None:
             outside.append(record)

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""kagentd on a GPU over KernelBench problems of the three levels (issue 11's GPU run): a real
+`kagent daemon --device cuda` on a private socket and store, the scripted model server
+(tests/fixtures/llm_server.py, stateless by_turn mode) proposing for every problem a candidate
+made from the problem itself ("@problem_with_triton_copy@": the problem's Model, its output
+copied through a Triton kernel of the candidate's own), then finishing. The batch goes in with
+`kagent batch`, is followed with `kagent status --json`, and its report is printed with
+`kagent report` (table, summary CSV and JSON into --out).
+
+Run on the GPU machine (env as docs/gpu-suite.md says):
+  python3 bench/kernelbench_batch.py KERNELBENCH_DIR --kagent .gpu/kagent [--out DIR]
+Prints the chosen problems, the batch's progress, the report, and the daemon's log tail."""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SERVER = os.path.join(SOURCE, "tests", "fixtures", "llm_server.py")
+
+# By number inside each level: operators of level 1, fused operators of level 2, and level 3
+# networks small enough for one command's time limit (the largest ones, DenseNet and
+# ResNet101, are bench/kernelbench_sweep.py's). 21 problems.
+CHOSEN = {1: [1, 12, 19, 23, 36, 40, 88],
+          2: [1, 6, 12, 18, 23, 40, 76],
+          3: [1, 2, 3, 4, 8, 19, 33]}
+
+
+def chat_reply(calls):
+    events = [{"data": {"id": "chatcmpl-1", "model": "scripted", "choices": [
+        {"index": 0, "delta": {"role": "assistant", "content": ""}}]}}]
+    for index, (name, arguments) in enumerate(calls):
+        events.append({"data": {"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": index, "id": f"call_{index}_{name}", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(arguments)}}]}}]}})
+    events.append({"data": {"choices": [{"index": 0, "delta": {},
+                                         "finish_reason": "tool_calls"}]}})
+    events.append({"data": {"choices": [], "usage": {"prompt_tokens": 3000,
+                                                     "completion_tokens": 800}}})
+    events.append({"data": "[DONE]"})
+    return {"status": 200, "sse": events}
+
+
+def problems(kernelbench):
+    chosen = []
+    for level, numbers in CHOSEN.items():
+        folder = os.path.join(kernelbench, f"level{level}")
+        names = os.listdir(folder)
+        for number in numbers:
+            match = sorted(name for name in names
+                           if name.startswith(f"{number}_") and name.endswith(".py"))
+            if match:
+                chosen.append(os.path.join(folder, match[0]))
+    return chosen
+
+
+def print_verdicts(runs, keep):
+    """Each session's verdicts (variant, purpose, status, reason), from its trace, which is
+    kept in keep."""
+    os.makedirs(keep, exist_ok=True)
+    for root, _, names in sorted(os.walk(runs)):
+        for name in sorted(names):
+            if not (name.endswith(".jsonl") and os.path.basename(root) == "traces"):
+                continue
+            path = os.path.join(root, name)
+            shutil.copy(path, keep)
+            problem = os.path.basename(os.path.dirname(root))
+            with open(path) as f:
+                for line in f:
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue
+                    if record.get("type") == "verdict":
+                        print(f"# {problem}: {record.get('variant')} {record.get('purpose')}: "
+                              f"{record.get('status')} {(record.get('reason') or '')[:300]}")
+                    elif record.get("type") == "tool_result" and record.get("is_error"):
+                        print(f"# {problem}: tool {record.get('name')} failed: "
+                              f"{(record.get('content') or '')[:300]}")
+
+
+def kagent(arguments, environment, check=True):
+    result = subprocess.run(arguments, env=environment, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"{' '.join(arguments)}: exit {result.returncode}\n"
+                           f"{result.stdout}{result.stderr}")
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("kernelbench", help="a KernelBench checkout's KernelBench folder")
+    parser.add_argument("--kagent", required=True)
+    parser.add_argument("--out", default=None, help="where the report's files go")
+    parser.add_argument("--max-sessions", type=int, default=4)
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                        help="cpu: a check of this script without a GPU")
+    parser.add_argument("--problems", nargs="+", default=None,
+                        help="these problem files instead of the chosen KernelBench ones")
+    parser.add_argument("--deadline", type=float, default=540,
+                        help="seconds; then the rest of the batch is cancelled and reported")
+    arguments = parser.parse_args()
+    executable = os.path.abspath(arguments.kagent)
+    folder = tempfile.mkdtemp(prefix="kagent-batch-")
+    out = arguments.out or folder
+    os.makedirs(out, exist_ok=True)
+    socket_path = os.path.join(folder, "kagentd.sock")
+    script = {"by_turn": [chat_reply([("evaluate", {"source": "@problem_with_triton_copy@",
+                                                    "note": "the problem, copied by Triton"})]),
+                          chat_reply([("finish", {"summary": "scripted: one candidate"})])]}
+    with open(os.path.join(folder, "script.json"), "w") as f:
+        json.dump(script, f)
+    server = subprocess.Popen(
+        [sys.executable, SERVER, "--script", os.path.join(folder, "script.json"), "--log",
+         os.path.join(folder, "server.jsonl"), "--port", "0", "--exit-with-stdin",
+         "--backlog", "64"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    port = int(server.stdout.readline().split()[1])
+    config = os.path.join(folder, "kagent.yaml")
+    with open(config, "w") as f:
+        f.write(f"provider:\n  model: scripted-model\n  api: chat_completions\n"
+                f"  base_url: http://127.0.0.1:{port}/v1\n"
+                f"output_directory: {folder}/runs\n")
+    environment = dict(os.environ, OPENAI_API_KEY="sk-scripted", KAGENT_SOCKET=socket_path,
+                       XDG_STATE_HOME=os.path.join(folder, "state"),
+                       KAGENT_CACHE_DIR=os.path.join(folder, "cache"))
+    environment.pop("KAGENT_WORKER_SOCKET", None)
+    log_path = os.path.join(out, "kagentd.log")
+    log = open(log_path, "w")
+    started = time.monotonic()
+    daemon = subprocess.Popen(
+        [executable, "daemon", "--device", arguments.device, "--socket", socket_path, "--store",
+         f"sqlite:{folder}/kagent.db", "--config", config, "--max-sessions",
+         str(arguments.max_sessions)], env=environment, stdout=log, stderr=subprocess.STDOUT)
+    status = 1
+    try:
+        while kagent([executable, "status", "--json"], environment, check=False).returncode:
+            if daemon.poll() is not None or time.monotonic() - started > 60:
+                raise RuntimeError("kagentd did not start")
+            time.sleep(0.2)
+        chosen = arguments.problems or problems(arguments.kernelbench)
+        print(f"# {len(chosen)} problems:", *(os.path.relpath(p, arguments.kernelbench)
+                                              for p in chosen), sep="\n#   ")
+        reply = kagent([executable, "batch", *chosen, "--json", "--max-turns", "2",
+                        "--target", "0"], environment)
+        batch = json.loads(reply.stdout)["batch"]
+        print(f"# batch {batch}", flush=True)
+        last = None
+        while True:
+            state = json.loads(kagent([executable, "status", batch, "--json"],
+                                      environment).stdout)
+            counts = {}
+            for session in state.get("sessions", []):
+                counts[session["state"]] = counts.get(session["state"], 0) + 1
+            line = f"{state['state']} {json.dumps(counts, sort_keys=True)}"
+            if line != last:
+                print(f"# {time.monotonic() - started:6.1f} s  {line}", flush=True)
+                last = line
+            if state["state"] in ("done", "cancelled"):
+                break
+            if time.monotonic() - started > arguments.deadline:
+                print("# deadline: cancelling the rest", flush=True)
+                kagent([executable, "cancel", batch], environment)
+                arguments.deadline = float("inf")
+            time.sleep(2)
+        elapsed = time.monotonic() - started
+        print(f"# batch ended after {elapsed:.1f} s")
+        table = kagent([executable, "report", batch], environment)
+        print(table.stdout)
+        report = kagent([executable, "report", batch, "--json", "--plot",
+                         os.path.join(out, "batch_report.png")], environment, check=False)
+        with open(os.path.join(out, "batch_report.json"), "w") as f:
+            f.write(report.stdout)
+        summary = kagent([executable, "report", batch, "--summary-csv"], environment)
+        print(summary.stdout)
+        print_verdicts(os.path.join(folder, "runs"), os.path.join(out, "traces"))
+        status = 0
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+        log.close()
+        server.stdin.close()
+        server.terminate()
+        with open(log_path) as f:
+            print("# kagentd log (tail):\n" + "".join(f.readlines()[-40:]))
+        if arguments.out is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
