@@ -373,6 +373,9 @@ def main():
                     process.kill()
         with open(arguments.out, "w") as handle:
             json.dump(result, handle, indent=2)
+        if "service" not in result:
+            with open(os.path.join(folder, "daemon.log")) as handle:
+                print("the daemon's log ends:\n" + handle.read()[-3000:], file=sys.stderr)
         shutil.rmtree(folder, ignore_errors=True)
     print(f"written to {arguments.out}")
     ok = result.get("statuses_identical") and result.get("all_correct")
