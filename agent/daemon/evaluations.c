@@ -115,6 +115,7 @@ struct kagent_daemon_evaluations {
 	/* utilisation sampling: one nvidia-smi at a time, on the thread pool */
 	uv_timer_t sampler;
 	int sampler_open, sampling, stopping;
+	int preparing;		 /* requests whose sources are being written on the pool */
 	double *utilisation_sum; /* per slot, over the samples taken while evaluations ran */
 	long *utilisation_count;
 	double *utilisation_last;
@@ -390,6 +391,11 @@ evaluations__finish_job(struct evaluations__job *job, int status, json_t *result
 	if (group->done < group->count)
 		return;
 	group->finished_ms = evaluations__now_ms();
+	/* Every evaluation copied its files into a job folder of its own when it started. */
+	if (group->folder != NULL)
+		kagent_paths_remove_tree(group->folder, NULL);
+	free(group->folder);
+	group->folder = NULL;
 	kagent_daemon_log("evaluations %s: %zu done in %.1f s", group->id, group->count,
 			  (double)(group->finished_ms - group->created_ms) / 1000.0);
 	if (group->request != NULL) {
@@ -846,11 +852,13 @@ evaluations__prepared(int status, const char *cause, void *data)
 
 	json_decref(group->body);
 	group->body = NULL;
+	service->preparing--;
 	if (status < 0 || service->stopping) {
 		if (group->request != NULL)
 			kagent_http_reply_error(group->request, status == -EINVAL ? 400 : 503, "%s",
 						status < 0 ? cause : "the daemon is shutting down");
 		evaluations__group_free(group);
+		evaluations__notify(service);
 		return;
 	}
 	group->created_ms = evaluations__now_ms();
@@ -959,6 +967,7 @@ kagent_daemon_evaluations_post(struct kagent_daemon_evaluations *service,
 		evaluations__group_free(group);
 		return;
 	}
+	service->preparing++;
 	kagent_http_request_set_on_gone(request, evaluations__left_early, group);
 }
 
@@ -1068,7 +1077,7 @@ int
 kagent_daemon_evaluations_stopped(const struct kagent_daemon_evaluations *service)
 {
 	return service->stopping && service->running == 0 && service->lanes_open == 0 &&
-	       !service->sampler_open && !service->sampling;
+	       !service->sampler_open && !service->sampling && service->preparing == 0;
 }
 
 void
