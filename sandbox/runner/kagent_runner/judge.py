@@ -815,12 +815,10 @@ class Judge:
             self.enter("trials")
             cached = self.request.get("baselines") or {}
             probe = not isinstance(cached.get("degenerate"), dict)
-            # other evaluations' trials may share the device; their timing may not
+            # from here the candidate runs on the device: beside other evaluations' untimed
+            # work, never during their timed calls (released in finally)
             self.timing_lock.shared()
-            try:
-                passed = self.trials(probe)
-            finally:
-                self.timing_lock.release()
+            passed = self.trials(probe)
             if not probe:
                 self.result["degenerate"] = cached["degenerate"]
             if not passed:
@@ -829,7 +827,10 @@ class Judge:
             self.result_inputs = problem.make_inputs(self.module, 0, "problem", self.device)
             self.result_bytes = tensors.tensor_bytes(self.result_inputs) + tensors.tensor_bytes(
                 value for _, value in compare.flatten(self.reference(self.result_inputs)))
+            # the reference's compile may take long: other evaluations time meanwhile
+            self.timing_lock.release()
             self.wait_for_baselines()
+            self.timing_lock.shared()
             self.enter("profile")
             if self.device == "cuda":
                 self.load_inputs(self.result_inputs)
@@ -837,11 +838,11 @@ class Judge:
             if not self.request.get("profile_reference"):
                 self.result_inputs = None  # only kagent profile runs the reference again
             self.enter("timing_wait")
+            self.timing_lock.release()
             self.timing_lock.exclusive()
-            try:
-                self.timing()
-            finally:
-                self.timing_lock.release()
+            self.timing()
+            self.timing_lock.release()
+            self.timing_lock.shared()
             self.result["roofline"] = self.roofline(self.result_bytes)
             if self.request.get("profile_reference"):
                 self.enter("profile_reference")
@@ -874,6 +875,7 @@ class Judge:
                                               "message": failure.message,
                                               "traceback": failure.trace}
         finally:
+            self.timing_lock.release()
             if self.phase != "done":
                 self.result["phase_seconds"][self.phase] = round(
                     time.monotonic() - self.phase_started, 4)
