@@ -66,7 +66,6 @@ struct evaluations__job {
 	char *candidate_path;
 	enum evaluations__state state;
 	json_t *result; /* the verdict or the error object, once done */
-	int status;	/* the evaluation's: 0 with a verdict */
 	int slot;	/* where it ran, -1 before */
 };
 
@@ -355,9 +354,14 @@ evaluations__group_json(struct evaluations__group *group)
 static json_t *
 evaluations__job_json(struct evaluations__job *job)
 {
-	return json_pack("{s:o, s:s, s:s, s:I, s:O?}", "id", evaluations__job_id(job), "state",
+	const struct kagent_daemon_evaluations_options *daemon = &job->group->owner->options;
+	json_t *gpu = job->slot >= 0 && strcmp(daemon->device, "cpu") != 0
+			  ? json_integer(daemon->slot_gpus[job->slot])
+			  : json_null();
+
+	return json_pack("{s:o, s:s, s:s, s:I, s:o, s:O?}", "id", evaluations__job_id(job), "state",
 			 evaluations__state_names[job->state], "request", job->group->id, "index",
-			 (json_int_t)job->index, "verdict", job->result);
+			 (json_int_t)job->index, "gpu", gpu, "verdict", job->result);
 }
 
 static void
@@ -378,13 +382,12 @@ evaluations__client_gone(struct kagent_http_request *request, void *data)
 static void evaluations__pump(struct kagent_daemon_evaluations *service);
 
 static void
-evaluations__finish_job(struct evaluations__job *job, int status, json_t *result)
+evaluations__finish_job(struct evaluations__job *job, json_t *result)
 {
 	struct evaluations__group *group = job->group;
 	struct kagent_daemon_evaluations *service = group->owner;
 
 	job->state = EVALUATIONS_DONE;
-	job->status = status;
 	job->result = result;
 	group->done++;
 	service->finished++;
@@ -473,7 +476,7 @@ evaluations__evaluated(int status, const json_t *object, void *data)
 
 	lane->job = NULL;
 	service->running--;
-	evaluations__finish_job(job, status, json_incref((json_t *)object));
+	evaluations__finish_job(job, json_incref((json_t *)object));
 	evaluations__gate_update(service, job, lane->slot);
 	evaluations__expire(service);
 	evaluations__pump(service);
@@ -603,10 +606,9 @@ evaluations__pump(struct kagent_daemon_evaluations *service)
 		}
 		if (job->group->discarded) {
 			/* the same lane looks again */
-			evaluations__finish_job(
-			    job, -ECANCELED,
-			    kagent_verdict_error_json("cancelled", "the client left before this "
-								   "candidate was evaluated"));
+			evaluations__finish_job(job, kagent_verdict_error_json(
+							 "cancelled", "the client left before this "
+								      "candidate was evaluated"));
 			continue;
 		}
 		job->state = EVALUATIONS_RUNNING;
@@ -1063,8 +1065,7 @@ kagent_daemon_evaluations_stop(struct kagent_daemon_evaluations *service)
 		service->pending_head = job->next_pending;
 		service->pending--;
 		evaluations__finish_job(
-		    job, -ECANCELED,
-		    kagent_verdict_error_json("cancelled", "the daemon is shutting down"));
+		    job, kagent_verdict_error_json("cancelled", "the daemon is shutting down"));
 	}
 	service->pending_tail = NULL;
 	for (size_t index = 0; index < service->lane_count; index++)
