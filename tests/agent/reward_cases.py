@@ -4,7 +4,8 @@
 driven through the Python client (clients/python, installed with pip into a scratch folder
 when setuptools is there, else from the checkout). Checks good and bad candidates in one
 request (order kept, baselines measured once), async ids, caps and malformed JSON, the client's
-reward() on completions, `kagent eval` through the daemon (same status as --no-daemon), and
+reward() on completions (tests/agent/reward_client_cases.py checks the client without torch),
+`kagent eval` through the daemon (same status as --no-daemon), and
 SIGTERM with evaluations waiting. Starts the sandboxed runner: run under the sandbox lock.
 Prints TAP ending with a line `N passed, N failed`.
 Run: KAGENT=build/kagent KAGENT_SOURCE_DIR=. .venv/bin/python3 tests/agent/reward_cases.py"""
@@ -238,45 +239,6 @@ def client_reward(kagent_reward, client, daemon):
     return problems
 
 
-def client_offline(kagent_reward, client, daemon):
-    """The extraction and the mapping without a daemon."""
-    problems = []
-    extract = kagent_reward.extract_source
-    cases = [
-        ("```python\nclass ModelNew:\n    pass\n```", "class ModelNew:\n    pass\n"),
-        ("```\nclass ModelNew: pass\n```", "class ModelNew: pass\n"),
-        ("class ModelNew: pass", "class ModelNew: pass\n"),
-        ("```python\nprint(1)\n```", None),
-        ("no code", None),
-        ([{"role": "user", "content": "```python\nclass ModelNew: x\n```"}], None),
-        ({"role": "assistant", "content": [{"type": "text",
-                                            "text": "```py\nclass ModelNew: y\n```"}]},
-         "class ModelNew: y\n"),
-    ]
-    for completion, expected in cases:
-        if extract(completion) != expected:
-            problems.append(f"extract({completion!r}) = {extract(completion)!r}")
-    value = kagent_reward.reward_from_verdict
-    fast = {"status": "correct", "timing": {"speedup_vs_eager": 4.0},
-            "credit": {"credited": True}}
-    uncredited = dict(fast, credit={"credited": False})
-    table = [(None, 0.0), ({"status": "compile_error"}, 0.0), ({"status": "timeout"}, 0.1),
-             ({"status": "incorrect"}, 0.2), ({"status": "rejected"}, -1.0),
-             ({"error": "worker"}, 0.0), (fast, 2.0), (uncredited, 1.0),
-             (dict(fast, timing={"speedup_vs_eager": 1000.0}), 3.0)]
-    for verdict, expected in table:
-        if abs(value(verdict) - expected) > 1e-9:
-            problems.append(f"reward_from_verdict({verdict}) = {value(verdict)}, "
-                            f"expected {expected}")
-    try:
-        kagent_reward.Client(os.path.join(daemon.folder, "absent.sock")).health()
-        problems.append("no error without a daemon")
-    except kagent_reward.DaemonError as error:
-        if "kagent daemon" not in str(error):
-            problems.append(f"the error without a daemon: {error}")
-    return problems
-
-
 def eval_through_daemon(kagent_reward, client, daemon):
     """kagent eval asks the running daemon (same statuses and exit codes as --no-daemon)."""
     problems = []
@@ -325,7 +287,6 @@ CASES = [
     ("async: 202 with ids, each id and the request read back, 404 for others", async_ids),
     ("bad input: malformed JSON and bad keys 400, caps 413, 405", bad_input),
     ("the client: reward() and score() on completions", client_reward),
-    ("the client without a daemon: extraction, mapping, a clear error", client_offline),
     ("kagent eval through the daemon, and --no-daemon, agree", eval_through_daemon),
     ("SIGTERM with evaluations queued: exit 0, nothing left", sigterm),
 ]

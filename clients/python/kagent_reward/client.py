@@ -91,9 +91,10 @@ class Client:
 
     @staticmethod
     def _problem(problem):
-        """A problem is a file (a path that exists, made absolute) or its source text."""
-        if isinstance(problem, os.PathLike) or (
-                isinstance(problem, str) and "\n" not in problem and os.path.isfile(problem)):
+        """A problem is its source text (lines), or a path (one line, made absolute), which
+        the daemon reads: over TCP, a path on the daemon's machine."""
+        if isinstance(problem, os.PathLike) or (isinstance(problem, str) and
+                                                "\n" not in problem):
             return {"problem_path": os.path.abspath(os.fspath(problem))}
         if not isinstance(problem, str):
             raise TypeError("a problem is a path or the problem's source text")
