@@ -197,12 +197,26 @@ def errors(daemon):
     return problems
 
 
+def sigterm(daemon):
+    """SIGTERM with evaluations running and waiting: exit 0 (under ASan: nothing leaked)."""
+    client = kagent_reward.Client(daemon.socket)
+    client.submit(RELU, [fake_candidate({"delay_seconds": 2})] * 5)
+    time.sleep(0.5)
+    daemon.process.send_signal(signal.SIGTERM)
+    try:
+        code = daemon.process.wait(30)
+    except subprocess.TimeoutExpired:
+        return ["no exit 30 s after SIGTERM: " + daemon.log()]
+    return [] if code == 0 else [f"exit {code}: {daemon.log()}"]
+
+
 CASES = [
     ("extract_source: the last fenced block defining ModelNew", extraction),
     ("reward_from_verdict: the documented mapping", mapping),
     ("score() over the Unix socket, and one request per problem", rewards_over_socket),
     ("reward() over TCP with the token", rewards_over_tcp),
     ("errors: a refusal, no daemon, nothing to judge", errors),
+    ("SIGTERM with evaluations running: exit 0", sigterm),
 ]
 
 
