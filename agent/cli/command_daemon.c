@@ -40,6 +40,7 @@ enum {
 	DAEMON_OPTION_MAX_SESSIONS,
 	DAEMON_OPTION_CONFIG,
 	DAEMON_OPTION_EVALUATION_LANES,
+	DAEMON_OPTION_LEASE,
 };
 
 /* clang-format off */
@@ -51,8 +52,10 @@ static const struct kagent_command_option command_daemon__options[] = {
 		"also serve TCP there, behind the bearer token of --token-file", NULL, NULL},
 	[DAEMON_OPTION_TOKEN_FILE] = {"token-file", 0, "FILE",
 		"the bearer token (16 characters or more) TCP clients must send", NULL, NULL},
-	[DAEMON_OPTION_STORE] = {"store", 0, "URL", "the store of batches and sessions",
-		"sqlite:$XDG_STATE_HOME/kagent/kagent.db, else "
+	[DAEMON_OPTION_STORE] = {"store", 0, "URL",
+		"the store of batches and sessions: sqlite:PATH, or postgresql://... for a queue "
+		"shared by several machines",
+		"$KAGENT_STORE, else sqlite:$XDG_STATE_HOME/kagent/kagent.db, else "
 		"sqlite:~/.local/state/kagent/kagent.db", NULL},
 	[DAEMON_OPTION_DEVICE] = {"device", 0, "cuda|cpu", "where candidates run", "cuda", NULL},
 	[DAEMON_OPTION_GPUS] = {"gpus", 0, "0,1,...", "the GPUs to run sessions on",
@@ -65,21 +68,13 @@ static const struct kagent_command_option command_daemon__options[] = {
 	[DAEMON_OPTION_EVALUATION_LANES] = {"evaluation-lanes", 0, "N",
 		"evaluations of POST /v1/evaluations at once per GPU, 1 to 64, each with a warm "
 		"worker; their timed calls never overlap", "4 per GPU; 2 on the CPU", NULL},
+	[DAEMON_OPTION_LEASE] = {"lease", 0, "SECONDS",
+		"how long a claimed session stays this daemon's without a heartbeat; after that "
+		"another daemon takes it over", "30", NULL},
 	{0},
 };
 /* clang-format on */
 #define DAEMON_OPTION_COUNT (sizeof command_daemon__options / sizeof command_daemon__options[0] - 1)
-
-static char *
-command_daemon__default_store(void)
-{
-	const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
-
-	if (state != NULL && state[0] == '/')
-		return kagent_asprintf("sqlite:%s/kagent/kagent.db", state);
-	return kagent_asprintf("sqlite:%s/.local/state/kagent/kagent.db",
-			       home != NULL && home[0] != '\0' ? home : "/tmp");
-}
 
 /* The token: the file's first line, without surrounding blanks. */
 static int
@@ -171,6 +166,7 @@ command_daemon__handler(int argc, char **argv)
 	int gpus[DAEMON_GPU_CAP], option, status = KAGENT_COMMAND_EXIT_ERROR;
 	size_t gpu_count = 0;
 	long max_sessions = 0, lanes = 0;
+	double lease = 0;
 
 	kagent_command_parser_init(&parser, &kagent_command_daemon);
 	while ((option = kagent_command_parser_next(&parser, argc, argv)) != KAGENT_COMMAND_END) {
@@ -232,6 +228,15 @@ command_daemon__handler(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (values[DAEMON_OPTION_LEASE] != NULL) {
+		lease = strtod(values[DAEMON_OPTION_LEASE], &end);
+		if (*end != '\0' || end == values[DAEMON_OPTION_LEASE] || !(lease >= 1) ||
+		    lease > 86400) {
+			status = kagent_command_fail(&kagent_command_daemon, 0, "usage",
+						     "--lease: expected 1 to 86400 seconds");
+			goto out;
+		}
+	}
 	if (strcmp(options.device, "cuda") == 0) {
 		if (command_daemon__probe_gpus(values[DAEMON_OPTION_GPUS], gpus, &gpu_count,
 					       gpu_name, sizeof gpu_name, &error) < 0) {
@@ -247,8 +252,10 @@ command_daemon__handler(int argc, char **argv)
 		socket_path = kagent_strdup(values[DAEMON_OPTION_SOCKET]);
 	else
 		kagent_paths_daemon_socket(&socket_path, &error);
-	store_url = values[DAEMON_OPTION_STORE] != NULL ? kagent_strdup(values[DAEMON_OPTION_STORE])
-							: command_daemon__default_store();
+	if (values[DAEMON_OPTION_STORE] != NULL)
+		store_url = kagent_strdup(values[DAEMON_OPTION_STORE]);
+	else
+		kagent_paths_store_url(&store_url, NULL);
 	config_path = values[DAEMON_OPTION_CONFIG] != NULL
 			  ? kagent_strdup(values[DAEMON_OPTION_CONFIG])
 			  : kagent_config_default_path();
@@ -256,6 +263,7 @@ command_daemon__handler(int argc, char **argv)
 	options.tcp_address = values[DAEMON_OPTION_LISTEN];
 	options.token = token;
 	options.store_url = store_url;
+	options.lease_seconds = lease;
 	options.gpus = gpus;
 	options.gpu_count = gpu_count;
 	options.gpu_name = gpu_name[0] != '\0' ? gpu_name : NULL;

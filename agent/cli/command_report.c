@@ -5,25 +5,20 @@
  * object as the daemon sent it, --csv the rows or --summary-csv the summary (report.h's CSV).
  * --plot draws the speedups per level into a PNG with matplotlib, in the runner's Python
  * (sandbox/runner/kagent_runner/plot_report.py, the report on its stdin): the C side has no
- * plotting library and the runner's Python is the one kagent already depends on.
+ * plotting library and the runner's Python is the one kagent already depends on
+ * (runner_script.h).
  */
 #include "daemon_call.h"
+#include "runner_script.h"
 
 #include "kagent/base/alloc.h"
-#include "kagent/base/paths.h"
 #include "kagent/cli/command.h"
 #include "kagent/daemon/report.h"
 
-#include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-/* What plot_report.py exits with when matplotlib cannot be imported. */
-#define REPORT_PLOT_EXIT_NO_MATPLOTLIB 3
 /* The widest problem name the table makes room for; longer ones push their line out. */
 #define REPORT_PROBLEM_WIDTH_MAX 40
 
@@ -181,22 +176,18 @@ command_report__print(const json_t *report, FILE *stream)
 		command_report__print_group(label, group, stream);
 	}
 	command_report__print_group("all", json_object_get(summary, "overall"), stream);
-}
+	/* Speedups from different GPU models are not comparable: never mixed silently. */
+	if (json_is_true(json_object_get(summary, "mixed_gpus"))) {
+		const json_t *name;
 
-/* Writes all of text to fd; a reader that left (EPIPE) ends it early, which waitpid tells. */
-static void
-command_report__write_all(int fd, const char *text)
-{
-	size_t length = strlen(text), done = 0;
-
-	while (done < length) {
-		ssize_t written = write(fd, text + done, length - done);
-
-		if (written < 0 && errno == EINTR)
-			continue;
-		if (written <= 0)
-			return;
-		done += (size_t)written;
+		fprintf(stream, "\nnote: these speedups were measured on different GPU models:");
+		json_array_foreach(json_object_get(summary, "gpu_names"), index, name)
+		    fprintf(stream, "%s %s", index > 0 ? "," : "", json_string_value(name));
+		fprintf(stream, " (each row's gpu_name in --json or --csv says which)\n");
+	} else if (json_array_size(json_object_get(summary, "gpu_names")) == 1) {
+		fprintf(
+		    stream, "\nGPU: %s\n",
+		    json_string_value(json_array_get(json_object_get(summary, "gpu_names"), 0)));
 	}
 }
 
@@ -206,73 +197,32 @@ static int
 command_report__plot(const struct kagent_daemon_call *call, const json_t *report,
 		     const char *output)
 {
-	char *python = NULL, *runner = NULL, *script = NULL, *cause = NULL, *message = NULL;
-	char *text = NULL;
-	void (*old_pipe)(int);
-	int pipe_fds[2] = {-1, -1}, wait_status = 0, status = 0;
-	pid_t child;
+	const char *arguments[] = {output, NULL};
+	char *python = NULL, *cause = NULL, *message = NULL, *text = NULL;
+	int exit_status = 0, status = 0;
 
-	if (kagent_paths_python(&python, &cause) < 0 ||
-	    kagent_paths_runner_dir(&runner, &cause) < 0) {
-		status = kagent_daemon_call_fail(call, KAGENT_COMMAND_EXIT_ERROR, "plot", cause);
-		goto out;
-	}
-	script = kagent_asprintf("%s/kagent_runner/plot_report.py", runner);
 	text = json_dumps(report, JSON_COMPACT);
-	if (text == NULL || pipe(pipe_fds) != 0) {
-		message = kagent_asprintf("--plot: cannot start %s: %s", python, strerror(errno));
+	if (kagent_runner_script_run("plot_report.py", arguments, text, strlen(text), &exit_status,
+				     &python, &cause) < 0) {
+		message = kagent_asprintf("--plot: %s", cause);
 		status = kagent_daemon_call_fail(call, KAGENT_COMMAND_EXIT_ERROR, "plot", message);
 		goto out;
 	}
-	fflush(stdout);
-	fflush(stderr);
-	child = fork();
-	if (child < 0) {
-		message = kagent_asprintf("--plot: cannot fork: %s", strerror(errno));
-		status = kagent_daemon_call_fail(call, KAGENT_COMMAND_EXIT_ERROR, "plot", message);
+	if (exit_status == 0)
 		goto out;
-	}
-	if (child == 0) {
-		dup2(pipe_fds[0], STDIN_FILENO);
-		close(pipe_fds[0]);
-		close(pipe_fds[1]);
-		/* stdout carries the command's own output (one JSON object with --json). */
-		dup2(STDERR_FILENO, STDOUT_FILENO);
-		execlp(python, python, script, output, (char *)NULL);
-		fprintf(stderr, "kagent report: cannot run %s: %s\n", python, strerror(errno));
-		_exit(127);
-	}
-	close(pipe_fds[0]);
-	pipe_fds[0] = -1;
-	/* A script that dies before reading all of the report must not kill this process. */
-	old_pipe = signal(SIGPIPE, SIG_IGN);
-	command_report__write_all(pipe_fds[1], text);
-	close(pipe_fds[1]);
-	pipe_fds[1] = -1;
-	while (waitpid(child, &wait_status, 0) < 0 && errno == EINTR)
-		continue;
-	signal(SIGPIPE, old_pipe);
-	if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0)
-		goto out;
-	if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == REPORT_PLOT_EXIT_NO_MATPLOTLIB)
+	if (exit_status == KAGENT_RUNNER_SCRIPT_EXIT_MISSING_MODULE)
 		message = kagent_asprintf("--plot needs matplotlib in the runner's Python (%s): "
 					  "install it with `%s -m pip install matplotlib`, or "
 					  "name another Python with KAGENT_PYTHON",
 					  python, python);
 	else
 		message = kagent_asprintf(
-		    "--plot: %s %s failed (%s %d); its messages are above", python, script,
-		    WIFEXITED(wait_status) ? "exit status" : "signal",
-		    WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : WTERMSIG(wait_status));
+		    "--plot: %s kagent_runner/plot_report.py failed (exit status %d); its "
+		    "messages are above",
+		    python, exit_status);
 	status = kagent_daemon_call_fail(call, KAGENT_COMMAND_EXIT_ERROR, "plot", message);
 out:
-	if (pipe_fds[0] >= 0)
-		close(pipe_fds[0]);
-	if (pipe_fds[1] >= 0)
-		close(pipe_fds[1]);
 	free(python);
-	free(runner);
-	free(script);
 	free(cause);
 	free(message);
 	free(text);

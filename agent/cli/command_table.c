@@ -19,6 +19,8 @@ const struct kagent_command *const kagent_command_table[] = {
 #endif
 	&kagent_command_gpu,
 	&kagent_command_trace,
+	&kagent_command_export,
+	&kagent_command_replay,
 	&kagent_command_batch,
 	&kagent_command_status,
 	&kagent_command_cancel,

@@ -173,11 +173,21 @@ command_worker__handler(int argc, char **argv)
 	setenv("PYTHONPATH", python_path, 1);
 	setenv("PYTHONUNBUFFERED", "1", 1);
 	if (gpu >= 0) {
-		char number[32];
+		const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+		char number[32], *list = NULL, *entry = NULL, *rest = NULL;
 
-		/* The worker serves one GPU; it sees it as device 0. */
+		/* The worker serves one GPU; it sees it as device 0. GPU numbers count the
+		 * devices this process sees: under a CUDA_VISIBLE_DEVICES of its own (a Slurm
+		 * job's, docs/deploy.md) number N is that list's Nth entry, not physical N. */
 		snprintf(number, sizeof number, "%ld", gpu);
-		setenv("CUDA_VISIBLE_DEVICES", number, 1);
+		if (visible != NULL && visible[0] != '\0') {
+			list = kagent_strdup(visible);
+			entry = strtok_r(list, ",", &rest);
+			for (long index = 0; entry != NULL && index < gpu; index++)
+				entry = strtok_r(NULL, ",", &rest);
+		}
+		setenv("CUDA_VISIBLE_DEVICES", entry != NULL ? entry : number, 1);
+		free(list);
 	}
 	fprintf(stderr, "kagent worker: serving on %s\n", socket_path);
 	execlp(python, python, "-m", "kagent_runner.worker", "--socket", socket_path, (char *)NULL);

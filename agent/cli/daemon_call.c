@@ -133,6 +133,20 @@ daemon_call__token(const struct kagent_daemon_call *call, char **token_out, char
 	return 0;
 }
 
+int
+kagent_daemon_call_connection(const struct kagent_daemon_call *call, char **target_out,
+			      char **token_out, char **cause)
+{
+	int status = daemon_call__target(call, target_out, cause);
+
+	*token_out = NULL;
+	if (status == 0 && (status = daemon_call__token(call, token_out, cause)) < 0) {
+		free(*target_out);
+		*target_out = NULL;
+	}
+	return status;
+}
+
 const char *
 kagent_daemon_call_error_kind(long status)
 {

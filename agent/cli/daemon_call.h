@@ -60,6 +60,15 @@ int kagent_daemon_call_request(struct kagent_daemon_call *call, const char *meth
 			       const char *path, const json_t *body, json_t **reply_out,
 			       long *http_status_out, char **refusal_out);
 
+/*
+ * Where the daemon is and its token, as kagent_daemon_call_request finds them, for a caller
+ * that sends its requests itself (kagent_daemon_client_request) and reports their failures in
+ * its own words (kagent export and replay). *token_out is NULL without one; the caller frees
+ * both. Returns 0 or a negative errno with *cause.
+ */
+int kagent_daemon_call_connection(const struct kagent_daemon_call *call, char **target_out,
+				  char **token_out, char **cause);
+
 /* The --json error kind of an HTTP error status ("not_found", "conflict"...), so that a script
  * need not parse the message. */
 const char *kagent_daemon_call_error_kind(long status);

@@ -3,7 +3,9 @@
  * the signals, and the life of each session from its claim to its end in the store.
  *
  * Every store call goes through kagent_store_submit (the thread pool), so the loop never waits
- * on the disk. The exception is the session's own setup: kagent_session_create opens the
+ * on the disk or the database server. A heartbeat renews the leases of this daemon's sessions;
+ * each session's trace is copied to the store as it grows, so another machine could pick up
+ * its account. The exception is the session's own setup: kagent_session_create opens the
  * problem's repository and worktree and the trace synchronously on the loop, as it does in
  * `kagent optimize`; it is short and happens once per session.
  */
@@ -12,10 +14,17 @@
 #include "kagent/base/alloc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* One copy of a trace to the store reads at most this much: more than the longest record
+ * (records/trace.c's line cap), so a copy always makes progress. */
+#define DAEMON_TRACE_COPY_CAP ((size_t)80 << 20)
 
 /* The largest request body: POST /v1/evaluations with many candidates (it caps each source and
  * the count itself); every other route's body is small. */
@@ -192,10 +201,122 @@ daemon__session_free(struct kagent_daemon_session *ds)
 	kagent_store_claim_free(ds->claim);
 	json_decref(ds->live);
 	json_decref(ds->summary);
+	free(ds->trace_path);
 	free(ds);
 }
 
-/* On the pool: the session's end and its best variant, written once. */
+/* ---- the trace, copied to the store ---- */
+
+/*
+ * On the pool: the trace's complete lines past trace_offset go to the store, each record
+ * under its own seq (a record copied twice is stored once), but for stream records. Only one copy
+ * per session runs at a time, so trace_offset is this function's alone while it runs. A line a
+ * killed writer cut has no newline yet and waits for the next copy.
+ */
+static int
+daemon__trace_copy(struct kagent_store *store, struct kagent_daemon_session *ds, char **cause)
+{
+	json_t *records = NULL;
+	struct stat info;
+	char *data = NULL, *line, *newline;
+	size_t size, done = 0;
+	ssize_t got;
+	int fd, status = 0;
+
+	if (ds->trace_path == NULL)
+		return 0;
+	fd = open(ds->trace_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0; /* nothing written yet */
+	if (fstat(fd, &info) != 0 || info.st_size <= ds->trace_offset)
+		goto out;
+	size = (size_t)(info.st_size - ds->trace_offset);
+	if (size > DAEMON_TRACE_COPY_CAP)
+		size = DAEMON_TRACE_COPY_CAP;
+	data = kagent_malloc(size);
+	while (done < size) {
+		got = pread(fd, data + done, size - done,
+			    (off_t)(ds->trace_offset + (long long)done));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		done += (size_t)got;
+	}
+	records = json_array();
+	for (line = data; (newline = memchr(line, '\n', done - (size_t)(line - data))) != NULL;
+	     line = newline + 1) {
+		json_t *record = json_loadb(line, (size_t)(newline - line), 0, NULL);
+		const char *type = json_string_value(json_object_get(record, "type"));
+
+		/* A stream record is one server-sent event of a reply the reply record holds
+		 * whole (docs/traces.md): the file keeps it for debugging, the store does not. */
+		if (json_is_integer(json_object_get(record, "seq")) &&
+		    (type == NULL || strcmp(type, "stream") != 0))
+			json_array_append(records, record);
+		json_decref(record);
+	}
+	if (json_array_size(records) > 0)
+		status =
+		    kagent_store_trace_append(store, ds->claim->session_id, records, NULL, cause);
+	if (status == 0)
+		ds->trace_offset += (long long)(line - data);
+out:
+	json_decref(records);
+	free(data);
+	close(fd);
+	return status;
+}
+
+static void daemon__end(struct kagent_daemon_session *ds);
+static void daemon__trace_sync(struct kagent_daemon_session *ds);
+
+static int
+daemon__trace_copy_work(struct kagent_store *store, void *data, char **cause)
+{
+	return daemon__trace_copy(store, data, cause);
+}
+
+static void
+daemon__trace_copied(int status, const char *cause, void *data)
+{
+	struct kagent_daemon_session *ds = data;
+
+	ds->daemon->jobs--;
+	ds->trace_syncing = 0;
+	if (status < 0)
+		kagent_daemon_log(
+		    "session %s: copying its trace to the store: %s (tried again at its "
+		    "next turn)",
+		    ds->claim->session_id, cause);
+	if (ds->end_waiting) {
+		ds->end_waiting = 0;
+		daemon__end(ds);
+		return;
+	}
+	if (ds->trace_dirty) {
+		ds->trace_dirty = 0;
+		daemon__trace_sync(ds);
+	}
+}
+
+/* A turn ended: copy what the file holds, one copy at a time. */
+static void
+daemon__trace_sync(struct kagent_daemon_session *ds)
+{
+	if (ds->trace_path == NULL || ds->end_waiting)
+		return;
+	if (ds->trace_syncing) {
+		ds->trace_dirty = 1;
+		return;
+	}
+	ds->trace_syncing = 1;
+	if (daemon__submit(ds->daemon, daemon__trace_copy_work, daemon__trace_copied, ds) < 0)
+		ds->trace_syncing = 0;
+}
+
+/* On the pool: the rest of the trace, then the session's end and its best variant, written
+ * once. */
 static int
 daemon__finish_work(struct kagent_store *store, void *data, char **cause)
 {
@@ -204,14 +325,23 @@ daemon__finish_work(struct kagent_store *store, void *data, char **cause)
 	const json_t *confirmation = json_object_get(summary, "confirmation");
 	const char *variant = json_string_value(json_object_get(summary, "variant"));
 	const char *commit = json_string_value(json_object_get(summary, "commit"));
+	char *copy_cause = NULL;
 	int status;
 
+	/* A trace the store could not take is logged, not fatal: the end matters more. */
+	if (daemon__trace_copy(store, ds, &copy_cause) < 0) {
+		kagent_daemon_log("session %s: copying its trace to the store: %s",
+				  ds->claim->session_id, copy_cause);
+		free(copy_cause);
+	}
 	if (!ds->finish)
 		return 0;
 	status =
 	    kagent_store_session_finish(store, ds->claim->session_id, ds->state, summary, cause);
-	/* Finished already (by an earlier daemon): nothing to write twice. */
-	if (status == -EALREADY) {
+	/* Finished already (by an earlier daemon): nothing to write twice. Taken over by
+	 * another daemon after this one's lease ran out: its end is that daemon's to write. */
+	if (status == -EALREADY || status == -ESTALE) {
+		ds->taken_over = status == -ESTALE;
 		free(*cause);
 		*cause = NULL;
 		return 0;
@@ -250,6 +380,10 @@ daemon__finished(int status, const char *cause, void *data)
 	if (status < 0)
 		kagent_daemon_log("session %s: could not record its end: %s", ds->claim->session_id,
 				  cause);
+	else if (ds->taken_over || ds->lost)
+		kagent_daemon_log("session %s: another daemon took it over after this one's lease "
+				  "ran out; its end is that daemon's to write",
+				  ds->claim->session_id);
 	else if (ds->finish)
 		kagent_daemon_log("session %s %s (%s%s%s)", ds->claim->session_id,
 				  kagent_store_session_state_name(ds->state),
@@ -264,10 +398,15 @@ daemon__finished(int status, const char *cause, void *data)
 	daemon__maybe_exit(daemon);
 }
 
-/* Writes the end (or, with finish 0, nothing) and frees the session once that is done. */
+/* Writes the end (or, with finish 0, nothing) and frees the session once that is done; a copy
+ * of its trace in flight finishes first. */
 static void
 daemon__end(struct kagent_daemon_session *ds)
 {
+	if (ds->trace_syncing) {
+		ds->end_waiting = 1;
+		return;
+	}
 	if (daemon__submit(ds->daemon, daemon__finish_work, daemon__finished, ds) < 0) {
 		kagent_daemon_log("session %s: the thread pool refused its end",
 				  ds->claim->session_id);
@@ -322,6 +461,10 @@ daemon__observe(const json_t *record, void *data)
 	const char *type = json_string_value(json_object_get(record, "type"));
 	const json_t *turn = json_object_get(record, "turn");
 
+	/* Once a turn, not per record: a streamed reply writes a record per event, and the copy is
+	 * a transaction on a store that many daemons share. The end copies the rest. */
+	if (type != NULL && strcmp(type, "turn_end") == 0)
+		daemon__trace_sync(ds);
 	if (json_is_integer(turn))
 		json_object_set(ds->live, "turn", (json_t *)turn);
 	if (type == NULL)
@@ -375,6 +518,7 @@ daemon__trace_set(int status, const char *cause, void *data)
 		daemon__end(ds);
 		return;
 	}
+	ds->trace_path = kagent_strdup(kagent_session_trace_path(ds->session));
 	kagent_daemon_log(
 	    "session %s started on %s%s (batch %s, %s, attempt %d%s)", ds->claim->session_id,
 	    strcmp(daemon->options->device, "cpu") == 0 ? "the CPU" : "GPU ",
@@ -482,6 +626,7 @@ daemon__claimed(int status, const char *cause, void *data)
 	ds->daemon = daemon;
 	ds->claim = job->claim;
 	ds->slot = job->slot;
+	ds->claimed_at = uv_now(&daemon->loop);
 	ds->live = json_pack("{s:n, s:i, s:f, s:n}", "turn", "tokens", 0, "cost", 0.0, "best");
 	ds->next = daemon->sessions;
 	daemon->sessions = ds;
@@ -552,6 +697,101 @@ kagent_daemon_wake(struct kagent_daemon *daemon)
 	kagent_scheduler_wake(&daemon->scheduler);
 }
 
+/* ---- leases and wake-ups ---- */
+
+struct daemon__heartbeat_job {
+	struct kagent_daemon *daemon;
+	uint64_t submitted; /* uv_now: sessions claimed since are not in its answer */
+	json_t *held;
+	json_t *cancelled;
+};
+
+static int
+daemon__heartbeat_work(struct kagent_store *store, void *data, char **cause)
+{
+	struct daemon__heartbeat_job *job = data;
+
+	return kagent_store_heartbeat(store, &job->held, &job->cancelled, cause);
+}
+
+static void
+daemon__heartbeat_done(int status, const char *cause, void *data)
+{
+	struct daemon__heartbeat_job *job = data;
+	struct kagent_daemon *daemon = job->daemon;
+	struct kagent_daemon_session *ds;
+	size_t index;
+	json_t *id;
+
+	daemon->jobs--;
+	daemon->heartbeat_in_flight = 0;
+	if (status < 0)
+		kagent_daemon_log("heartbeat: %s (if this lasts longer than the lease, other "
+				  "daemons take this one's sessions over)",
+				  cause);
+	/* Cancels asked through another daemon's API. */
+	json_array_foreach(job->cancelled, index, id)
+	{
+		ds = kagent_daemon_find(daemon, json_string_value(id));
+		if (ds != NULL && !ds->cancelled)
+			kagent_daemon_cancel(daemon, json_string_value(id));
+	}
+	/* Running here, claimed before this heartbeat, yet not held: another daemon took it over
+	 * while this one could not renew (a partition longer than the lease). Two daemons must
+	 * never run one session: it stops here, and its end is the other's to write. */
+	for (ds = daemon->sessions; status == 0 && ds != NULL; ds = ds->next) {
+		int held = 0;
+
+		if (!ds->started || ds->summary != NULL || ds->lost ||
+		    ds->claimed_at >= job->submitted)
+			continue;
+		json_array_foreach(job->held, index, id) held |=
+		    strcmp(json_string_value(id), ds->claim->session_id) == 0;
+		if (held)
+			continue;
+		ds->lost = 1;
+		kagent_daemon_log(
+		    "session %s: this daemon's lease on it ran out and another daemon "
+		    "holds it now; stopping it here",
+		    ds->claim->session_id);
+		kagent_session_interrupt(ds->session);
+	}
+	json_decref(job->held);
+	json_decref(job->cancelled);
+	free(job);
+	daemon__maybe_exit(daemon);
+}
+
+static void
+daemon__heartbeat(uv_timer_t *timer)
+{
+	struct kagent_daemon *daemon = timer->data;
+
+	if (!daemon->heartbeat_in_flight) {
+		struct daemon__heartbeat_job *job = kagent_calloc(1, sizeof *job);
+
+		job->daemon = daemon;
+		job->submitted = uv_now(&daemon->loop);
+		if (daemon__submit(daemon, daemon__heartbeat_work, daemon__heartbeat_done, job) ==
+		    0)
+			daemon->heartbeat_in_flight = 1;
+		else
+			free(job);
+	}
+	/* A dead daemon's sessions become claimable when their leases run out, which nobody
+	 * announces: an idle daemon looks again on each beat. */
+	kagent_scheduler_wake(&daemon->scheduler);
+}
+
+/* Another daemon queued work (PostgreSQL's NOTIFY). */
+static void
+daemon__store_woken(void *data)
+{
+	struct kagent_daemon *daemon = data;
+
+	kagent_scheduler_wake(&daemon->scheduler);
+}
+
 /* ---- start and stop ---- */
 
 static void
@@ -575,6 +815,11 @@ daemon__maybe_exit(struct kagent_daemon *daemon)
 	for (size_t index = 0; index < DAEMON_SIGNAL_COUNT; index++)
 		uv_close((uv_handle_t *)&daemon->signals[index], NULL);
 	daemon->signals_open = 0;
+	if (daemon->heartbeat_open) {
+		uv_close((uv_handle_t *)&daemon->heartbeat, NULL);
+		daemon->heartbeat_open = 0;
+	}
+	kagent_store_listen_stop(daemon->store);
 	kagent_daemon_log("all sessions stopped; exiting");
 }
 
@@ -656,6 +901,10 @@ kagent_daemon_run(const struct kagent_daemon_options *options, char **cause)
 	config_loaded = 1;
 	if ((status = kagent_store_open(options->store_url, &daemon->store, cause)) < 0)
 		goto out;
+	if (options->lease_seconds > 0 &&
+	    (status = kagent_store_set_lease(daemon->store, options->lease_seconds, cause)) < 0)
+		goto out;
+	kagent_store_set_gpu_name(daemon->store, options->gpu_name);
 	/* Once, before any claim: what a killed daemon left running goes back to the queue.
 	 * Called directly: the loop serves nothing yet, so there is no one to keep waiting. */
 	if ((status = kagent_store_recover(daemon->store, &recovered, cause)) < 0)
@@ -675,6 +924,10 @@ kagent_daemon_run(const struct kagent_daemon_options *options, char **cause)
 	};
 	if ((status = kagent_http_server_start(&daemon->loop, &server_options, &daemon->server,
 					       cause)) < 0)
+		goto out;
+	/* Last of what can fail: nothing after it needs undoing on the loop. */
+	if ((status = kagent_store_listen(daemon->store, &daemon->loop, daemon__store_woken, daemon,
+					  cause)) < 0)
 		goto out;
 	for (size_t index = 0; index < DAEMON_SIGNAL_COUNT; index++) {
 		uv_signal_init(&daemon->loop, &daemon->signals[index]);
@@ -700,11 +953,22 @@ kagent_daemon_run(const struct kagent_daemon_options *options, char **cause)
 
 		daemon->evaluations = kagent_daemon_evaluations_create(&evaluations);
 	}
-	kagent_daemon_log("listening on %s%s%s; store %s; %s, %zu slot%s, at most %d session%s; "
-			  "%d recovered",
+	uv_timer_init(&daemon->loop, &daemon->heartbeat);
+	daemon->heartbeat.data = daemon;
+	daemon->heartbeat_open = 1;
+	{
+		uint64_t beat = (uint64_t)(kagent_store_lease(daemon->store) * 1000.0 / 3.0);
+
+		uv_timer_start(&daemon->heartbeat, daemon__heartbeat, beat, beat);
+	}
+
+	kagent_daemon_log("listening on %s%s%s; store %s (%s, lease %g s), daemon %s; %s, %zu "
+			  "slot%s, at most %d session%s; %d recovered",
 			  options->socket_path, options->tcp_address != NULL ? " and " : "",
 			  options->tcp_address != NULL ? options->tcp_address : "",
-			  options->store_url, options->device, daemon->scheduler.slot_count,
+			  kagent_store_name(daemon->store), kagent_store_backend(daemon->store),
+			  kagent_store_lease(daemon->store), kagent_store_identity(daemon->store),
+			  options->device, daemon->scheduler.slot_count,
 			  daemon->scheduler.slot_count == 1 ? "" : "s", options->max_sessions,
 			  options->max_sessions == 1 ? "" : "s", recovered);
 	kagent_scheduler_pump(&daemon->scheduler);

@@ -34,6 +34,17 @@ struct kagent_daemon_session {
 	json_t *summary; /* the final record, once done */
 	enum kagent_store_session_state state; /* how it ends in the store */
 	int finish;			       /* 0: left running for the next daemon's recovery */
+	int taken_over;	     /* its lease ran out and another daemon holds it: not ours to end */
+	int lost;	     /* the heartbeat found it held by another daemon: stopped here */
+	uint64_t claimed_at; /* uv_now when its claim came back */
+	/* Its trace, copied to the store as it grows (daemon.c's trace sync): the file, the
+	 * bytes already copied, a copy in flight, more records since it left, and its end
+	 * waiting for that copy. */
+	char *trace_path;
+	long long trace_offset;
+	int trace_syncing;
+	int trace_dirty;
+	int end_waiting;
 };
 
 struct kagent_daemon {
@@ -51,6 +62,11 @@ struct kagent_daemon {
 	json_t *cancel_requests;
 	uv_signal_t signals[DAEMON_SIGNAL_COUNT];
 	int signals_open;
+	/* Renews this daemon's leases every third of the lease, and looks for sessions whose
+	 * daemon died (their leases run out silently, so nobody announces them). */
+	uv_timer_t heartbeat;
+	int heartbeat_open;
+	int heartbeat_in_flight;
 	int stopping;
 	int server_open;
 	int jobs; /* store jobs in flight for the daemon itself */

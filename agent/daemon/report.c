@@ -81,7 +81,8 @@ report__row(const json_t *session)
 			 : state != NULL			     ? state
 								     : "unknown";
 	return json_pack(
-	    "{s:O?, s:O?, s:o, s:s?, s:s, s:b, s:b, s:o, s:o, s:I, s:I, s:I, s:I, s:f, s:f, s:f}",
+	    "{s:O?, s:O?, s:o, s:s?, s:s, s:b, s:b, s:o, s:o, s:I, s:I, s:I, s:I, s:f, s:f, s:f, "
+	    "s:o}",
 	    "session", json_object_get(session, "id"), "problem",
 	    json_object_get(session, "problem"), "level",
 	    json_is_integer(level) ? json_integer(json_integer_value(level)) : json_null(), "state",
@@ -92,7 +93,10 @@ report__row(const json_t *session)
 	    "output_tokens", (json_int_t)output_tokens, "tokens",
 	    (json_int_t)(input_tokens + output_tokens), "cost", report__number(totals, "cost"),
 	    "gpu_seconds", report__number(totals, "gpu_seconds"), "wall_seconds",
-	    report__number(totals, "wall_seconds"));
+	    report__number(totals, "wall_seconds"), "gpu_name",
+	    json_is_string(json_object_get(session, "gpu_name"))
+		? json_incref(json_object_get(session, "gpu_name"))
+		: json_null());
 }
 
 /* Counts a row's speedup against one baseline into fast and the geometric mean. */
@@ -213,7 +217,8 @@ kagent_report_build(const json_t *batch, json_t **report_out, char **cause)
 	const json_t *sessions = json_object_get(batch, "sessions"), *session;
 	struct report__group overall = {0}, *levels = NULL;
 	size_t index, level_count = 0;
-	json_t *rows, *level_array;
+	json_t *rows, *level_array, *gpu_names, *known, *name;
+	size_t known_index;
 
 	*report_out = NULL;
 	if (!json_is_array(sessions)) {
@@ -221,10 +226,18 @@ kagent_report_build(const json_t *batch, json_t **report_out, char **cause)
 		return -EINVAL;
 	}
 	rows = json_array();
+	gpu_names = json_array();
 	json_array_foreach(sessions, index, session)
 	{
 		json_t *row = report__row(session);
+		int seen = 0;
 
+		/* The GPU models the speedups were measured on, each once: a batch whose
+		 * sessions ran on several daemons may mix them, and says so. */
+		name = json_object_get(row, "gpu_name");
+		json_array_foreach(gpu_names, known_index, known) seen |= json_equal(known, name);
+		if (json_is_string(name) && !seen)
+			json_array_append(gpu_names, name);
 		report__add_row(&overall, row);
 		report__add_row(
 		    report__level_group(&levels, &level_count, json_object_get(session, "level")),
@@ -237,9 +250,10 @@ kagent_report_build(const json_t *batch, json_t **report_out, char **cause)
 	for (index = 0; index < level_count; index++)
 		json_array_append_new(level_array, report__group_json(&levels[index], 1));
 	free(levels);
-	*report_out = json_pack("{s:O?, s:o, s:{s:o, s:o}}", "batch", json_object_get(batch, "id"),
-				"rows", rows, "summary", "overall", report__group_json(&overall, 0),
-				"levels", level_array);
+	*report_out = json_pack("{s:O?, s:o, s:{s:o, s:o, s:o, s:b}}", "batch",
+				json_object_get(batch, "id"), "rows", rows, "summary", "overall",
+				report__group_json(&overall, 0), "levels", level_array, "gpu_names",
+				gpu_names, "mixed_gpus", json_array_size(gpu_names) > 1);
 	return 0;
 }
 
@@ -326,6 +340,7 @@ static const char *const report__row_keys[] = {
     "cost",
     "gpu_seconds",
     "wall_seconds",
+    "gpu_name",
 };
 
 static const char *const report__group_keys[] = {

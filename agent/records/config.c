@@ -35,6 +35,8 @@
 #define CONFIG_FILE_CAP ((size_t)1 << 20)
 /* How much of a bad value an error message quotes. */
 #define CONFIG_QUOTE_CAP 80
+/* The most headers telemetry.otlp_headers may name. */
+#define CONFIG_HEADERS_CAP 32
 
 enum config__kind {
 	CONFIG__TEXT,	     /* char *; with choices, one of them */
@@ -43,6 +45,7 @@ enum config__kind {
 	CONFIG__INTEGER,     /* int, long or long long (by the field's size), from minimum */
 	CONFIG__NUMBER,	     /* double from minimum to maximum */
 	CONFIG__BOOLEAN,     /* int: 0 or 1 */
+	CONFIG__HEADERS,     /* char *: "Name=value,..." (kagent_config_parse_headers); a secret */
 };
 
 struct config__key {
@@ -165,6 +168,13 @@ static const struct config__key config__keys[] = {
 	{.name = "evaluation.worker_socket", .kind = CONFIG__TEXT,
 	 CONFIG__FIELD(evaluation.worker_socket), .optional = 1,
 	 .help = "the socket of a running kagent worker; unset: the default socket, or a new worker"},
+	{.name = "telemetry.otlp_endpoint", .kind = CONFIG__URL,
+	 CONFIG__FIELD(telemetry.otlp_endpoint), .optional = 1,
+	 .help = "an OTLP/HTTP receiver: spans go to ENDPOINT/v1/traces as JSON; unset: no export"},
+	{.name = "telemetry.otlp_headers", .kind = CONFIG__HEADERS,
+	 CONFIG__FIELD(telemetry.otlp_headers), .optional = 1,
+	 .help = "headers sent with the spans, Name=value pairs separated by commas, values "
+		 "percent-encoded; unset: $OTEL_EXPORTER_OTLP_HEADERS. Never traced"},
 	{.name = "output_directory", .kind = CONFIG__TEXT, CONFIG__FIELD(output_directory),
 	 .help = "where the problem repositories go"},
 	{.name = "prompts_directory", .kind = CONFIG__TEXT, CONFIG__FIELD(prompts_directory),
@@ -187,6 +197,14 @@ struct config__reader {
 	size_t seen_count;
 	char *error;
 };
+
+/* Whether the key's field is a char * the config owns. */
+static int
+config__is_string(const struct config__key *key)
+{
+	return key->kind == CONFIG__TEXT || key->kind == CONFIG__URL ||
+	       key->kind == CONFIG__HEADERS;
+}
 
 static void *
 config__field(const struct kagent_config *config, const struct config__key *key)
@@ -323,6 +341,8 @@ config__describe(const struct config__key *key)
 		return kagent_asprintf("a number from %g to %g", key->minimum, key->maximum);
 	case CONFIG__BOOLEAN:
 		return kagent_strdup("true or false");
+	case CONFIG__HEADERS:
+		return kagent_strdup("Name=value pairs separated by commas");
 	}
 	return kagent_strdup("a value");
 }
@@ -509,6 +529,17 @@ config__assign(struct kagent_config *config, const struct config__key *key, cons
 			goto invalid;
 		memcpy(field, &boolean, sizeof boolean);
 		break;
+	case CONFIG__HEADERS: {
+		char **lines;
+
+		/* Its own message, which never quotes the text: it holds secrets. */
+		if ((status = kagent_config_parse_headers(text, &lines, cause)) < 0)
+			goto out;
+		kagent_config_free_headers(lines);
+		free(*string);
+		*string = kagent_strdup(text);
+		break;
+	}
 	}
 	goto out;
 invalid:
@@ -866,6 +897,10 @@ kagent_config_apply_environment(struct kagent_config *config)
 	free(provider->api_key);
 	value = config__getenv(provider->api_key_env);
 	provider->api_key = value != NULL ? kagent_strdup(value) : NULL;
+	/* The OpenTelemetry SDKs' variable, so that a secret need not sit in a file. */
+	if (config->telemetry.otlp_headers == NULL &&
+	    (value = config__getenv("OTEL_EXPORTER_OTLP_HEADERS")) != NULL)
+		config->telemetry.otlp_headers = kagent_strdup(value);
 }
 
 int
@@ -987,10 +1022,162 @@ kagent_config_validate(const struct kagent_config *config, char **cause)
 	    provider->thinking_budget_tokens > 0 &&
 	    (*cause = config__check_anthropic_thinking(provider)) != NULL)
 		goto out;
+	/* The file and the flags are checked when set; OTEL_EXPORTER_OTLP_HEADERS is not. */
+	if (config->telemetry.otlp_headers != NULL) {
+		char **lines, *problem = NULL;
+
+		if (kagent_config_parse_headers(config->telemetry.otlp_headers, &lines, &problem) <
+		    0) {
+			*cause = kagent_asprintf("telemetry.otlp_headers (or "
+						 "OTEL_EXPORTER_OTLP_HEADERS): %s",
+						 problem);
+			free(problem);
+			goto out;
+		}
+		kagent_config_free_headers(lines);
+	}
 	status = 0;
 out:
 	free(host);
 	return status;
+}
+
+/* RFC 9110's token characters, what a header name is made of. */
+static int
+config__is_token_character(char character)
+{
+	return (character >= 'a' && character <= 'z') || (character >= 'A' && character <= 'Z') ||
+	       (character >= '0' && character <= '9') ||
+	       (character != '\0' && strchr("!#$%&'*+-.^_`|~", character) != NULL);
+}
+
+static int
+config__hex_digit(char character)
+{
+	if (character >= '0' && character <= '9')
+		return character - '0';
+	if (character >= 'a' && character <= 'f')
+		return character - 'a' + 10;
+	if (character >= 'A' && character <= 'F')
+		return character - 'A' + 10;
+	return -1;
+}
+
+/* One "Name=value" item, spaces around either trimmed, as a "Name: value" line; NULL and
+ * *problem set when it is malformed (the message names no value: values are secrets). */
+static char *
+config__header_line(const char *item, size_t length, const char **problem)
+{
+	const char *equals = memchr(item, '=', length), *end = item + length, *name_end, *value;
+	struct kagent_buffer line = {0};
+
+	if (equals == NULL) {
+		*problem = "has no '=' between a name and a value";
+		return NULL;
+	}
+	name_end = equals;
+	while (name_end > item && name_end[-1] == ' ')
+		name_end--;
+	if (name_end == item) {
+		*problem = "has no name before its '='";
+		return NULL;
+	}
+	for (const char *character = item; character < name_end; character++) {
+		if (!config__is_token_character(*character)) {
+			*problem = "has a name that is not an HTTP header name";
+			return NULL;
+		}
+	}
+	kagent_buffer_append(&line, item, (size_t)(name_end - item));
+	kagent_buffer_append(&line, ": ", 2);
+	value = equals + 1;
+	while (value < end && *value == ' ')
+		value++;
+	for (const char *character = value; character < end; character++) {
+		char decoded = *character;
+
+		if (decoded == '%') {
+			int high = character + 2 < end ? config__hex_digit(character[1]) : -1;
+			int low = high >= 0 ? config__hex_digit(character[2]) : -1;
+
+			if (low < 0) {
+				*problem = "has a '%' that is not followed by two hex digits";
+				goto fail;
+			}
+			decoded = (char)(high * 16 + low);
+			character += 2;
+		}
+		if (decoded == '\r' || decoded == '\n' || decoded == '\0') {
+			*problem = "has a line break or NUL in its value";
+			goto fail;
+		}
+		kagent_buffer_append(&line, &decoded, 1);
+	}
+	while (line.data[line.length - 1] == ' ')
+		line.data[--line.length] = '\0';
+	/* "Name:" alone would tell libcurl to drop a header, not to send one. */
+	if (line.data[line.length - 1] == ':') {
+		*problem = "has no value after its '='";
+		goto fail;
+	}
+	return kagent_buffer_take(&line);
+fail:
+	kagent_buffer_free(&line);
+	return NULL;
+}
+
+int
+kagent_config_parse_headers(const char *text, char ***lines_out, char **cause)
+{
+	size_t count = 0, number = 0;
+	char **lines = kagent_calloc(CONFIG_HEADERS_CAP + 1, sizeof *lines);
+	const char *item = text, *problem = NULL;
+	int status = 0;
+
+	*lines_out = NULL;
+	while (*item != '\0') {
+		size_t length = strcspn(item, ",");
+
+		number++;
+		while (length > 0 && *item == ' ') {
+			item++;
+			length--;
+		}
+		/* Empty items (a trailing comma) are allowed, as the OpenTelemetry SDKs allow. */
+		if (length > 0) {
+			if (count == CONFIG_HEADERS_CAP) {
+				*cause =
+				    kagent_asprintf("more than %d headers", CONFIG_HEADERS_CAP);
+				status = -EINVAL;
+				goto out;
+			}
+			lines[count] = config__header_line(item, length, &problem);
+			if (lines[count] == NULL) {
+				*cause = kagent_asprintf("header %zu %s", number, problem);
+				status = -EINVAL;
+				goto out;
+			}
+			count++;
+		}
+		item += length;
+		if (*item == ',')
+			item++;
+	}
+	*lines_out = lines;
+	lines = NULL;
+out:
+	kagent_config_free_headers(lines);
+	return status;
+}
+
+void
+kagent_config_free_headers(char **lines)
+{
+	if (lines == NULL)
+		return;
+	for (size_t index = 0; lines[index] != NULL; index++)
+		free(lines[index]);
+	free(lines);
 }
 
 /* A string as JSON; NULL, or text that is not UTF-8 (a flag can pass any bytes), as null. */
@@ -1025,6 +1212,9 @@ config__value_json(const struct kagent_config *config, const struct config__key 
 	case CONFIG__BOOLEAN:
 		memcpy(&integer, field, sizeof integer);
 		return json_boolean(integer);
+	case CONFIG__HEADERS:
+		/* Whether headers are set, never what they say (an Authorization). */
+		return *(char *const *)field != NULL ? json_string("[redacted]") : json_null();
 	}
 	return json_null();
 }
@@ -1066,7 +1256,7 @@ kagent_config_copy(struct kagent_config *to, const struct kagent_config *from)
 		const struct config__key *key = &config__keys[index];
 		char **string = config__field(to, key);
 
-		if ((key->kind == CONFIG__TEXT || key->kind == CONFIG__URL) && *string != NULL)
+		if (config__is_string(key) && *string != NULL)
 			*string = kagent_strdup(*string);
 	}
 	if (to->provider.api_key != NULL)
@@ -1081,7 +1271,7 @@ kagent_config_clear(struct kagent_config *config)
 	for (size_t index = 0; index < CONFIG_KEY_COUNT; index++) {
 		const struct config__key *key = &config__keys[index];
 
-		if (key->kind == CONFIG__TEXT || key->kind == CONFIG__URL)
+		if (config__is_string(key))
 			free(*(char **)config__field(config, key));
 	}
 	free(config->provider.api_key);

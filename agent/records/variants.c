@@ -221,7 +221,7 @@ kagent_variants_final_candidate(const struct kagent_variants *variants)
 
 /* ---- verdicts and seeds ---- */
 
-static double variants__measured_speedup(const struct kagent_variants *variants,
+static double variants__measured_speedup(enum kagent_target_baseline baseline,
 					 const json_t *verdict);
 
 struct kagent_variant *
@@ -237,7 +237,7 @@ kagent_variants_best_evaluated(const struct kagent_variants *variants)
 
 		if (variant->verdict == NULL)
 			continue;
-		speedup = variants__measured_speedup(variants, variant->verdict);
+		speedup = variants__measured_speedup(variants->baseline, variant->verdict);
 		if (speedup > best_speedup || (best_speedup == 0.0 && speedup == 0.0)) {
 			best = variant;
 			best_speedup = speedup;
@@ -254,9 +254,9 @@ variants__timing_number(const json_t *verdict, const char *key)
 	return json_is_number(value) ? json_number_value(value) : 0.0;
 }
 
-/* The speedup against the configured baseline whether credited or not; 0 unless correct. */
+/* The speedup against baseline whether credited or not; 0 unless correct. */
 static double
-variants__measured_speedup(const struct kagent_variants *variants, const json_t *verdict)
+variants__measured_speedup(enum kagent_target_baseline baseline, const json_t *verdict)
 {
 	const char *status = json_string_value(json_object_get(verdict, "status"));
 	double eager = variants__timing_number(verdict, "speedup_vs_eager");
@@ -264,7 +264,7 @@ variants__measured_speedup(const struct kagent_variants *variants, const json_t 
 
 	if (status == NULL || strcmp(status, "correct") != 0)
 		return 0.0;
-	switch (variants->baseline) {
+	switch (baseline) {
 	case KAGENT_TARGET_EAGER:
 		return eager;
 	case KAGENT_TARGET_COMPILE:
@@ -298,9 +298,15 @@ variants__credit_reason(const json_t *verdict)
 }
 
 double
+kagent_variants_verdict_speedup(enum kagent_target_baseline baseline, const json_t *verdict)
+{
+	return variants__uncredited(verdict) ? 0.0 : variants__measured_speedup(baseline, verdict);
+}
+
+double
 kagent_variants_speedup(const struct kagent_variants *variants, const json_t *verdict)
 {
-	return variants__uncredited(verdict) ? 0.0 : variants__measured_speedup(variants, verdict);
+	return kagent_variants_verdict_speedup(variants->baseline, verdict);
 }
 
 /* Remembers every seed a verdict used, so confirmations can pick unseen ones. */
@@ -387,7 +393,7 @@ variants__commit(struct kagent_variants *variants, struct kagent_variant *varian
 			       (long long)json_integer_value(json_object_get(first_trial, "seed")));
 	subject = variants__uncredited(verdict)
 		      ? kagent_asprintf("%s: %s, %.2fx, not credited", variant->id, status,
-					variants__measured_speedup(variants, verdict))
+					variants__measured_speedup(variants->baseline, verdict))
 		      : kagent_asprintf("%s: %s, %.2fx", variant->id, status ? status : "unknown",
 					variant->speedup);
 	{

@@ -21,6 +21,7 @@
 #include "kagent/base/log.h"
 #include "kagent/base/sha256.h"
 #include "kagent/model_tools/tool_table.h"
+#include "kagent/records/otlp_exporter.h"
 #include "kagent/records/trace.h"
 #include "kagent/records/variants.h"
 #include "kagent/base/units.h"
@@ -36,7 +37,8 @@
 static void session__step(uv_timer_t *timer);
 static void session__conclude(struct kagent_session *session, const char *reason, char *detail);
 
-/* Writes a trace record and shows it to the observer; fields are taken over. */
+/* Writes a trace record and shows it to the observer and the span exporter; fields are taken
+ * over. */
 void
 kagent_session_record(struct kagent_session *session, const char *type, json_t *fields)
 {
@@ -47,6 +49,8 @@ kagent_session_record(struct kagent_session *session, const char *type, json_t *
 		json_object_set_new(fields, "turn", json_integer(session->turn));
 	if (session->observer != NULL)
 		session->observer(fields, session->observer_data);
+	if (session->exporter != NULL)
+		kagent_otlp_exporter_record(session->exporter, fields);
 	if (kagent_trace_write(session->trace, type, fields) < 0 && !session->trace_failed) {
 		session->trace_failed = 1;
 		kagent_log(KAGENT_LOG_ERROR, "cannot write the trace %s: the run goes on",
@@ -357,14 +361,46 @@ session__host_init(struct kagent_session *session)
 
 /* ---- turns ---- */
 
+/*
+ * A request record carries the body as sent, but its message list ("messages", or the
+ * Responses API's "input") only from where it differs from the previous request's: "earlier"
+ * says how many items the previous request record's list (as rebuilt) shares with it. A
+ * conversation grows every turn, so whole bodies made a trace grow with the square of its
+ * turns (and its redaction and writing cost the daemon CPU in proportion).
+ */
+static json_t *
+session__request_fields(struct kagent_session *session, int attempt, const char *url,
+			const json_t *body)
+{
+	const char *key = json_is_array(json_object_get(body, "messages")) ? "messages" : "input";
+	json_t *list = json_object_get(body, key), *tail, *shown;
+	size_t earlier = 0, index;
+
+	if (!json_is_array(list))
+		return json_pack("{s:i, s:s, s:O}", "attempt", attempt, "url", url, "body", body);
+	while (earlier < json_array_size(list) &&
+	       earlier < json_array_size(session->recorded_list) &&
+	       json_equal(json_array_get(list, earlier),
+			  json_array_get(session->recorded_list, earlier)))
+		earlier++;
+	json_decref(session->recorded_list);
+	session->recorded_list = json_incref(list);
+	shown = json_copy((json_t *)body); /* shallow: the other members are shared */
+	tail = json_array();
+	for (index = earlier; index < json_array_size(list); index++)
+		json_array_append(tail, json_array_get(list, index));
+	json_object_set_new(shown, key, tail);
+	return json_pack("{s:i, s:s, s:o, s:I}", "attempt", attempt, "url", url, "body", shown,
+			 "earlier", (json_int_t)earlier);
+}
+
 static void
 session__llm_attempt(int attempt, const char *url, const json_t *body, void *data)
 {
 	struct kagent_session *session = data;
 
-	kagent_session_record(
-	    session, "request",
-	    json_pack("{s:i, s:s, s:O}", "attempt", attempt, "url", url, "body", body));
+	kagent_session_record(session, "request",
+			      session__request_fields(session, attempt, url, body));
 }
 
 static void
@@ -913,10 +949,13 @@ session__release(void *data)
 
 	kagent_variants_free(session->variants);
 	json_decref(session->messages);
+	json_decref(session->recorded_list);
 	json_decref(session->tools);
 	json_decref(session->reply_message);
 	json_decref(session->pending_call);
 	json_decref(session->tool_arguments);
+	/* Before the trace closes: the last spans are redacted with it. */
+	kagent_otlp_exporter_finish(session->exporter);
 	if (session->trace != NULL)
 		kagent_trace_close(session->trace);
 	if (session->repository != NULL)

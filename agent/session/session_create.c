@@ -10,6 +10,8 @@
 #include "kagent/base/alloc.h"
 #include "kagent/base/fileio.h"
 #include "kagent/base/paths.h"
+#include "kagent/records/config.h"
+#include "kagent/records/otlp_exporter.h"
 #include "kagent/records/prompt.h"
 #include "kagent/base/sha256.h"
 #include "kagent/records/trace.h"
@@ -318,6 +320,39 @@ session_create__records(struct kagent_session *session, char **cause)
 	return 0;
 }
 
+/* A header value this short is no credential ("X-Team: kernels"): as a trace secret it would
+ * blank every such word of the trace. */
+#define SESSION_HEADER_SECRET_MINIMUM 12
+
+/* The span exporter of telemetry.otlp_endpoint; its headers' values are secrets of the trace. */
+static int
+session_create__exporter(struct kagent_session *session, char **cause)
+{
+	const struct kagent_telemetry_config *telemetry = &session->config->telemetry;
+	struct kagent_otlp_exporter_options options = {
+	    .http = session->http,
+	    .endpoint = telemetry->otlp_endpoint,
+	    .headers = telemetry->otlp_headers,
+	    .trace = session->trace,
+	};
+	char **lines = NULL;
+	int status;
+
+	if (telemetry->otlp_headers != NULL) {
+		if ((status = kagent_config_parse_headers(telemetry->otlp_headers, &lines, cause)) <
+		    0)
+			return status;
+		for (size_t index = 0; lines[index] != NULL; index++) {
+			const char *value = strchr(lines[index], ':') + 2;
+
+			if (strlen(value) >= SESSION_HEADER_SECRET_MINIMUM)
+				kagent_trace_add_secret(session->trace, value);
+		}
+		kagent_config_free_headers(lines);
+	}
+	return kagent_otlp_exporter_create(&options, &session->exporter, cause);
+}
+
 int
 kagent_session_create(const struct kagent_session_options *options,
 		      struct kagent_session **session_out, char **cause)
@@ -387,6 +422,9 @@ kagent_session_create(const struct kagent_session_options *options,
 		goto out;
 	if (config->provider.api_key != NULL)
 		kagent_trace_add_secret(session->trace, config->provider.api_key);
+	if (config->telemetry.otlp_endpoint != NULL &&
+	    (status = session_create__exporter(session, cause)) < 0)
+		goto out;
 	if (options->resume && (status = session_create__resume(session, cause)) < 0)
 		goto out;
 	*session_out = session;

@@ -10,6 +10,7 @@
 #include "kagent/session/warm_worker.h"
 
 struct kagent_llm_call;
+struct kagent_otlp_exporter;
 struct kagent_trace;
 struct kagent_variant_repository;
 struct kagent_variants;
@@ -51,11 +52,13 @@ struct kagent_session {
 	struct kagent_trace *trace;
 	char *trace_path;
 	int trace_failed;
+	struct kagent_otlp_exporter *exporter; /* telemetry.otlp_endpoint's, or NULL */
 	char *prompts_directory;
 	char *system_prompt;
 	char *problem_prompt;
 	json_t *tools;
 	json_t *messages;
+	json_t *recorded_list; /* the message list of the last request traced, for the next one */
 
 	struct kagent_variants *variants;
 	struct kagent_variant *target_variant; /* reached the target; confirmed at turn end */

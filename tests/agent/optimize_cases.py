@@ -241,6 +241,20 @@ def happy_path(api):
             second = json.dumps(requests[1]["body"]) if len(requests) > 1 else ""
             if "v1 correct" not in second:
                 problems.append("the second request does not carry v1's verdict")
+            # request records carry only the new part of the message list ("earlier"), and
+            # the bodies rebuilt from them are the bodies the endpoint received
+            recorded = [r for r in run.trace() if r.get("type") == "request"]
+            previous = []
+            for index, record in enumerate(recorded):
+                body = dict(record["body"])
+                key = "messages" if "messages" in body else "input"
+                body[key] = previous[:record.get("earlier", 0)] + body[key]
+                previous = body[key]
+                if index < len(requests) and body != requests[index]["body"]:
+                    problems.append(f"request {index + 1} rebuilt from the trace differs "
+                                    "from the body sent")
+            if len(recorded) > 1 and not recorded[1].get("earlier"):
+                problems.append("the second request record repeats the whole conversation")
             if GIT:
                 log = run.git("log", "--format=%s%n%b", f"runs/{final['run_id']}")
                 if log.count("Kagent-Status: correct") != 2:

@@ -19,7 +19,7 @@ printf 'import triton\n@triton.jit\ndef k(): pass\nclass ModelNew: pass\n' > "$W
 json_field() { python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print($2)" "$1"; }
 one_object() { python3 -c "import json,sys; t=open(sys.argv[1]).read(); json.loads(t)" "$1"; }
 
-echo "1..40"
+echo "1..42"
 check "missing problem" 2 "" "cannot read the problem $WORK/missing.py" -- eval "$WORK/missing.py" "$WORK/c.py"
 check "missing candidate json" 2 '"error":"io"' "cannot read the candidate" -- eval "$WORK/p.py" "$WORK/nope.py" --json
 check "no gpu json" 2 '"error":"no_gpu"' "no NVIDIA driver found" -- eval "$WORK/p.py" "$WORK/c.py" --json
@@ -93,4 +93,13 @@ while [ ! -S "$WORK/run/w.sock" ] && [ $tries -lt 100 ]; do sleep 0.05; tries=$(
 check "eval through kagent worker" 0 '"status": "correct"' "" -- eval "$WORK/p.py" "$WORK/c.py" --device cpu --json --worker "$WORK/run/w.sock"
 check "a second worker on a live socket" 2 "" "a worker already serves on $WORK/run/w.sock" -- worker --socket "$WORK/run/w.sock"
 kill $WORKER_PID
+# --gpu N counts the devices the worker's parent sees: under a CUDA_VISIBLE_DEVICES of its own
+# (a Slurm job's) it is that list's Nth entry. A runner that only writes down what it saw.
+mkdir -p "$WORK/env_runner/kagent_runner"
+: > "$WORK/env_runner/kagent_runner/__init__.py"
+printf 'import os\nopen(os.environ["ENV_OUT"], "w").write(os.environ.get("CUDA_VISIBLE_DEVICES", "unset"))\n' > "$WORK/env_runner/kagent_runner/worker.py"
+CUDA_VISIBLE_DEVICES=4,6 ENV_OUT="$WORK/visible" KAGENT_RUNNER_DIR="$WORK/env_runner" "$KAGENT" worker --socket "$WORK/env1.sock" --gpu 1 2>/dev/null
+if [ "$(cat "$WORK/visible" 2>/dev/null)" = 6 ]; then ok "worker --gpu 1 under CUDA_VISIBLE_DEVICES=4,6 sees GPU 6"; else not_ok "worker --gpu 1 under CUDA_VISIBLE_DEVICES=4,6 sees GPU 6" "$(cat "$WORK/visible" 2>&1)"; fi
+env -u CUDA_VISIBLE_DEVICES ENV_OUT="$WORK/visible" KAGENT_RUNNER_DIR="$WORK/env_runner" "$KAGENT" worker --socket "$WORK/env2.sock" --gpu 1 2>/dev/null
+if [ "$(cat "$WORK/visible" 2>/dev/null)" = 1 ]; then ok "worker --gpu 1 alone sees GPU 1"; else not_ok "worker --gpu 1 alone sees GPU 1" "$(cat "$WORK/visible" 2>&1)"; fi
 [ "$failed" -eq 0 ]

@@ -41,6 +41,8 @@ static const char *const all_keys[] = {
     "evaluation.credit_threshold",
     "evaluation.speedup_basis",
     "evaluation.worker_socket",
+    "telemetry.otlp_endpoint",
+    "telemetry.otlp_headers",
     "output_directory",
     "prompts_directory",
 };
@@ -54,6 +56,7 @@ clear_environment(void)
 	unsetenv("ANTHROPIC_BASE_URL");
 	unsetenv("ANTHROPIC_API_KEY");
 	unsetenv("KAGENT_CONFIG");
+	unsetenv("OTEL_EXPORTER_OTLP_HEADERS");
 }
 
 /* Writes text to <fresh folder>/kagent.yaml and loads it into config; returns the status. */
@@ -258,7 +261,7 @@ test_errors(void)
 	     "cached_input, output)"},
 	    {"budget: {}\nmodel: gpt-5\n",
 	     ":2: model: unknown key (known top-level keys: provider, budget, target, "
-	     "evaluation, output_directory, prompts_directory)"},
+	     "evaluation, telemetry, output_directory, prompts_directory)"},
 	    {"provider:\n  model:\n    name: gpt-5\n",
 	     ":3: provider.model: expected a non-empty string, got a mapping"},
 	    {"budget:\n  max_turns: [1, 2]\n",
@@ -754,7 +757,10 @@ test_every_key_settable(void)
 	json = kagent_config_to_json(&config);
 	for (size_t index = 0; index < sizeof all_keys / sizeof all_keys[0]; index++) {
 		const char *key = all_keys[index];
-		const char *value = strstr(key, "url") != NULL	       ? "http://h/"
+		const char *value = strstr(key, "url") != NULL ||
+					    strstr(key, "endpoint") != NULL
+					? "http://h/"
+				    : strstr(key, "headers") != NULL   ? "A=b"
 				    : strcmp(key, "provider.api") == 0 ? "responses"
 				    : strstr(key, "baseline") != NULL  ? "eager"
 				    : strstr(key, "effort") != NULL    ? "low"
@@ -773,9 +779,94 @@ test_every_key_settable(void)
 		free(copy);
 	}
 	/* Top-level keys, sections and source_path, nothing more. */
-	CHECK_INT(json_object_size(json), 7);
+	CHECK_INT(json_object_size(json), 8);
 	json_decref(json);
 	kagent_config_clear(&config);
+}
+
+/* telemetry.otlp_headers: OTEL_EXPORTER_OTLP_HEADERS' format, checked when set, never written
+ * out, never quoted in an error; the variable fills it when the file did not. */
+static void
+test_telemetry_headers(void)
+{
+	static const struct {
+		const char *text;
+		const char *lines[4]; /* NULL-terminated; all NULL: an error, below */
+		const char *error;
+	} cases[] = {
+	    {"Authorization=Basic%20cGs6c2s=", {"Authorization: Basic cGs6c2s="}, NULL},
+	    {" A = b , X-Y=c%2Cd,", {"A: b", "X-Y: c,d"}, NULL},
+	    {"A=b  c%20", {"A: b  c"}, NULL},
+	    {"", {NULL}, NULL},
+	    {"A=b,secret-token", {NULL}, "header 2 has no '=' between a name and a value"},
+	    {"=secret", {NULL}, "header 1 has no name before its '='"},
+	    {"Bad Name=secret", {NULL}, "header 1 has a name that is not an HTTP header name"},
+	    {"A=sec%2", {NULL}, "header 1 has a '%' that is not followed by two hex digits"},
+	    {"A=sec%0aret", {NULL}, "header 1 has a line break or NUL in its value"},
+	    {"A= ", {NULL}, "header 1 has no value after its '='"},
+	};
+	struct kagent_config config;
+	char **lines, *error = NULL, *text;
+	json_t *json;
+
+	for (size_t index = 0; index < sizeof cases / sizeof cases[0]; index++) {
+		int status = kagent_config_parse_headers(cases[index].text, &lines, &error);
+		size_t count = 0;
+
+		if (cases[index].error != NULL) {
+			CHECK_INT(status, -EINVAL);
+			CHECK(lines == NULL);
+			CHECK_STRING(error, cases[index].error);
+			free(error);
+			error = NULL;
+			continue;
+		}
+		CHECK_INT(status, 0);
+		for (; lines[count] != NULL; count++)
+			CHECK_STRING(lines[count], cases[index].lines[count]);
+		CHECK(cases[index].lines[count] == NULL);
+		kagent_config_free_headers(lines);
+	}
+
+	clear_environment();
+	kagent_config_init(&config);
+	CHECK_INT(load_text(&config, "telemetry:\n  otlp_headers: \"Auth=secret-one\"\n", &error),
+		  0);
+	CHECK_INT(kagent_config_set(&config, "telemetry.otlp_headers", "Auth", &error), -EINVAL);
+	CHECK_STRING(error,
+		     "telemetry.otlp_headers: header 1 has no '=' between a name and a value");
+	free(error);
+	error = NULL;
+	/* The file's value wins over the variable. */
+	setenv("OTEL_EXPORTER_OTLP_HEADERS", "Auth=secret-two", 1);
+	kagent_config_apply_environment(&config);
+	CHECK_STRING(config.telemetry.otlp_headers, "Auth=secret-one");
+	json = kagent_config_to_json(&config);
+	text = json_dumps(json, JSON_COMPACT);
+	CHECK(strstr(text, "secret") == NULL);
+	CHECK_CONTAINS(text,
+		       "\"telemetry\":{\"otlp_endpoint\":null,\"otlp_headers\":\"[redacted]\"}");
+	free(text);
+	json_decref(json);
+	kagent_config_clear(&config);
+
+	/* Unset in the file: the variable's, checked by validate without quoting it. */
+	setenv("OTEL_EXPORTER_OTLP_HEADERS", "secret-three", 1);
+	kagent_config_init(&config);
+	CHECK_INT(kagent_config_set(&config, "provider.model", "m", &error), 0);
+	CHECK_INT(kagent_config_set(&config, "provider.base_url", "http://local:1/v1", &error), 0);
+	kagent_config_apply_environment(&config);
+	CHECK_STRING(config.telemetry.otlp_headers, "secret-three");
+	CHECK_INT(kagent_config_validate(&config, &error), -EINVAL);
+	CHECK_STRING(error, "telemetry.otlp_headers (or OTEL_EXPORTER_OTLP_HEADERS): header 1 has "
+			    "no '=' between a name and a value");
+	free(error);
+	error = NULL;
+	kagent_config_clear(&config);
+	CHECK_INT(kagent_config_set(&config, "telemetry.otlp_endpoint", "collector:4318", &error),
+		  -EINVAL);
+	free(error);
+	unsetenv("OTEL_EXPORTER_OTLP_HEADERS");
 }
 
 static void
@@ -884,6 +975,7 @@ static const struct kagent_test tests[] = {
     {"json_never_holds_the_key", test_json_never_holds_the_key},
     {"example_file", test_example_file},
     {"every_key_settable", test_every_key_settable},
+    {"telemetry_headers", test_telemetry_headers},
     {"default_path", test_default_path},
     {"names", test_names},
     {"copy", test_copy},

@@ -186,10 +186,40 @@ test_compare(void)
 	json_decref(now);
 }
 
+static void
+test_options_from_verdict(void)
+{
+	struct kagent_evaluation_options options = {.seed = 99, .device = "cuda"};
+	json_t *recorded =
+	    json_pack("{s:[{s:s, s:i}, {s:s, s:i}, {s:s, s:i}, {s:s, s:i}], s:{s:s}, s:{s:s}}",
+		      "trials", "distribution", "problem", "seed", 41, "distribution", "problem",
+		      "seed", 42, "distribution", "signed", "seed", 43, "distribution", "problem",
+		      "seed", 44, "timing", "basis", "wall", "environment", "device", "cpu");
+
+	kagent_evidence_options_from_verdict(recorded, &options);
+	CHECK_INT(options.seed, 41);
+	CHECK_INT(options.trials, 3);
+	CHECK_INT(options.signed_trials, 1);
+	CHECK_STRING(options.device, "cpu");
+	CHECK_INT(options.speedup_basis, KAGENT_VERDICT_BASIS_WALL);
+	json_decref(recorded);
+	/* a verdict without trials (a compile error): fresh seeds, the defaults, on the GPU */
+	recorded =
+	    json_pack("{s:[], s:n, s:{s:s}}", "trials", "timing", "environment", "device", "cuda");
+	kagent_evidence_options_from_verdict(recorded, &options);
+	CHECK_INT(options.seed, 0);
+	CHECK_INT(options.trials, 0);
+	CHECK_INT(options.signed_trials, -1);
+	CHECK_STRING(options.device, "cuda");
+	CHECK_INT(options.speedup_basis, KAGENT_VERDICT_BASIS_DEVICE);
+	json_decref(recorded);
+}
+
 static const struct kagent_test tests[] = {
     {"write_and_load", test_write_and_load},
     {"changed_bundle", test_changed_bundle},
     {"compare", test_compare},
+    {"options_from_verdict", test_options_from_verdict},
     {NULL, NULL},
 };
 

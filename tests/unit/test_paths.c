@@ -215,6 +215,34 @@ test_remove_tree_missing(void)
 	CHECK_INT(kagent_paths_remove_tree("/nonexistent/kagent/tree", &cause), 0);
 }
 
+static void
+test_store_url(void)
+{
+	char *url = NULL, *cause = NULL;
+
+	setenv("XDG_STATE_HOME", "/state", 1);
+	CHECK_INT(kagent_paths_store_url(&url, &cause), 0);
+	CHECK_STRING(url, "sqlite:/state/kagent/kagent.db");
+	free(url);
+	/* a relative XDG_STATE_HOME is ignored, as the XDG specification says */
+	setenv("XDG_STATE_HOME", "state", 1);
+	setenv("HOME", "/home/k", 1);
+	CHECK_INT(kagent_paths_store_url(&url, &cause), 0);
+	CHECK_STRING(url, "sqlite:/home/k/.local/state/kagent/kagent.db");
+	free(url);
+	unsetenv("XDG_STATE_HOME");
+	setenv("HOME", "", 1);
+	CHECK_INT(kagent_paths_store_url(&url, &cause), 0);
+	CHECK_STRING(url, "sqlite:/tmp/.local/state/kagent/kagent.db");
+	free(url);
+	/* a cluster's shared store, from its launch script, comes first */
+	setenv("KAGENT_STORE", "postgresql://kagent@db/kagent", 1);
+	CHECK_INT(kagent_paths_store_url(&url, &cause), 0);
+	CHECK_STRING(url, "postgresql://kagent@db/kagent");
+	free(url);
+	unsetenv("KAGENT_STORE");
+}
+
 static const struct kagent_test tests[] = {
     {"environment_first", test_environment_first},
     {"defaults", test_defaults},
@@ -223,6 +251,7 @@ static const struct kagent_test tests[] = {
     {"daemon_socket", test_daemon_socket},
     {"session_socket", test_session_socket},
     {"remove_tree_missing", test_remove_tree_missing},
+    {"store_url", test_store_url},
     {NULL, NULL},
 };
 

@@ -260,8 +260,8 @@ test_csv(void)
 
 	CHECK_CONTAINS(rows, "problem,level,session,state,status,correct,credited,"
 			     "speedup_vs_eager,speedup_vs_compile,turns,input_tokens,"
-			     "output_tokens,tokens,cost,gpu_seconds,wall_seconds\n");
-	CHECK_CONTAINS(rows, "\na,1,a,done,correct,true,true,2,1,7,1000,250,1250,0.5,12.5,60\n");
+			     "output_tokens,tokens,cost,gpu_seconds,wall_seconds,gpu_name\n");
+	CHECK_CONTAINS(rows, "\na,1,a,done,correct,true,true,2,1,7,1000,250,1250,0.5,12.5,60,\n");
 	/* Quoted where it holds a comma or a quote; null speedups are empty fields. */
 	CHECK_CONTAINS(rows, "\n\"b,\"\"x\"\"\",2,\"b,\"\"x\"\"\",failed,failed,false,false,,,7,");
 	CHECK_CONTAINS(summary, "level,problems,correct,correct_rate,credited,fast_0_eager,");
@@ -286,7 +286,46 @@ test_refuses_a_batch_without_sessions(void)
 	json_decref(batch);
 }
 
+/* Sessions of one batch measured on two GPU models (two daemons): the report names both and
+ * says they are mixed; one model, or none known (the CPU), is not mixed. */
+static void
+test_gpu_names(void)
+{
+	json_t *first = session("a", 1, "done", "correct", 2.0, 1.0, 1),
+	       *second = session("b", 1, "done", "correct", 3.0, 1.5, 1),
+	       *third = session("c", 1, "failed", NULL, 0, 0, 0), *report, *summary;
+
+	json_object_set_new(first, "gpu_name", json_string("NVIDIA H100 80GB HBM3"));
+	json_object_set_new(second, "gpu_name", json_string("NVIDIA H200"));
+	json_object_set_new(third, "gpu_name", json_string("NVIDIA H100 80GB HBM3"));
+	report = build(batch_of(json_pack("[O, O, O]", first, second, third)));
+	summary = json_object_get(report, "summary");
+	CHECK(json_is_true(json_object_get(summary, "mixed_gpus")));
+	CHECK_INT(json_array_size(json_object_get(summary, "gpu_names")), 2);
+	CHECK_STRING(json_string_value(json_array_get(json_object_get(summary, "gpu_names"), 0)),
+		     "NVIDIA H100 80GB HBM3");
+	CHECK_STRING(json_string_value(json_array_get(json_object_get(summary, "gpu_names"), 1)),
+		     "NVIDIA H200");
+	CHECK_STRING(json_string_value(json_object_get(
+			 json_array_get(json_object_get(report, "rows"), 1), "gpu_name")),
+		     "NVIDIA H200");
+	json_decref(report);
+	json_object_set_new(second, "gpu_name", json_string("NVIDIA H100 80GB HBM3"));
+	json_object_del(third, "gpu_name");
+	report = build(batch_of(json_pack("[O, O, O]", first, second, third)));
+	summary = json_object_get(report, "summary");
+	CHECK(json_is_false(json_object_get(summary, "mixed_gpus")));
+	CHECK_INT(json_array_size(json_object_get(summary, "gpu_names")), 1);
+	CHECK(json_is_null(
+	    json_object_get(json_array_get(json_object_get(report, "rows"), 2), "gpu_name")));
+	json_decref(report);
+	json_decref(first);
+	json_decref(second);
+	json_decref(third);
+}
+
 static const struct kagent_test tests[] = {
+    {"gpu_names", test_gpu_names},
     {"mixed_batch", test_mixed_batch},
     {"nothing_correct", test_nothing_correct},
     {"uncredited_fast_result", test_uncredited_fast_result},

@@ -1,8 +1,13 @@
 /*
  * Unit tests for the daemon's store (agent/daemon/store.c): URLs, the schema and its
  * migrations, batches all or nothing, the claim (order, fairness, atomic across connections),
- * finishing and cancelling, recovery after a daemon killed mid-session, variants recorded
- * once, baselines, and calls run from a libuv loop on the thread pool.
+ * finishing and cancelling, recovery after a daemon killed mid-session, leases (heartbeat,
+ * takeover, release), trace records, GPU names, variants recorded once, baselines, calls
+ * run from a libuv loop on the thread pool, and LISTEN/NOTIFY wake-ups.
+ *
+ * The same tests run on both backends: on SQLite (a file in a temporary folder) by default,
+ * on PostgreSQL when KAGENT_TEST_POSTGRES_URL names a server (tests/meson.build's
+ * store_postgresql runs them under tests/fixtures/postgres_server.py, which sets it).
  */
 #include "kagent/daemon/store.h"
 
@@ -14,15 +19,16 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 struct fixture {
 	char *directory;
-	char *path; /* the database file */
-	char *url;  /* sqlite:<path> */
+	char *path; /* the database file (SQLite) */
+	char *url;  /* sqlite:<path>, or the PostgreSQL server's */
+	int postgresql;
 	struct kagent_store *store;
 };
 
@@ -40,12 +46,47 @@ open_store(const char *url)
 	return store;
 }
 
+/* Runs SQL on the store through a connection of its own, as another program would. */
+static void
+raw_exec(const struct fixture *fixture, const char *sql)
+{
+	char *cause = NULL;
+
+	if (kagent_store_raw_query(fixture->url, sql, NULL, &cause) != 0) {
+		fprintf(stderr, "%s: %s\n", sql, cause);
+		abort();
+	}
+}
+
+/* The single integer a query returns. */
+static long long
+raw_integer(const struct fixture *fixture, const char *sql)
+{
+	long long value = 0;
+	char *cause = NULL;
+
+	if (kagent_store_raw_query(fixture->url, sql, &value, &cause) != 0) {
+		fprintf(stderr, "%s: %s\n", sql, cause);
+		abort();
+	}
+	return value;
+}
+
+/* A new, empty store: a file in a fresh folder, or the server's database emptied. */
 static void
 fixture_open(struct fixture *fixture)
 {
+	const char *server = getenv("KAGENT_TEST_POSTGRES_URL");
+
 	fixture->directory = kagent_test_make_directory();
 	fixture->path = kagent_asprintf("%s/state/kagent.db", fixture->directory);
-	fixture->url = kagent_asprintf("sqlite:%s", fixture->path);
+	fixture->postgresql = server != NULL && server[0] != '\0';
+	if (fixture->postgresql) {
+		fixture->url = kagent_strdup(server);
+		raw_exec(fixture, "DROP SCHEMA public CASCADE; CREATE SCHEMA public");
+	} else {
+		fixture->url = kagent_asprintf("sqlite:%s", fixture->path);
+	}
 	fixture->store = open_store(fixture->url);
 }
 
@@ -59,39 +100,6 @@ fixture_close(struct fixture *fixture)
 	free(fixture->directory);
 	free(fixture->path);
 	free(fixture->url);
-}
-
-/* Runs SQL on the file through a connection of its own, as another program would. */
-static void
-raw_exec(const char *path, const char *sql)
-{
-	sqlite3 *db = NULL;
-	char *error = NULL;
-
-	CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
-	sqlite3_busy_timeout(db, 5000);
-	if (sqlite3_exec(db, sql, NULL, NULL, &error) != SQLITE_OK) {
-		fprintf(stderr, "%s: %s\n", sql, error);
-		abort();
-	}
-	sqlite3_close(db);
-}
-
-/* The single integer a query returns. */
-static long long
-raw_integer(const char *path, const char *sql)
-{
-	sqlite3 *db = NULL;
-	sqlite3_stmt *statement = NULL;
-	long long value;
-
-	CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
-	CHECK_INT(sqlite3_prepare_v2(db, sql, -1, &statement, NULL), SQLITE_OK);
-	CHECK_INT(sqlite3_step(statement), SQLITE_ROW);
-	value = sqlite3_column_int64(statement, 0);
-	sqlite3_finalize(statement);
-	sqlite3_close(db);
-	return value;
 }
 
 /* A batch of count problems level<level>/<n>_p.py; returns its id. */
@@ -159,22 +167,30 @@ test_open_creates_folder_and_schema(void)
 	struct stat info;
 
 	fixture_open(&fixture);
-	folder = kagent_asprintf("%s/state", fixture.directory);
-	CHECK_INT(stat(folder, &info), 0);
-	CHECK_INT(info.st_mode & 0777, 0700);
-	CHECK_INT(raw_integer(fixture.path, "SELECT MAX(version) FROM schema_version"),
+	CHECK_INT(raw_integer(&fixture, "SELECT MAX(version) FROM schema_version"),
 		  kagent_store_schema_version());
-	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM schema_version"),
+	CHECK_INT(raw_integer(&fixture, "SELECT COUNT(*) FROM schema_version"),
 		  kagent_store_schema_version());
-	/* WAL is a property of the file: another connection sees it. */
-	CHECK_INT(raw_integer(fixture.path, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"),
-		  1);
-	/* Opening again (and a bare path) changes nothing. */
+	CHECK_STRING(kagent_store_backend(fixture.store),
+		     fixture.postgresql ? "postgresql" : "sqlite");
+	CHECK_STRING(kagent_store_backend_name(fixture.url),
+		     fixture.postgresql ? "postgresql" : "sqlite");
+	/* Opening again changes nothing. */
 	kagent_store_close(open_store(fixture.url));
-	kagent_store_close(open_store(fixture.path));
-	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM schema_version"),
+	if (!fixture.postgresql) {
+		folder = kagent_asprintf("%s/state", fixture.directory);
+		CHECK_INT(stat(folder, &info), 0);
+		CHECK_INT(info.st_mode & 0777, 0700);
+		free(folder);
+		/* WAL is a property of the file: another connection sees it. */
+		CHECK_INT(raw_integer(&fixture, "SELECT journal_mode = 'wal' FROM"
+						" pragma_journal_mode"),
+			  1);
+		/* A bare path is a file too. */
+		kagent_store_close(open_store(fixture.path));
+	}
+	CHECK_INT(raw_integer(&fixture, "SELECT COUNT(*) FROM schema_version"),
 		  kagent_store_schema_version());
-	free(folder);
 	fixture_close(&fixture);
 }
 
@@ -184,12 +200,18 @@ test_open_refuses_other_schemes(void)
 	struct kagent_store *store = NULL;
 	char *cause = NULL;
 
-	CHECK_INT(kagent_store_open("postgresql://db.example/kagent", &store, &cause),
-		  -EPROTONOSUPPORT);
+	/* A server that is not there: refused, named without its password. */
+	CHECK_INT(
+	    kagent_store_open("postgresql://kagent:secret@127.0.0.1:1/kagent", &store, &cause),
+	    -ECONNREFUSED);
 	CHECK(store == NULL);
-	CHECK_CONTAINS(cause, "PostgreSQL is not supported yet");
+	CHECK_CONTAINS(cause, "postgresql://kagent:***@127.0.0.1:1/kagent: opening");
+	CHECK(strstr(cause, "secret") == NULL);
 	free(cause);
 	cause = NULL;
+	CHECK_STRING(kagent_store_backend_name("postgres://db/kagent"), "postgresql");
+	CHECK_STRING(kagent_store_backend_name("./name:x.db"), "sqlite");
+	CHECK(kagent_store_backend_name("mysql://db/kagent") == NULL);
 	CHECK_INT(kagent_store_open("mysql://db/kagent", &store, &cause), -EPROTONOSUPPORT);
 	CHECK_CONTAINS(cause, "unknown scheme \"mysql\"");
 	free(cause);
@@ -209,16 +231,27 @@ test_migrates_an_old_file(void)
 	fixture_open(&fixture);
 	batch_id = make_batch(fixture.store, 2, 1);
 	kagent_store_close(fixture.store);
-	/* The file as version 1 wrote it: without migration 2's index and its row. */
-	raw_exec(fixture.path, "DROP INDEX sessions_by_state;"
-			       "DELETE FROM schema_version WHERE version > 1");
-	CHECK_INT(raw_integer(fixture.path, "SELECT MAX(version) FROM schema_version"), 1);
+	/* The store as version 1 wrote it: without the later migrations' tables, columns,
+	 * index and rows (the same SQL in both engines). */
+	raw_exec(&fixture, "DROP TABLE trace_records;"
+			   "ALTER TABLE sessions DROP COLUMN owner;"
+			   "ALTER TABLE sessions DROP COLUMN lease_until;"
+			   "ALTER TABLE sessions DROP COLUMN gpu_name;"
+			   "ALTER TABLE sessions DROP COLUMN cancel_requested;"
+			   "ALTER TABLE variants DROP COLUMN gpu_name;"
+			   "DROP INDEX sessions_by_state;"
+			   "DELETE FROM schema_version WHERE version > 1");
+	CHECK_INT(raw_integer(&fixture, "SELECT MAX(version) FROM schema_version"), 1);
 	fixture.store = open_store(fixture.url);
-	CHECK_INT(raw_integer(fixture.path, "SELECT MAX(version) FROM schema_version"),
+	CHECK_INT(raw_integer(&fixture, "SELECT MAX(version) FROM schema_version"),
 		  kagent_store_schema_version());
-	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM sqlite_master WHERE type ="
-					    " 'index' AND name = 'sessions_by_state'"),
+	CHECK_INT(raw_integer(&fixture, fixture.postgresql
+					    ? "SELECT COUNT(*) FROM pg_indexes WHERE indexname ="
+					      " 'sessions_by_state'"
+					    : "SELECT COUNT(*) FROM sqlite_master WHERE type ="
+					      " 'index' AND name = 'sessions_by_state'"),
 		  1);
+	CHECK_INT(raw_integer(&fixture, "SELECT COUNT(*) FROM trace_records"), 0);
 	/* The data survived. */
 	batch = get_batch(fixture.store, batch_id);
 	CHECK_INT(json_array_size(json_object_get(batch, "sessions")), 2);
@@ -237,7 +270,7 @@ test_refuses_a_newer_file(void)
 	fixture_open(&fixture);
 	sql = kagent_asprintf("INSERT INTO schema_version VALUES (%d, 'from the future', 'now')",
 			      kagent_store_schema_version() + 1);
-	raw_exec(fixture.path, sql);
+	raw_exec(&fixture, sql);
 	CHECK_INT(kagent_store_open(fixture.url, &store, &cause), -EPROTO);
 	CHECK(store == NULL);
 	CHECK_CONTAINS(cause, "newer");
@@ -317,9 +350,18 @@ test_batch_create_is_all_or_nothing(void)
 	free(cause);
 	cause = NULL;
 	/* A failure on the third session's row, after the batch and two sessions went in. */
-	raw_exec(fixture.path, "CREATE TRIGGER fail_third BEFORE INSERT ON sessions"
-			       " WHEN NEW.position = 3 BEGIN SELECT RAISE(ABORT, 'disk says no');"
-			       " END");
+	if (fixture.postgresql)
+		raw_exec(&fixture,
+			 "CREATE FUNCTION fail_third() RETURNS trigger LANGUAGE plpgsql AS $$"
+			 " BEGIN IF NEW.position = 3 THEN RAISE EXCEPTION 'disk says no'; END IF;"
+			 " RETURN NEW; END $$;"
+			 "CREATE TRIGGER fail_third BEFORE INSERT ON sessions"
+			 " FOR EACH ROW EXECUTE FUNCTION fail_third()");
+	else
+		raw_exec(&fixture,
+			 "CREATE TRIGGER fail_third BEFORE INSERT ON sessions"
+			 " WHEN NEW.position = 3 BEGIN SELECT RAISE(ABORT, 'disk says no');"
+			 " END");
 	{
 		struct kagent_store_problem three[] = {
 		    {.path = "/a.py"}, {.path = "/b.py"}, {.path = "/c.py"}};
@@ -332,7 +374,7 @@ test_batch_create_is_all_or_nothing(void)
 	CHECK(batch_id == NULL);
 	CHECK_INT(kagent_store_batch_list(fixture.store, &batches, &cause), 0);
 	CHECK_INT(json_array_size(batches), 0);
-	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM sessions"), 0);
+	CHECK_INT(raw_integer(&fixture, "SELECT COUNT(*) FROM sessions"), 0);
 	json_decref(batches);
 	fixture_close(&fixture);
 }
@@ -583,11 +625,11 @@ test_recover_after_a_crash(void)
 	CHECK_INT(first->attempt, 1);
 	kagent_store_claim_free(first);
 	CHECK(claim(fixture.store) == NULL);
-	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM sessions"), 3);
+	CHECK_INT(raw_integer(&fixture, "SELECT COUNT(*) FROM sessions"), 3);
 
 	/* All three run under this daemon now, each once. */
-	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM sessions WHERE state ="
-					    " 'running'"),
+	CHECK_INT(raw_integer(&fixture, "SELECT COUNT(*) FROM sessions WHERE state ="
+					" 'running'"),
 		  3);
 	free(batch_id);
 	free(first_id);
@@ -732,7 +774,7 @@ test_baselines(void)
 	CHECK_INT(kagent_store_baseline_get(fixture.store, "abc", "H100", &read, &cause), 0);
 	CHECK(json_equal(read, timings));
 	json_decref(read);
-	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM baselines"), 1);
+	CHECK_INT(raw_integer(&fixture, "SELECT COUNT(*) FROM baselines"), 1);
 	json_decref(timings);
 	fixture_close(&fixture);
 }
@@ -741,6 +783,8 @@ test_baselines(void)
 
 #define RACE_SESSIONS 120
 #define RACE_THREADS 4
+
+static pthread_barrier_t race_barrier;
 
 struct racer {
 	const char *url;
@@ -760,6 +804,7 @@ race(void *data)
 	if (kagent_store_open(racer->url, &store, &cause) != 0) {
 		racer->failures++;
 		free(cause);
+		pthread_barrier_wait(&race_barrier);
 		return NULL;
 	}
 	for (;;) {
@@ -778,6 +823,9 @@ race(void *data)
 			racer->claimed[racer->count++] = kagent_strdup(claimed->session_id);
 		kagent_store_claim_free(claimed);
 	}
+	/* Closing gives a store's leases up (its sessions could be taken over): every racer
+	 * keeps its connection until all have stopped claiming. */
+	pthread_barrier_wait(&race_barrier);
 	kagent_store_close(store);
 	return NULL;
 }
@@ -800,6 +848,7 @@ test_claim_is_atomic_across_connections(void)
 	fixture_open(&fixture);
 	first = make_batch(fixture.store, RACE_SESSIONS / 2, 1);
 	second = make_batch(fixture.store, RACE_SESSIONS / 2, 2);
+	CHECK_INT(pthread_barrier_init(&race_barrier, NULL, RACE_THREADS), 0);
 	for (index = 0; index < RACE_THREADS; index++) {
 		racers[index].url = fixture.url;
 		CHECK_INT(pthread_create(&threads[index], NULL, race, &racers[index]), 0);
@@ -812,13 +861,14 @@ test_claim_is_atomic_across_connections(void)
 			all[total++] = racers[index].claimed[item];
 		}
 	}
+	pthread_barrier_destroy(&race_barrier);
 	/* Every session claimed, none twice. */
 	CHECK_INT(total, RACE_SESSIONS);
 	qsort(all, total, sizeof all[0], compare_strings);
 	for (index = 1; index < total; index++)
 		CHECK(strcmp(all[index - 1], all[index]) != 0);
-	CHECK_INT(raw_integer(fixture.path, "SELECT COUNT(*) FROM sessions WHERE state ="
-					    " 'running' AND attempts = 1"),
+	CHECK_INT(raw_integer(&fixture, "SELECT COUNT(*) FROM sessions WHERE state ="
+					" 'running' AND attempts = 1"),
 		  RACE_SESSIONS);
 	for (index = 0; index < total; index++)
 		free(all[index]);
@@ -988,6 +1038,330 @@ test_session_cancel(void)
 	fixture_close(&fixture);
 }
 
+/* ---- leases ---- */
+
+static void
+sleep_seconds(double seconds)
+{
+	struct timespec pause = {.tv_sec = (time_t)seconds,
+				 .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)};
+
+	nanosleep(&pause, NULL);
+}
+
+/*
+ * Two daemons: the first claims a session and goes quiet (no heartbeat); within its lease
+ * nobody else gets it, after it the second takes it over, resumed; the first can no longer
+ * finish it, the second can; nothing ran twice at once and the row is the same.
+ */
+static void
+test_takeover_after_the_lease(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store *other;
+	struct kagent_store_claim *first, *taken;
+	json_t *session = NULL;
+	char *batch_id, *cause = NULL;
+
+	fixture_open(&fixture);
+	other = open_store(fixture.url);
+	CHECK(strcmp(kagent_store_identity(fixture.store), kagent_store_identity(other)) != 0);
+	CHECK_INT(kagent_store_set_lease(fixture.store, 0.5, &cause), -EINVAL);
+	free(cause);
+	cause = NULL;
+	CHECK_INT(kagent_store_set_lease(fixture.store, 1, &cause), 0);
+	CHECK(kagent_store_lease(fixture.store) == 1.0);
+	kagent_store_set_gpu_name(fixture.store, "NVIDIA H100 80GB HBM3");
+	kagent_store_set_gpu_name(other, "NVIDIA H200");
+	batch_id = make_batch(fixture.store, 1, 1);
+	first = claim(fixture.store);
+	CHECK(first != NULL);
+	CHECK_INT(kagent_store_session_set_trace(fixture.store, first->session_id,
+						 "/runs/traces/t.jsonl", &cause),
+		  0);
+	CHECK_INT(kagent_store_session_get(other, first->session_id, &session, &cause), 0);
+	CHECK_STRING(json_string_value(json_object_get(session, "owner")),
+		     kagent_store_identity(fixture.store));
+	CHECK_STRING(json_string_value(json_object_get(session, "gpu_name")),
+		     "NVIDIA H100 80GB HBM3");
+	json_decref(session);
+	/* Within the lease: nothing for the other daemon, and its recovery leaves it alone. */
+	CHECK(claim(other) == NULL);
+	{
+		int recovered = -1;
+
+		CHECK_INT(kagent_store_recover(other, &recovered, &cause), 0);
+		CHECK_INT(recovered, 0);
+	}
+	sleep_seconds(1.3);
+	taken = claim(other);
+	CHECK(taken != NULL);
+	CHECK_STRING(taken->session_id, first->session_id);
+	CHECK_INT(taken->attempt, 2);
+	CHECK_INT(taken->resume, 1);
+	CHECK_STRING(taken->trace_path, "/runs/traces/t.jsonl");
+	CHECK_INT(kagent_store_session_get(other, first->session_id, &session, &cause), 0);
+	CHECK_STRING(json_string_value(json_object_get(session, "owner")),
+		     kagent_store_identity(other));
+	CHECK_STRING(json_string_value(json_object_get(session, "gpu_name")), "NVIDIA H200");
+	json_decref(session);
+	/* The first daemon comes back: its heartbeat no longer holds the session (it stops it),
+	 * and its end is no longer its to write. */
+	{
+		json_t *held = NULL;
+
+		CHECK_INT(kagent_store_heartbeat(fixture.store, &held, NULL, &cause), 0);
+		CHECK_INT(json_array_size(held), 0);
+		json_decref(held);
+	}
+	CHECK_INT(kagent_store_session_finish(fixture.store, first->session_id, KAGENT_STORE_DONE,
+					      NULL, &cause),
+		  -ESTALE);
+	CHECK_CONTAINS(cause, "taken over");
+	free(cause);
+	cause = NULL;
+	CHECK_INT(
+	    kagent_store_session_finish(other, taken->session_id, KAGENT_STORE_DONE, NULL, &cause),
+	    0);
+	CHECK_INT(raw_integer(&fixture, "SELECT COUNT(*) FROM sessions WHERE state = 'done'"), 1);
+	CHECK(claim(other) == NULL);
+	kagent_store_claim_free(first);
+	kagent_store_claim_free(taken);
+	kagent_store_close(other);
+	free(batch_id);
+	fixture_close(&fixture);
+}
+
+/* A heartbeat keeps the lease; closing the store gives it up at once. */
+static void
+test_heartbeat_keeps_the_lease(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store *other;
+	struct kagent_store_claim *first, *taken;
+	char *batch_id, *cause = NULL;
+	json_t *held = NULL;
+
+	fixture_open(&fixture);
+	other = open_store(fixture.url);
+	CHECK_INT(kagent_store_set_lease(fixture.store, 1, &cause), 0);
+	batch_id = make_batch(fixture.store, 1, 1);
+	first = claim(fixture.store);
+	CHECK(first != NULL);
+	for (int beat = 0; beat < 5; beat++) {
+		sleep_seconds(0.4);
+		CHECK_INT(kagent_store_heartbeat(fixture.store, &held, NULL, &cause), 0);
+		CHECK_INT(json_array_size(held), 1);
+		CHECK_STRING(json_string_value(json_array_get(held, 0)), first->session_id);
+		json_decref(held);
+		CHECK(claim(other) == NULL);
+	}
+	/* Another daemon's heartbeat renews only its own (none). */
+	CHECK_INT(kagent_store_heartbeat(other, &held, NULL, &cause), 0);
+	CHECK_INT(json_array_size(held), 0);
+	json_decref(held);
+	kagent_store_close(fixture.store);
+	fixture.store = NULL;
+	taken = claim(other);
+	CHECK(taken != NULL);
+	CHECK_STRING(taken->session_id, first->session_id);
+	CHECK_INT(taken->attempt, 2);
+	CHECK_INT(taken->resume, 0); /* it never said where its trace was */
+	kagent_store_claim_free(first);
+	kagent_store_claim_free(taken);
+	fixture.store = other;
+	free(batch_id);
+	fixture_close(&fixture);
+}
+
+/* A cancelled batch's session whose daemon is gone ends cancelled at the next heartbeat. */
+static void
+test_heartbeat_ends_orphans_of_cancelled_batches(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store *other;
+	struct kagent_store_claim *running;
+	json_t *running_ids = NULL, *batch;
+	char *batch_id, *cause = NULL;
+
+	fixture_open(&fixture);
+	other = open_store(fixture.url);
+	batch_id = make_batch(fixture.store, 2, 1);
+	running = claim(fixture.store);
+	CHECK_INT(kagent_store_batch_cancel(other, batch_id, &running_ids, &cause), 0);
+	CHECK_INT(json_array_size(running_ids), 1);
+	json_decref(running_ids);
+	CHECK_INT(kagent_store_heartbeat(other, NULL, NULL, &cause), 0);
+	batch = get_batch(other, batch_id);
+	CHECK_STRING(session_field(batch, 0, "state"), "running"); /* its lease still holds */
+	json_decref(batch);
+	kagent_store_close(fixture.store); /* the daemon goes: its lease ends */
+	fixture.store = other;
+	CHECK(claim(other) == NULL); /* never taken over */
+	CHECK_INT(kagent_store_heartbeat(other, NULL, NULL, &cause), 0);
+	batch = get_batch(other, batch_id);
+	CHECK_STRING(session_field(batch, 0, "state"), "cancelled");
+	CHECK_STRING(batch_state(batch), "cancelled");
+	json_decref(batch);
+	kagent_store_claim_free(running);
+	free(batch_id);
+	fixture_close(&fixture);
+}
+
+/* A cancel asked through one daemon reaches the daemon running the session at its
+ * heartbeat: the session's own cancel, and its batch's. */
+static void
+test_heartbeat_carries_cancels(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store *other;
+	struct kagent_store_claim *first, *second;
+	json_t *cancelled = NULL, *running_ids = NULL;
+	char *batch_id, *cause = NULL;
+	int is_running = 0;
+
+	fixture_open(&fixture);
+	other = open_store(fixture.url);
+	batch_id = make_batch(fixture.store, 3, 1);
+	first = claim(fixture.store);
+	second = claim(fixture.store);
+	CHECK_INT(kagent_store_heartbeat(fixture.store, NULL, &cancelled, &cause), 0);
+	CHECK_INT(json_array_size(cancelled), 0);
+	json_decref(cancelled);
+	CHECK_INT(kagent_store_session_cancel(other, first->session_id, &is_running, &cause), 0);
+	CHECK_INT(is_running, 1);
+	/* Only the daemon that runs it hears of it. */
+	CHECK_INT(kagent_store_heartbeat(other, NULL, &cancelled, &cause), 0);
+	CHECK_INT(json_array_size(cancelled), 0);
+	json_decref(cancelled);
+	CHECK_INT(kagent_store_heartbeat(fixture.store, NULL, &cancelled, &cause), 0);
+	CHECK_INT(json_array_size(cancelled), 1);
+	CHECK_STRING(json_string_value(json_array_get(cancelled, 0)), first->session_id);
+	json_decref(cancelled);
+	CHECK_INT(kagent_store_batch_cancel(other, batch_id, &running_ids, &cause), 0);
+	CHECK_INT(json_array_size(running_ids), 2);
+	json_decref(running_ids);
+	CHECK_INT(kagent_store_heartbeat(fixture.store, NULL, &cancelled, &cause), 0);
+	CHECK_INT(json_array_size(cancelled), 2);
+	json_decref(cancelled);
+	kagent_store_claim_free(first);
+	kagent_store_claim_free(second);
+	kagent_store_close(other);
+	free(batch_id);
+	fixture_close(&fixture);
+}
+
+static void
+test_trace_records(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store_claim *claimed;
+	json_t *records = NULL, *batch_records = json_array(), *record;
+	char *batch_id, *cause = NULL;
+	int appended = -1;
+
+	fixture_open(&fixture);
+	batch_id = make_batch(fixture.store, 1, 1);
+	claimed = claim(fixture.store);
+	CHECK_INT(kagent_store_trace_read(fixture.store, claimed->session_id, &records, &cause), 0);
+	CHECK_INT(json_array_size(records), 0);
+	json_decref(records);
+	/* Out of order, as two syncs of one file may arrive. */
+	for (int seq = 3; seq >= 1; seq--)
+		json_array_append_new(batch_records,
+				      json_pack("{s:s, s:i, s:s}", "type", "turn_end", "seq", seq,
+						"text", "a 'quoted' \"line\"\n$1"));
+	CHECK_INT(kagent_store_trace_append(fixture.store, claimed->session_id, batch_records,
+					    &appended, &cause),
+		  0);
+	CHECK_INT(appended, 3);
+	/* The same records again (and one new): only the new one goes in. */
+	json_array_append_new(batch_records, json_pack("{s:s, s:i}", "type", "stop", "seq", 4));
+	CHECK_INT(kagent_store_trace_append(fixture.store, claimed->session_id, batch_records,
+					    &appended, &cause),
+		  0);
+	CHECK_INT(appended, 1);
+	CHECK_INT(kagent_store_trace_read(fixture.store, claimed->session_id, &records, &cause), 0);
+	CHECK_INT(json_array_size(records), 4);
+	for (int seq = 1; seq <= 3; seq++) {
+		record = json_array_get(records, (size_t)seq - 1);
+		CHECK_INT(json_integer_value(json_object_get(record, "seq")), seq);
+		CHECK_STRING(json_string_value(json_object_get(record, "text")),
+			     "a 'quoted' \"line\"\n$1");
+	}
+	json_decref(records);
+	CHECK_INT(
+	    kagent_store_trace_append(fixture.store, "nobody", batch_records, &appended, &cause),
+	    -ENOENT);
+	CHECK_CONTAINS(cause, "no session nobody");
+	free(cause);
+	cause = NULL;
+	json_array_append_new(batch_records, json_pack("{s:s}", "type", "no seq"));
+	CHECK_INT(kagent_store_trace_append(fixture.store, claimed->session_id, batch_records,
+					    &appended, &cause),
+		  -EINVAL);
+	CHECK_CONTAINS(cause, "no seq");
+	free(cause);
+	json_decref(batch_records);
+	kagent_store_claim_free(claimed);
+	free(batch_id);
+	fixture_close(&fixture);
+}
+
+/* ---- LISTEN/NOTIFY ---- */
+
+struct listening {
+	uv_loop_t *loop;
+	uv_timer_t timer;
+	int woken;
+};
+
+static void
+listening_woken(void *data)
+{
+	struct listening *listening = data;
+
+	listening->woken++;
+	uv_stop(listening->loop);
+}
+
+static void
+listening_timeout(uv_timer_t *timer)
+{
+	uv_stop(timer->loop);
+}
+
+/* A batch queued through another connection wakes a listening daemon's loop (PostgreSQL);
+ * on SQLite listening is accepted and never wakes. */
+static void
+test_listen_wakes_on_new_work(void)
+{
+	struct fixture fixture = {0};
+	struct listening listening = {0};
+	struct kagent_store *other;
+	uv_loop_t loop;
+	char *batch_id, *cause = NULL;
+
+	fixture_open(&fixture);
+	other = open_store(fixture.url);
+	CHECK_INT(uv_loop_init(&loop), 0);
+	listening.loop = &loop;
+	CHECK_INT(kagent_store_listen(fixture.store, &loop, listening_woken, &listening, &cause),
+		  0);
+	uv_timer_init(&loop, &listening.timer);
+	uv_timer_start(&listening.timer, listening_timeout, 5000, 0);
+	batch_id = make_batch(other, 1, 1);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	CHECK_INT(listening.woken, fixture.postgresql ? 1 : 0);
+	kagent_store_listen_stop(fixture.store);
+	uv_close((uv_handle_t *)&listening.timer, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	CHECK_INT(uv_loop_close(&loop), 0);
+	kagent_store_close(other);
+	free(batch_id);
+	fixture_close(&fixture);
+}
+
 static const struct kagent_test tests[] = {
     {"open_creates_folder_and_schema", test_open_creates_folder_and_schema},
     {"open_refuses_other_schemes", test_open_refuses_other_schemes},
@@ -1005,6 +1379,13 @@ static const struct kagent_test tests[] = {
     {"baselines", test_baselines},
     {"claim_is_atomic_across_connections", test_claim_is_atomic_across_connections},
     {"submit_from_a_loop", test_submit_from_a_loop},
+    {"takeover_after_the_lease", test_takeover_after_the_lease},
+    {"heartbeat_keeps_the_lease", test_heartbeat_keeps_the_lease},
+    {"heartbeat_ends_orphans_of_cancelled_batches",
+     test_heartbeat_ends_orphans_of_cancelled_batches},
+    {"heartbeat_carries_cancels", test_heartbeat_carries_cancels},
+    {"trace_records", test_trace_records},
+    {"listen_wakes_on_new_work", test_listen_wakes_on_new_work},
     {NULL, NULL},
 };
 

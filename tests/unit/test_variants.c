@@ -179,6 +179,11 @@ test_speedup_follows_the_baseline(void)
 	CHECK(kagent_variants_speedup(compile, correct) == 1.5);
 	CHECK(kagent_variants_speedup(compile, without_compile) == 3.0);
 	CHECK(kagent_variants_speedup(fixture.variants, wrong) == 0.0);
+	/* the same rule outside a live run, as kagent replay reads it */
+	CHECK(kagent_variants_verdict_speedup(KAGENT_TARGET_BEST, correct) == 1.5);
+	CHECK(kagent_variants_verdict_speedup(KAGENT_TARGET_EAGER, correct) == 3.0);
+	CHECK(kagent_variants_verdict_speedup(KAGENT_TARGET_COMPILE, without_compile) == 3.0);
+	CHECK(kagent_variants_verdict_speedup(KAGENT_TARGET_EAGER, wrong) == 0.0);
 	kagent_variants_free(eager);
 	kagent_variants_free(compile);
 	json_decref(correct);
@@ -400,6 +405,7 @@ test_uncredited_speedups_never_count(void)
 	CHECK(kagent_variants_speedup(fixture.variants, uncredited) == 0.0);
 	CHECK(kagent_variants_speedup(fixture.variants, credited) == 1.2);
 	CHECK(kagent_variants_speedup(fixture.variants, rejected) == 0.0);
+	CHECK(kagent_variants_verdict_speedup(KAGENT_TARGET_EAGER, uncredited) == 0.0);
 
 	/* Traced with its measured speedup, credited: false, and a credited speedup of 0. */
 	library = kagent_variants_add(fixture.variants, VARIANT_SOURCE, NULL, 1, &cause);

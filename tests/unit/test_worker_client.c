@@ -9,7 +9,10 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -301,6 +304,81 @@ test_socket_refused(void)
 	outcome_free(&outcome);
 }
 
+static void
+on_ready_close(kagent_worker_client_t *worker, int status, const json_t *hello,
+	       const char *message, void *data)
+{
+	struct outcome *outcome = data;
+
+	(void)hello;
+	outcome->ready_status = status;
+	outcome->ready_message = message ? kagent_strdup(message) : NULL;
+	kagent_worker_client_close(worker, on_closed, outcome);
+}
+
+/* A worker whose listen backlog is full (many sessions connecting at once) is connected to
+ * once it accepts again, not reported as unreachable (EAGAIN). */
+static void
+test_socket_backlog_full(void)
+{
+	char *directory = kagent_test_make_directory();
+	char *path = kagent_asprintf("%s/w.sock", directory), *cause = NULL;
+	struct outcome outcome = {0};
+	struct sockaddr_un address = {.sun_family = AF_UNIX};
+	int listener, fillers[8], filled = 0, index;
+	uv_loop_t loop;
+	pid_t child;
+
+	snprintf(address.sun_path, sizeof address.sun_path, "%s", path);
+	listener = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHECK(listener >= 0);
+	CHECK_INT(bind(listener, (struct sockaddr *)&address, sizeof address), 0);
+	CHECK_INT(listen(listener, 0), 0);
+	for (index = 0; index < 8; index++) {
+		fillers[index] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (connect(fillers[index], (struct sockaddr *)&address, sizeof address) != 0) {
+			CHECK_INT(errno, EAGAIN);
+			close(fillers[index]);
+			break;
+		}
+		filled++;
+	}
+	CHECK(filled > 0 && filled < 8); /* the backlog is full now */
+	child = fork();
+	CHECK(child >= 0);
+	if (child == 0) {
+		/* The worker: accepts after a while, says hello on every connection. */
+		const char *hello = "{\"type\": \"hello\", \"protocol\": 1}\n";
+
+		usleep(300000);
+		for (index = 0; index <= filled; index++) {
+			int connection = accept(listener, NULL, NULL);
+
+			if (connection < 0 || write(connection, hello, strlen(hello)) < 0)
+				_exit(1);
+		}
+		pause();
+		_exit(0);
+	}
+	CHECK_INT(uv_loop_init(&loop), 0);
+	CHECK_INT(kagent_worker_client_connect(&loop, path, 5000, on_ready_close, &outcome,
+					       &outcome.worker, &cause),
+		  0);
+	CHECK_INT(uv_run(&loop, UV_RUN_DEFAULT), 0);
+	CHECK_INT(outcome.ready_status, 0);
+	CHECK_INT(outcome.closed, 1);
+	CHECK_INT(uv_loop_close(&loop), 0);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	for (index = 0; index < filled; index++)
+		close(fillers[index]);
+	close(listener);
+	outcome_free(&outcome);
+	kagent_paths_remove_tree(directory, NULL);
+	free(path);
+	free(directory);
+}
+
 static const struct kagent_test tests[] = {
     {"echo", test_echo},
     {"bad_hello", test_bad_hello},
@@ -312,6 +390,7 @@ static const struct kagent_test tests[] = {
     {"missing_python", test_missing_python},
     {"socket", test_socket},
     {"socket_refused", test_socket_refused},
+    {"socket_backlog_full", test_socket_backlog_full},
     {NULL, NULL},
 };
 

@@ -234,6 +234,24 @@ kagent_paths_daemon_socket(char **out, char **cause)
 }
 
 int
+kagent_paths_store_url(char **out, char **cause)
+{
+	const char *state = paths__getenv("XDG_STATE_HOME"), *home = paths__getenv("HOME");
+	const char *shared = paths__getenv("KAGENT_STORE");
+
+	(void)cause;
+	/* From the environment: a cluster's launch script or manifest sets it (config/). */
+	if (shared != NULL && shared[0] != '\0')
+		*out = kagent_strdup(shared);
+	else if (state != NULL && state[0] == '/')
+		*out = kagent_asprintf("sqlite:%s/kagent/kagent.db", state);
+	else
+		*out = kagent_asprintf("sqlite:%s/.local/state/kagent/kagent.db",
+				       home != NULL ? home : "/tmp");
+	return 0;
+}
+
+int
 kagent_paths_socket_listening(const char *path)
 {
 	struct sockaddr_un address = {.sun_family = AF_UNIX};

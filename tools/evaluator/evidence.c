@@ -337,6 +337,39 @@ kagent_evidence_options(const struct kagent_evidence *bundle,
 		: KAGENT_VERDICT_BASIS_WALL;
 }
 
+void
+kagent_evidence_options_from_verdict(const json_t *verdict,
+				     struct kagent_evaluation_options *options)
+{
+	const json_t *timing = json_object_get(verdict, "timing"), *trial;
+	const char *device = evidence__string(json_object_get(verdict, "environment"), "device");
+	json_t *base;
+	int trials = 0, signed_trials = 0;
+	size_t index;
+
+	options->seed = 0;
+	base = evidence__seed_base(verdict, options);
+	options->seed = json_integer_value(base) > 0 ? (uint64_t)json_integer_value(base) : 0;
+	json_decref(base);
+	json_array_foreach(json_object_get(verdict, "trials"), index, trial)
+	{
+		const char *distribution = evidence__string(trial, "distribution");
+
+		if (distribution != NULL && strcmp(distribution, "problem") == 0)
+			trials++;
+		else if (distribution != NULL && strcmp(distribution, "signed") == 0)
+			signed_trials++;
+	}
+	options->trials = trials > 0 && trials <= 1000 ? trials : 0;
+	options->signed_trials = signed_trials > 0 && signed_trials <= 1000 ? signed_trials : -1;
+	options->device = device != NULL && strcmp(device, "cpu") == 0 ? "cpu" : "cuda";
+	/* the basis the numbers were read in, a fallback to wall included */
+	options->speedup_basis = kagent_verdict_basis_from_name(
+				     evidence__string(timing, "basis")) == KAGENT_VERDICT_BASIS_WALL
+				     ? KAGENT_VERDICT_BASIS_WALL
+				     : KAGENT_VERDICT_BASIS_DEVICE;
+}
+
 /* [low, high] from a verdict's interval, or 0 without one. */
 static int
 evidence__interval(const json_t *value, double *low, double *high)

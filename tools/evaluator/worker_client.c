@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -23,6 +25,8 @@ extern char **environ;
 #define WORKER_KILL_AFTER_MS 10000
 /* After the process exits, how long to wait for the rest of its output. */
 #define WORKER_DRAIN_MS 1000
+/* How long to wait before connecting again to a worker whose listen backlog was full. */
+#define WORKER_CONNECT_RETRY_MS 20
 #define WORKER_READ_CHUNK 65536
 #define WORKER_QUOTE_CAP 200
 
@@ -38,6 +42,7 @@ enum worker_client__state {
 enum worker_client__timer_purpose {
 	WORKER_TIMER_NONE,
 	WORKER_TIMER_DEADLINE, /* hello or response */
+	WORKER_TIMER_CONNECT,  /* connect to the worker's socket (again, after a full backlog) */
 	WORKER_TIMER_DRAIN,    /* process exited; give its pipes a moment */
 	WORKER_TIMER_TERM,     /* closing: SIGTERM next */
 	WORKER_TIMER_KILL,     /* closing: SIGKILL next */
@@ -55,7 +60,8 @@ struct kagent_worker_client {
 	uv_pipe_t output; /* we read responses here (stdout, or the same socket) */
 	uv_pipe_t errors; /* the spawned worker's stderr */
 	uv_timer_t timer;
-	uv_connect_t connect;
+	char *socket_path;	 /* a worker we connect to: for connecting again */
+	uint64_t connect_until; /* loop time (ms) the hello is due by */
 	enum worker_client__timer_purpose timer_purpose;
 	int open_handles;
 	int input_open, output_open, errors_open, process_open;
@@ -91,6 +97,7 @@ struct worker_client__write {
 };
 
 static void worker_client__fail(kagent_worker_client_t *worker, int status, const char *message);
+static void worker_client__connect_socket(kagent_worker_client_t *worker);
 
 static void
 worker_client__handle_closed(uv_handle_t *handle)
@@ -102,6 +109,7 @@ worker_client__handle_closed(uv_handle_t *handle)
 	if (worker->closed != NULL)
 		worker->closed(worker->closed_data);
 	json_decref(worker->hello);
+	free(worker->socket_path);
 	free(worker->failure);
 	free(worker->line);
 	free(worker->description);
@@ -445,6 +453,9 @@ worker_client__on_timer(uv_timer_t *timer)
 		worker_client__fail(worker, -ETIMEDOUT, message);
 		free(message);
 		break;
+	case WORKER_TIMER_CONNECT:
+		worker_client__connect_socket(worker);
+		break;
 	case WORKER_TIMER_DRAIN:
 		worker_client__check_death(worker, 1);
 		break;
@@ -610,23 +621,49 @@ out:
 	return error;
 }
 
+/*
+ * Connects the socket (a Unix socket connects at once, or fails), then waits for the hello. A
+ * full listen backlog (many sessions sharing one worker, all starting together) is a moment's
+ * wait, not a failure: EAGAIN connects again, until the hello is due. The socket is connected
+ * by hand and handed to the pipe only once connected, because a libuv pipe whose connect
+ * failed keeps its socket unopened for a second uv_pipe_connect.
+ */
 static void
-worker_client__on_connect(uv_connect_t *request, int status)
+worker_client__connect_socket(kagent_worker_client_t *worker)
 {
-	kagent_worker_client_t *worker = request->data;
+	struct sockaddr_un address = {.sun_family = AF_UNIX};
+	uint64_t now = uv_now(worker->loop);
+	int fd = -1, status;
 	char *message;
 
-	if (worker->state != WORKER_HELLO)
-		return; /* closed while connecting */
-	if (status != 0) {
-		message = kagent_asprintf("cannot connect to %s: %s", worker->description,
-					  uv_strerror(status));
-		worker_client__fail(worker, status == UV_ENOENT ? -ENOENT : -ECONNREFUSED, message);
-		free(message);
-		return;
+	if (strlen(worker->socket_path) >= sizeof address.sun_path) {
+		status = -ENAMETOOLONG;
+		goto fail;
 	}
+	memcpy(address.sun_path, worker->socket_path, strlen(worker->socket_path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&address, sizeof address) != 0) {
+		status = -errno;
+		goto fail;
+	}
+	if ((status = uv_pipe_open(&worker->output, fd)) < 0)
+		goto fail;
 	uv_read_start((uv_stream_t *)&worker->output, worker_client__alloc,
 		      worker_client__on_output);
+	worker_client__start_timer(worker, WORKER_TIMER_DEADLINE,
+				   worker->connect_until > now ? worker->connect_until - now : 1);
+	return;
+fail:
+	if (fd >= 0)
+		close(fd);
+	if (status == -EAGAIN && now + WORKER_CONNECT_RETRY_MS < worker->connect_until) {
+		worker_client__start_timer(worker, WORKER_TIMER_CONNECT, WORKER_CONNECT_RETRY_MS);
+		return;
+	}
+	message = kagent_asprintf("cannot connect to %s: %s", worker->description,
+				  strerror(-status));
+	worker_client__fail(worker, status == -ENOENT ? -ENOENT : -ECONNREFUSED, message);
+	free(message);
 }
 
 int
@@ -642,9 +679,10 @@ kagent_worker_client_connect(uv_loop_t *loop, const char *socket_path, unsigned 
 	worker->output_open = 1;
 	worker->open_handles++;
 	worker->description = kagent_asprintf("worker at %s", socket_path);
-	worker->connect.data = worker;
-	uv_pipe_connect(&worker->connect, &worker->output, socket_path, worker_client__on_connect);
-	worker_client__start_timer(worker, WORKER_TIMER_DEADLINE, worker->hello_timeout_ms);
+	worker->socket_path = kagent_strdup(socket_path);
+	worker->connect_until = uv_now(loop) + hello_timeout_ms;
+	/* From the loop, so that a failure reaches ready after this returns. */
+	worker_client__start_timer(worker, WORKER_TIMER_CONNECT, 0);
 	*out = worker;
 	return 0;
 }

@@ -45,6 +45,10 @@ int kagent_paths_session_socket(const char *run_id, char **out, char **cause);
  * kagent_paths_socket_dir ($XDG_RUNTIME_DIR/kagent/kagentd.sock, else
  * /tmp/kagent-<uid>/kagentd.sock). The folder is not created here: the server creates it. */
 int kagent_paths_daemon_socket(char **out, char **cause);
+/* kagentd's store by default: $KAGENT_STORE (a cluster's shared PostgreSQL URL), else
+ * sqlite:$XDG_STATE_HOME/kagent/kagent.db, else sqlite:$HOME/.local/state/kagent/kagent.db.
+ * Nothing is created. */
+int kagent_paths_store_url(char **out, char **cause);
 /* 1 when a process listens on the Unix socket at path, else 0 (no such file, not a socket,
  * or a socket whose owner is gone). */
 int kagent_paths_socket_listening(const char *path);

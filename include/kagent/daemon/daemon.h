@@ -21,7 +21,8 @@ struct kagent_daemon_options {
 	const char *socket_path; /* the Unix socket (required) */
 	const char *tcp_address; /* "HOST:PORT" or NULL; needs token */
 	const char *token;	 /* the bearer token for TCP */
-	const char *store_url;	 /* "sqlite:PATH" */
+	const char *store_url;	 /* "sqlite:PATH" or "postgresql://..." */
+	double lease_seconds;	 /* how long a claim holds without a heartbeat; 0: the store's */
 	const char *device;	 /* "cuda" or "cpu" */
 	const int *gpus;	 /* the GPU indexes to use (cuda); cpu: ignored, one slot */
 	size_t gpu_count;

@@ -22,13 +22,18 @@
  * (its "id" and "sessions" are read). *report_out:
  *   {batch, rows: [{session, problem, level, state, status, correct, credited,
  *                   speedup_vs_eager, speedup_vs_compile, turns, input_tokens,
- *                   output_tokens, tokens, cost, gpu_seconds, wall_seconds}],
- *    summary: {overall: GROUP, levels: [GROUP with "level"]}}
+ *                   output_tokens, tokens, cost, gpu_seconds, wall_seconds,
+ *                   gpu_name}],
+ *    summary: {overall: GROUP, levels: [GROUP with "level"], gpu_names: [...],
+ *              mixed_gpus}}
  * where GROUP is {problems, correct, correct_rate, credited, fast_0_eager,
  * fast_1_eager, fast_2_eager, fast_0_compile, fast_1_compile, fast_2_compile,
  * geomean_eager, geomean_compile}; levels ascend, problems without a level last
- * ("level": null). Returns 0, or -EINVAL with *cause when batch has no sessions
- * array.
+ * ("level": null). gpu_name is the GPU model of the daemon that ran the session
+ * last (null when unknown, e.g. on the CPU); gpu_names lists the models of the
+ * batch once each, and mixed_gpus is true when there are several: speedups
+ * measured on different GPUs are then summed up together, and the report says so.
+ * Returns 0, or -EINVAL with *cause when batch has no sessions array.
  */
 int kagent_report_build(const json_t *batch, json_t **report_out, char **cause);
 

@@ -39,6 +39,13 @@ void kagent_evidence_free(struct kagent_evidence *bundle);
 void kagent_evidence_options(const struct kagent_evidence *bundle,
 			     struct kagent_evaluation_options *options);
 /*
+ * The options that re-run the evaluation a verdict records (kagent replay): its seeds (the
+ * first trial's), trial counts on the problem's own and signed inputs, device and speedup
+ * basis. The files and everything else are left to the caller.
+ */
+void kagent_evidence_options_from_verdict(const json_t *verdict,
+					  struct kagent_evaluation_options *options);
+/*
  * then's verdict against now's: statuses, GPUs, speedups with their intervals and whether they
  * overlap, and "verified": the statuses match and, on the same GPU model, the eager speedup's
  * intervals overlap. A new object.

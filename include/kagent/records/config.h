@@ -51,11 +51,18 @@ struct kagent_evaluation_config {
 	char *worker_socket; /* NULL: the default socket, or a new worker */
 };
 
+/* Export of the run's spans to an OpenTelemetry collector (docs/telemetry.md). */
+struct kagent_telemetry_config {
+	char *otlp_endpoint; /* NULL: no export; spans go to <endpoint>/v1/traces */
+	char *otlp_headers;  /* "Name=value,..." (a secret: traces show "[redacted]"), or NULL */
+};
+
 struct kagent_config {
 	struct kagent_provider_config provider;
 	struct kagent_budget_config budget;
 	struct kagent_target_config target;
 	struct kagent_evaluation_config evaluation;
+	struct kagent_telemetry_config telemetry;
 	char *output_directory;	 /* where problem repositories go; default "kagent-runs" */
 	char *prompts_directory; /* NULL: kagent_paths_prompts_dir() */
 	char *source_path;	 /* the file the config came from; NULL when none */
@@ -111,6 +118,13 @@ json_t *kagent_config_to_json(const struct kagent_config *config);
 /* Makes *to an independent copy of *from (the daemon gives each session its own); clear both. */
 void kagent_config_copy(struct kagent_config *to, const struct kagent_config *from);
 void kagent_config_clear(struct kagent_config *config);
+/*
+ * Parses headers in OTEL_EXPORTER_OTLP_HEADERS' format, "Name=value,Name=value" with
+ * percent-encoded values, into NULL-terminated "Name: value" lines for the HTTP client
+ * (kagent_config_free_headers frees them). Errors name the item, never a value.
+ */
+int kagent_config_parse_headers(const char *text, char ***lines_out, char **cause);
+void kagent_config_free_headers(char **lines);
 /* A one-line description of a dotted key, for usage texts; NULL for an unknown key. */
 const char *kagent_config_key_help(const char *key);
 

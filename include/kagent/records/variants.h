@@ -97,6 +97,8 @@ struct kagent_variant *kagent_variants_best_evaluated(const struct kagent_varian
 
 /* The speedup a verdict shows against the configured baseline; 0 unless correct. */
 double kagent_variants_speedup(const struct kagent_variants *variants, const json_t *verdict);
+/* The same against baseline, for a verdict outside a live run (kagent replay). */
+double kagent_variants_verdict_speedup(enum kagent_target_baseline baseline, const json_t *verdict);
 /* A seed base whose next few seeds no evaluation of this run has used. */
 uint64_t kagent_variants_unseen_seed(const struct kagent_variants *variants);
 /*

@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Two kagentd daemons, two processes, one PostgreSQL queue (docs/store.md, docs/deploy.md).
+
+Both run `kagent daemon --device cpu --store $KAGENT_TEST_POSTGRES_URL --lease 3` with
+their own socket, model server and log, and the same output folder (as on a cluster with a
+shared file system: a session taken over resumes from the run's files). A batch of 8
+problems is posted to the first; once both daemons run sessions, the first is killed with
+-9. The survivor must take the dead daemon's sessions over within its lease (plus one
+heartbeat), resume them, and end every problem exactly once: one result, one final record,
+no variant committed twice. The survivor's API sees the whole batch (it was posted to the
+other daemon) and its report has all 8 rows; the store holds every session's trace.
+
+Run under tests/fixtures/postgres_server.py (tests/meson.build does), which starts the
+server and sets KAGENT_TEST_POSTGRES_URL. Prints TAP.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daemon_cases  # noqa: E402  (the Daemon harness, the scripted model)
+
+URL = os.environ.get("KAGENT_TEST_POSTGRES_URL", "")
+LEASE = 3.0
+PROBLEM_COUNT = 8
+
+
+class ClusterDaemon(daemon_cases.Daemon):
+    """A daemon of the harness on the shared PostgreSQL store and a shared output folder."""
+
+    def __init__(self, model_script, runs):
+        super().__init__(model_script, max_sessions=2)
+        with open(self.config) as f:
+            text = f.read()
+        with open(self.config, "w") as f:
+            f.write(text.replace(f"output_directory: {self.folder}/runs",
+                                 f"output_directory: {runs}"))
+
+    def command(self, *extra):
+        return [daemon_cases.KAGENT, "daemon", "--device", "cpu", "--socket", self.socket,
+                "--store", URL, "--lease", str(LEASE), "--config", self.config,
+                "--max-sessions", str(self.max_sessions), *extra]
+
+
+def psql(sql):
+    """Rows of a query on the shared store, each a list of text fields."""
+    output = subprocess.run(["psql", URL, "-At", "-F", "\t", "-c", sql], check=True,
+                            capture_output=True, text=True).stdout
+    return [line.split("\t") for line in output.splitlines() if line]
+
+
+def owner_pid(session):
+    owner = session.get("owner") or ""
+    parts = owner.rsplit(":", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+def two_daemons_one_killed():
+    runs_folder = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"kagent-cluster-{os.getpid()}")
+    os.makedirs(runs_folder, exist_ok=True)
+    problems_folder = os.path.join(runs_folder, "problems")
+    os.makedirs(problems_folder, exist_ok=True)
+    problems = []
+    for index in range(1, PROBLEM_COUNT + 1):
+        path = os.path.join(problems_folder, f"relu_{index}.py")
+        shutil.copy(daemon_cases.RELU, path)
+        problems.append(path)
+    model = daemon_cases.script(delay_ms=1500)
+    first = ClusterDaemon(model, runs_folder)
+    second = ClusterDaemon(model, runs_folder)
+    failures = []
+    try:
+        first.start()
+        second.start()
+        status, created = first.post_batch(problems)
+        if status != 201:
+            return [f"POST: {status} {created}"]
+        batch_id = created["batch"]
+        # Until each daemon runs a session whose trace is known (so it resumes, not restarts).
+        deadline = time.monotonic() + 90
+        mine = []
+        while time.monotonic() < deadline:
+            batch = second.request("GET", f"/v1/batches/{batch_id}")[1]
+            running = [s for s in batch["sessions"]
+                       if s["state"] == "running" and s.get("trace_path")]
+            mine = [s for s in running if owner_pid(s) == first.process.pid]
+            theirs = [s for s in running if owner_pid(s) == second.process.pid]
+            if mine and theirs:
+                break
+            time.sleep(0.1)
+        else:
+            return [f"both daemons never ran at once: {batch}\n{first.log()}\n{second.log()}"]
+        killed = {s["id"] for s in mine}
+        first.process.send_signal(signal.SIGKILL)
+        first.process.wait(timeout=10)
+        killed_at = time.monotonic()
+
+        # The survivor takes them over once their leases run out.
+        taken = {}
+        while time.monotonic() < killed_at + 4 * LEASE + 20 and len(taken) < len(killed):
+            batch = second.request("GET", f"/v1/batches/{batch_id}")[1]
+            for session in batch["sessions"]:
+                if session["id"] in killed and session["id"] not in taken and (
+                        owner_pid(session) == second.process.pid or
+                        session["state"] != "running"):
+                    taken[session["id"]] = time.monotonic() - killed_at
+            time.sleep(0.1)
+        if len(taken) < len(killed):
+            failures.append(f"not taken over: {killed - set(taken)}\n{second.log()}")
+        limit = LEASE + LEASE / 3 + 2.0  # the lease, one heartbeat, a claim on 2 busy cores
+        slow = {session: round(seconds, 1) for session, seconds in taken.items()
+                if seconds > limit}
+        if slow:
+            failures.append(f"taken over later than {limit:.1f} s: {slow}")
+        print(f"# killed {len(killed)} running session(s); taken over after "
+              f"{sorted(round(s, 1) for s in taken.values())} s (lease {LEASE:g} s)")
+
+        batch = second.wait_batch(batch_id, timeout=240)
+        if len(batch["sessions"]) != PROBLEM_COUNT:
+            failures.append(f"{len(batch['sessions'])} sessions")
+        for session in batch["sessions"]:
+            name = session["problem"]
+            resumed = session["id"] in killed
+            if session["state"] != "done":
+                failures.append(f"{name}: {session['state']} {session.get('result')}")
+                continue
+            if resumed and session["attempt"] != 2:
+                failures.append(f"{name}: taken over, yet attempt {session['attempt']}")
+            finals = daemon_cases.trace_records(session["trace_path"], "final")
+            starts = daemon_cases.trace_records(session["trace_path"], "run_start")
+            commits = daemon_cases.trace_records(session["trace_path"], "commit")
+            if len(finals) != 1:
+                failures.append(f"{name}: {len(finals)} final records")
+            if resumed and [s["resumed"] for s in starts] != [False, True]:
+                failures.append(f"{name}: run_start records {[s['resumed'] for s in starts]}")
+            variants = [c["variant"] for c in commits]
+            if len(variants) != len(set(variants)):
+                failures.append(f"{name}: a variant committed twice: {variants}")
+        # The store: one result per session, at most one committed row per variant, and
+        # each session's trace copied (its final record included).
+        rows = psql("SELECT id, state, result IS NOT NULL FROM sessions ORDER BY position")
+        if len(rows) != PROBLEM_COUNT or any(r[1] != "done" or r[2] != "t" for r in rows):
+            failures.append(f"store sessions: {rows}")
+        doubled = psql("SELECT session_id, variant_id FROM variants GROUP BY 1, 2"
+                       " HAVING SUM(committed) > 1")
+        if doubled:
+            failures.append(f"committed twice: {doubled}")
+        finals = psql("SELECT COUNT(*) FROM trace_records"
+                      " WHERE record LIKE '{\"type\":\"final\"%'")
+        if int(finals[0][0]) != PROBLEM_COUNT:
+            failures.append(f"final records in the store: {finals}")
+        status, report = second.request("GET", f"/v1/batches/{batch_id}/report")
+        if status != 200 or len(report.get("rows", [])) != PROBLEM_COUNT:
+            failures.append(f"report on the survivor: {status} {report}")
+        if second.stop() != 0:
+            failures.append("the survivor did not exit 0 on SIGTERM")
+        return failures
+    finally:
+        first.close()
+        second.close()
+        if not os.environ.get("KAGENT_TEST_KEEP"):
+            shutil.rmtree(runs_folder, ignore_errors=True)
+
+
+def partitioned_daemon():
+    """A daemon frozen (SIGSTOP) for longer than its lease, as behind a network partition: the
+    other takes its sessions over; thawed, it finds them held by the other at its heartbeat
+    and stops them (or its end is refused), and every problem still ends once."""
+    runs_folder = os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                               f"kagent-cluster-{os.getpid()}-partition")
+    problems_folder = os.path.join(runs_folder, "problems")
+    os.makedirs(problems_folder, exist_ok=True)
+    problems = []
+    for index in range(1, 5):
+        path = os.path.join(problems_folder, f"scale_{index}.py")
+        shutil.copy(daemon_cases.SCALE, path)
+        problems.append(path)
+    psql("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    model = daemon_cases.script(delay_ms=2000)
+    first = ClusterDaemon(model, runs_folder)
+    second = ClusterDaemon(model, runs_folder)
+    failures = []
+    try:
+        first.start()
+        second.start()
+        status, created = first.post_batch(problems)
+        if status != 201:
+            return [f"POST: {status} {created}"]
+        batch_id = created["batch"]
+        deadline = time.monotonic() + 90
+        mine = []
+        while time.monotonic() < deadline and not mine:
+            batch = second.request("GET", f"/v1/batches/{batch_id}")[1]
+            mine = [s for s in batch["sessions"] if s["state"] == "running" and
+                    s.get("trace_path") and owner_pid(s) == first.process.pid]
+            time.sleep(0.1)
+        if not mine:
+            return [f"the first daemon never ran a session: {first.log()}"]
+        first.process.send_signal(signal.SIGSTOP)
+        time.sleep(2 * LEASE + 2)
+        first.process.send_signal(signal.SIGCONT)
+        batch = second.wait_batch(batch_id, timeout=240)
+        for session in batch["sessions"]:
+            if session["state"] != "done":
+                failures.append(f"{session['problem']}: {session['state']}")
+            elif len(daemon_cases.trace_records(session["trace_path"], "final")) < 1:
+                failures.append(f"{session['problem']}: no final record")
+        rows = psql("SELECT id, state FROM sessions WHERE state <> 'done'")
+        if rows:
+            failures.append(f"store: {rows}")
+        time.sleep(LEASE)  # a heartbeat of the thawed daemon
+        log = first.log()
+        if "another daemon holds it now" not in log and "another daemon took it over" not in log:
+            failures.append("the thawed daemon did not give its sessions up: " + log)
+        return failures
+    finally:
+        first.close()
+        second.close()
+        if not os.environ.get("KAGENT_TEST_KEEP"):
+            shutil.rmtree(runs_folder, ignore_errors=True)
+
+
+CASES = [
+    ("two daemons share a batch of 8 on PostgreSQL; one killed -9: the survivor takes over "
+     "within the lease, every problem ends once, nothing committed twice",
+     two_daemons_one_killed),
+    ("a daemon frozen past its lease (a partition): the other takes over; thawed, it stops "
+     "the sessions it lost; every problem ends once", partitioned_daemon),
+]
+
+
+def main():
+    if not URL:
+        print("1..0 # SKIP KAGENT_TEST_POSTGRES_URL is not set (run under "
+              "tests/fixtures/postgres_server.py)")
+        return 77
+    print(f"1..{len(CASES)}")
+    failed = 0
+    for number, (name, scenario) in enumerate(CASES, 1):
+        started = time.monotonic()
+        try:
+            problems = scenario()
+        except Exception as error:  # noqa: BLE001 - a broken case is a failed case
+            problems = [f"{type(error).__name__}: {error}"]
+        print(f"{'ok' if not problems else 'not ok'} {number} - {name} "
+              f"({time.monotonic() - started:.1f} s)")
+        for problem in problems:
+            for line in str(problem).splitlines()[:60]:
+                print(f"# {line}")
+        failed += bool(problems)
+        sys.stdout.flush()
+    print(f"# {len(CASES) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
