@@ -266,8 +266,9 @@ test_socket(void)
 	for (tries = 0; tries < 100 && stat(path, &info) != 0; tries++)
 		usleep(50000);
 	CHECK_INT(uv_loop_init(&loop), 0);
-	CHECK_INT(kagent_worker_client_connect(&loop, path, 5000, on_ready, &outcome,
-					       &outcome.worker, &cause),
+	/* 0: the default hello timeout */
+	CHECK_INT(kagent_worker_client_connect(&loop, path, 0, on_ready, &outcome, &outcome.worker,
+					       &cause),
 		  0);
 	CHECK_INT(uv_run(&loop, UV_RUN_DEFAULT), 0);
 	CHECK_INT(outcome.ready_status, 0);
