@@ -39,6 +39,10 @@ struct kagent_evaluation_options {
 	 * lanes, below EVALUATION_LANE_CAP): a sandbox uid, a uid lock and judge caches of
 	 * its own; the GPU's timing lock keeps the timed calls of all lanes apart */
 	int sandbox_lane;
+	/* check_problem only: also analyse the problem as a whole model (kagent model); the
+	 * object is sent as the request's "model_analysis" (docs/worker-protocol.md) and the
+	 * answer carries the analysis. Borrowed. */
+	const json_t *model_analysis;
 };
 
 /* Lanes per GPU at most: each takes a sandbox uid of its own. */
