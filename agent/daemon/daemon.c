@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,10 @@
 /* One copy of a trace to the store reads at most this much: more than the longest record
  * (records/trace.c's line cap), so a copy always makes progress. */
 #define DAEMON_TRACE_COPY_CAP ((size_t)80 << 20)
+
+/* The largest request body: POST /v1/evaluations with many candidates (it caps each source and
+ * the count itself); every other route's body is small. */
+#define DAEMON_BODY_CAP (64u * 1024 * 1024)
 
 static const int daemon__signal_numbers[DAEMON_SIGNAL_COUNT] = {SIGTERM, SIGINT, SIGHUP};
 
@@ -48,19 +51,6 @@ static const struct {
     {"speedup_basis", "evaluation.speedup_basis"},
 };
 #define DAEMON_SETTING_COUNT (sizeof daemon__settings / sizeof daemon__settings[0])
-
-void
-kagent_daemon_log(const char *format, ...)
-{
-	va_list arguments;
-
-	fputs("kagentd: ", stderr);
-	va_start(arguments, format);
-	vfprintf(stderr, format, arguments);
-	va_end(arguments);
-	fputc('\n', stderr);
-	fflush(stderr);
-}
 
 const char *
 kagent_daemon_setting_key(const char *setting)
@@ -861,7 +851,9 @@ void
 kagent_daemon_maybe_exit(struct kagent_daemon *daemon)
 {
 	if (!daemon->stopping || daemon->sessions != NULL || daemon->jobs > 0 ||
-	    daemon->events_jobs > 0 || daemon->server != NULL || !daemon->signals_open)
+	    daemon->events_jobs > 0 || daemon->server != NULL || !daemon->signals_open ||
+	    (daemon->evaluations != NULL &&
+	     !kagent_daemon_evaluations_stopped(daemon->evaluations)))
 		return;
 	if (daemon->observers != NULL)
 		daemon->observers->close(daemon);
@@ -874,6 +866,12 @@ kagent_daemon_maybe_exit(struct kagent_daemon *daemon)
 	}
 	kagent_store_listen_stop(daemon->store);
 	kagent_daemon_log("all sessions stopped; exiting");
+}
+
+static void
+daemon__evaluations_stopped(void *data)
+{
+	kagent_daemon_maybe_exit(data);
 }
 
 static void
@@ -897,6 +895,8 @@ daemon__stop(struct kagent_daemon *daemon, const char *why)
 			  why, running, running == 1 ? "" : "s");
 	if (daemon->server != NULL)
 		kagent_http_server_close(daemon->server, daemon__server_closed, daemon);
+	if (daemon->evaluations != NULL)
+		kagent_daemon_evaluations_stop(daemon->evaluations);
 	kagent_daemon_maybe_exit(daemon);
 }
 
@@ -965,6 +965,8 @@ kagent_daemon_run(const struct kagent_daemon_options *options, char **cause)
 	    .token = options->token,
 	    .routes = options->routes,
 	    .handler_data = daemon,
+	    /* POST /v1/evaluations carries many candidates' sources (caps of its own) */
+	    .body_cap = DAEMON_BODY_CAP,
 	};
 	if ((status = kagent_http_server_start(&daemon->loop, &server_options, &daemon->server,
 					       cause)) < 0)
@@ -981,6 +983,22 @@ kagent_daemon_run(const struct kagent_daemon_options *options, char **cause)
 	}
 	daemon->signals_open = 1;
 	daemon__slots(daemon);
+	{
+		struct kagent_daemon_evaluations_options evaluations = {
+		    .loop = &daemon->loop,
+		    .store = daemon->store,
+		    .device = options->device,
+		    .socket_path = options->socket_path,
+		    .worker_executable = options->worker_executable,
+		    .slot_gpus = daemon->slot_gpus,
+		    .slot_count = daemon->scheduler.slot_count,
+		    .lanes_per_slot = options->evaluation_lanes,
+		    .stopped = daemon__evaluations_stopped,
+		    .data = daemon,
+		};
+
+		daemon->evaluations = kagent_daemon_evaluations_create(&evaluations);
+	}
 	uv_timer_init(&daemon->loop, &daemon->heartbeat);
 	daemon->heartbeat.data = daemon;
 	daemon->heartbeat_open = 1;
@@ -1025,6 +1043,7 @@ out:
 			free(daemon->slot_names[slot]);
 		kagent_scheduler_clear(&daemon->scheduler);
 	}
+	kagent_daemon_evaluations_free(daemon->evaluations);
 	free(daemon->slot_names);
 	free(daemon->slot_gpus);
 	json_decref(daemon->cancel_requests);
