@@ -680,7 +680,7 @@ kagent_worker_client_connect(uv_loop_t *loop, const char *socket_path, unsigned 
 	worker->open_handles++;
 	worker->description = kagent_asprintf("worker at %s", socket_path);
 	worker->socket_path = kagent_strdup(socket_path);
-	worker->connect_until = uv_now(loop) + hello_timeout_ms;
+	worker->connect_until = uv_now(loop) + worker->hello_timeout_ms;
 	/* From the loop, so that a failure reaches ready after this returns. */
 	worker_client__start_timer(worker, WORKER_TIMER_CONNECT, 0);
 	*out = worker;
