@@ -639,9 +639,10 @@ http_client__request_configure(struct kagent_http_request *request,
 	if (code == CURLE_OK && strcmp(method, "POST") == 0) {
 		curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
 				 (curl_off_t)options->body_length);
-		/* A copy: the caller's body need not outlive this call. */
-		code = curl_easy_setopt(easy, CURLOPT_COPYPOSTFIELDS,
-					options->body != NULL ? options->body : "");
+		/* A copy unless the caller keeps the body: then it need not outlive this call. */
+		code = curl_easy_setopt(
+		    easy, options->body_kept ? CURLOPT_POSTFIELDS : CURLOPT_COPYPOSTFIELDS,
+		    options->body != NULL ? options->body : "");
 	}
 	if (code != CURLE_OK) {
 		*cause =
