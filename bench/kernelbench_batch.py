@@ -84,6 +84,23 @@ def print_verdicts(runs, keep):
                               f"{(record.get('content') or '')[:300]}")
 
 
+def replay(executable, environment, runs, count, out):
+    """`kagent replay` of the first count traces (docs/dataset.md): the table, and the JSON
+    into out."""
+    traces = sorted(os.path.join(root, name) for root, _, names in os.walk(runs)
+                    for name in names
+                    if name.endswith(".jsonl") and os.path.basename(root) == "traces")
+    for trace in traces[:count]:
+        started = time.monotonic()
+        table = kagent([executable, "replay", trace], environment, check=False)
+        print(f"# kagent replay {os.path.basename(trace)}: exit {table.returncode}, "
+              f"{time.monotonic() - started:.1f} s")
+        print(table.stdout + table.stderr[-2000:])
+        result = kagent([executable, "replay", trace, "--json"], environment, check=False)
+        with open(os.path.join(out, "replay-" + os.path.basename(trace)[:-1]), "w") as f:
+            f.write(result.stdout)
+
+
 def kagent(arguments, environment, check=True):
     result = subprocess.run(arguments, env=environment, capture_output=True, text=True)
     if check and result.returncode != 0:
@@ -100,6 +117,8 @@ def main():
     parser.add_argument("--max-sessions", type=int, default=4)
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
                         help="cpu: a check of this script without a GPU")
+    parser.add_argument("--replay", type=int, default=0, metavar="N",
+                        help="then `kagent replay` the first N sessions' traces on this GPU")
     parser.add_argument("--problems", nargs="+", default=None,
                         help="these problem files instead of the chosen KernelBench ones")
     parser.add_argument("--deadline", type=float, default=540,
@@ -178,6 +197,7 @@ def main():
         summary = kagent([executable, "report", batch, "--summary-csv"], environment)
         print(summary.stdout)
         print_verdicts(os.path.join(folder, "runs"), os.path.join(out, "traces"))
+        replay(executable, environment, os.path.join(folder, "runs"), arguments.replay, out)
         status = 0
     finally:
         daemon.send_signal(signal.SIGTERM)

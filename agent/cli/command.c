@@ -1,6 +1,7 @@
 /*
  * What every command shares: its option parser, built from the command's table of options, and
- * the texts read from the same table (the synopsis, the usage error's tail, `--help`).
+ * the texts read from the same table (the synopsis, the usage error's tail, `--help`), and
+ * Ctrl-C for the commands that follow something until told to stop.
  */
 #include "kagent/cli/command.h"
 
@@ -183,6 +184,27 @@ kagent_command_print_help(const struct kagent_command *command, FILE *stream)
 	for (option = command->options; option->name != NULL || option->letter != 0; option++)
 		command__print_option(option, stream);
 	command__print_option(&command__help_option, stream);
+}
+
+static volatile sig_atomic_t command__interrupted;
+
+static void
+command__interrupt(int number)
+{
+	(void)number;
+	command__interrupted = 1;
+}
+
+const volatile sig_atomic_t *
+kagent_command_catch_interrupt(void)
+{
+	struct sigaction action;
+
+	memset(&action, 0, sizeof action);
+	action.sa_handler = command__interrupt;
+	sigemptyset(&action.sa_mask);
+	sigaction(SIGINT, &action, NULL);
+	return &command__interrupted;
 }
 
 int

@@ -19,6 +19,7 @@ const struct kagent_command *const kagent_command_table[] = {
 #endif
 	&kagent_command_gpu,
 	&kagent_command_trace,
+	&kagent_command_watch,
 	&kagent_command_export,
 	&kagent_command_replay,
 	&kagent_command_batch,

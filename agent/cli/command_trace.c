@@ -1,4 +1,5 @@
-/* `kagent trace FILE`: a run's trace as the lines `kagent optimize` shows, or its records as JSON.
+/* `kagent trace FILE`: a run's trace as the lines `kagent optimize` shows, or its records as JSON;
+ * with --follow, also the records a running writer appends, until its final record or Ctrl-C.
  */
 #include "kagent/base/alloc.h"
 #include "kagent/cli/command.h"
@@ -6,13 +7,20 @@
 #include "kagent/cli/terminal_view.h"
 #include "kagent/records/trace.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* How often --follow looks for more: a person watching does not tell 200 ms from at once. */
+#define COMMAND_TRACE_FOLLOW_MS 200
 
 enum {
 	COMMAND_TRACE_VERBOSE,
 	COMMAND_TRACE_JSON,
+	COMMAND_TRACE_FOLLOW,
 };
 
 /* clang-format off */
@@ -21,6 +29,8 @@ static const struct kagent_command_option command_trace__options[] = {
 		"also show the model's text, the tool results and the summary", NULL, NULL},
 	[COMMAND_TRACE_JSON] = {"json", 0, NULL, "print the records as written, one JSON object "
 		"a line (one error object on failure)", NULL, NULL},
+	[COMMAND_TRACE_FOLLOW] = {"follow", 'f', NULL, "keep showing the records appended to the "
+		"file, until the run's final record or Ctrl-C", NULL, NULL},
 	{0},
 };
 /* clang-format on */
@@ -50,6 +60,54 @@ command_trace__print_json(const json_t *record, void *data)
 	return 0;
 }
 
+/* --follow: each complete line as it comes; the run's final record ends the following. */
+struct command_trace__following {
+	struct kagent_terminal_view *view; /* NULL with --json */
+	int final;
+};
+
+static int
+command_trace__follow_line(const struct kagent_trace_line *line, void *data)
+{
+	struct command_trace__following *following = data;
+	const char *type = json_string_value(json_object_get(line->record, "type"));
+
+	if (following->view != NULL)
+		kagent_terminal_view_record(following->view, line->record);
+	else
+		printf("%.*s\n", (int)line->length, line->text);
+	following->final = type != NULL && strcmp(type, "final") == 0;
+	return following->final;
+}
+
+/* Reads what is there, then what comes, until the final record, Ctrl-C or an error. */
+static int
+command_trace__follow(const char *path, struct kagent_terminal_view *view, char **cause)
+{
+	const volatile sig_atomic_t *interrupted = kagent_command_catch_interrupt();
+	struct command_trace__following following = {.view = view};
+	struct timespec pause = {0, COMMAND_TRACE_FOLLOW_MS * 1000000L};
+	long long offset = 0;
+	struct stat info;
+	int result;
+
+	while (!*interrupted) {
+		result = kagent_trace_read_from(path, offset, 0, command_trace__follow_line,
+						&following, &offset, cause);
+		fflush(stdout);
+		if (result < 0 || following.final)
+			return result < 0 ? result : 0;
+		/* A shorter file is another file (a new run under that name): following it on
+		 * from here would show nonsense. */
+		if (stat(path, &info) == 0 && info.st_size < offset) {
+			*cause = kagent_asprintf("%s became shorter: the trace was replaced", path);
+			return -ESTALE;
+		}
+		nanosleep(&pause, NULL);
+	}
+	return 0;
+}
+
 static int
 command_trace__handler(int argc, char **argv)
 {
@@ -57,7 +115,7 @@ command_trace__handler(int argc, char **argv)
 	struct kagent_terminal_view_options options = {.live = 0, .verbose = 0};
 	struct command_trace__reading reading = {0};
 	char *cause = NULL, *message = NULL;
-	int json = 0, option, truncated = 0, result, status = 0;
+	int json = 0, follow = 0, option, truncated = 0, result, status = 0;
 
 	for (option = 1; option < argc; option++)
 		json = json || strcmp(argv[option], "--json") == 0;
@@ -68,6 +126,9 @@ command_trace__handler(int argc, char **argv)
 			options.verbose = 1;
 			break;
 		case COMMAND_TRACE_JSON:
+			break;
+		case COMMAND_TRACE_FOLLOW:
+			follow = 1;
 			break;
 		case KAGENT_COMMAND_HELP:
 			kagent_command_print_help(&kagent_command_trace, stdout);
@@ -81,6 +142,19 @@ command_trace__handler(int argc, char **argv)
 	if (optind != argc - 1) {
 		status = kagent_command_fail(&kagent_command_trace, json, "usage",
 					     "give exactly one trace file");
+		goto out;
+	}
+	if (follow) {
+		/* Records as they come: an empty file is a run that has not written yet. */
+		options.live = 1;
+		if (!json)
+			reading.view = kagent_terminal_view_create(stdout, &options);
+		result = command_trace__follow(argv[optind], reading.view, &cause);
+		if (reading.view != NULL)
+			kagent_terminal_view_finish(reading.view);
+		fflush(stdout);
+		if (result < 0)
+			status = kagent_command_fail(&kagent_command_trace, json, "trace", cause);
 		goto out;
 	}
 	/* With --json, check the whole file first: a reader of JSON lines wants all of them or

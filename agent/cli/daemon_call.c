@@ -166,6 +166,51 @@ kagent_daemon_call_error_kind(long status)
 	}
 }
 
+/* Where the daemon is and its token; the exit status with the failure reported, or 0. */
+static int
+daemon_call__where(struct kagent_daemon_call *call, char **target_out, char **token_out)
+{
+	char *cause = NULL;
+	int status = 0;
+
+	*target_out = *token_out = NULL;
+	if (daemon_call__target(call, target_out, &cause) < 0)
+		status =
+		    kagent_daemon_call_fail(call, KAGENT_COMMAND_EXIT_ERROR, "no_daemon", cause);
+	else if (daemon_call__token(call, token_out, &cause) < 0)
+		status = kagent_daemon_call_fail(call, KAGENT_COMMAND_EXIT_ERROR, "token", cause);
+	free(cause);
+	return status;
+}
+
+/* A client failure (no answer): reported, with its exit status. */
+static int
+daemon_call__no_answer(struct kagent_daemon_call *call, int error, const char *cause)
+{
+	return kagent_daemon_call_fail(call, KAGENT_COMMAND_EXIT_ERROR,
+				       error == -ECONNREFUSED ? "no_daemon" : "daemon", cause);
+}
+
+/* An error answer: its message in *refusal_out when asked for, else reported. Returns 1. */
+static int
+daemon_call__refused(struct kagent_daemon_call *call, const char *method, const char *path,
+		     long http_status, const json_t *reply, char **refusal_out)
+{
+	const char *text = json_string_value(json_object_get(reply, "error"));
+	char *message = text != NULL ? kagent_strdup(text)
+				     : kagent_asprintf("%s %s: kagentd answered %ld", method, path,
+						       http_status);
+
+	if (refusal_out != NULL) {
+		*refusal_out = message;
+		return KAGENT_DAEMON_CALL_EXIT_REFUSED;
+	}
+	kagent_daemon_call_fail(call, KAGENT_DAEMON_CALL_EXIT_REFUSED,
+				kagent_daemon_call_error_kind(http_status), message);
+	free(message);
+	return KAGENT_DAEMON_CALL_EXIT_REFUSED;
+}
+
 int
 kagent_daemon_call_request(struct kagent_daemon_call *call, const char *method, const char *path,
 			   const json_t *body, json_t **reply_out, long *http_status_out,
@@ -173,28 +218,18 @@ kagent_daemon_call_request(struct kagent_daemon_call *call, const char *method, 
 {
 	char *target = NULL, *token = NULL, *cause = NULL, *message = NULL;
 	json_t *reply = NULL;
-	const char *text;
 	long http_status = 0;
 	int status = 0, error;
 
 	*reply_out = NULL;
 	if (refusal_out != NULL)
 		*refusal_out = NULL;
-	if (daemon_call__target(call, &target, &cause) < 0) {
-		status =
-		    kagent_daemon_call_fail(call, KAGENT_COMMAND_EXIT_ERROR, "no_daemon", cause);
+	if ((status = daemon_call__where(call, &target, &token)) != 0)
 		goto out;
-	}
-	if (daemon_call__token(call, &token, &cause) < 0) {
-		status = kagent_daemon_call_fail(call, KAGENT_COMMAND_EXIT_ERROR, "token", cause);
-		goto out;
-	}
 	error = kagent_daemon_client_request(target, token, method, path, body, &http_status,
 					     &reply, &cause);
 	if (error < 0) {
-		status =
-		    kagent_daemon_call_fail(call, KAGENT_COMMAND_EXIT_ERROR,
-					    error == -ECONNREFUSED ? "no_daemon" : "daemon", cause);
+		status = daemon_call__no_answer(call, error, cause);
 		goto out;
 	}
 	if (http_status_out != NULL)
@@ -211,18 +246,7 @@ kagent_daemon_call_request(struct kagent_daemon_call *call, const char *method, 
 		    kagent_daemon_call_fail(call, KAGENT_COMMAND_EXIT_ERROR, "daemon", message);
 		goto out;
 	}
-	text = json_string_value(json_object_get(reply, "error"));
-	if (text != NULL)
-		message = kagent_strdup(text);
-	else
-		message = kagent_asprintf("%s %s: kagentd answered %ld", method, path, http_status);
-	status = KAGENT_DAEMON_CALL_EXIT_REFUSED;
-	if (refusal_out != NULL) {
-		*refusal_out = message;
-		message = NULL;
-		goto out;
-	}
-	kagent_daemon_call_fail(call, status, kagent_daemon_call_error_kind(http_status), message);
+	status = daemon_call__refused(call, method, path, http_status, reply, refusal_out);
 out:
 	json_decref(reply);
 	free(target);
@@ -232,21 +256,70 @@ out:
 	return status;
 }
 
+int
+kagent_daemon_call_stream(struct kagent_daemon_call *call, const char *path,
+			  kagent_daemon_client_event_function function, void *data,
+			  const volatile sig_atomic_t *stop)
+{
+	char *target = NULL, *token = NULL, *cause = NULL;
+	json_t *reply = NULL;
+	long http_status = 0;
+	int status, error;
+
+	if ((status = daemon_call__where(call, &target, &token)) != 0)
+		goto out;
+	error = kagent_daemon_client_stream(target, token, path, function, data, stop, &http_status,
+					    &reply, &cause);
+	/* Stopped by the function or by a signal: the caller knows why. */
+	if (error == -EINTR || error > 0)
+		goto out;
+	if (error < 0) {
+		status = daemon_call__no_answer(call, error, cause);
+		goto out;
+	}
+	if (http_status != 200)
+		status = daemon_call__refused(call, "GET", path, http_status, reply, NULL);
+out:
+	json_decref(reply);
+	free(target);
+	free(token);
+	free(cause);
+	return status;
+}
+
+/* text percent-encoded (unreserved characters kept): an id typed by hand cannot change a path. */
+static void
+daemon_call__append_encoded(struct kagent_buffer *path, const char *text)
+{
+	const char *byte;
+
+	for (byte = text; *byte != '\0'; byte++) {
+		if (isalnum((unsigned char)*byte) || strchr("-._~", *byte) != NULL)
+			kagent_buffer_append(path, byte, 1);
+		else
+			kagent_buffer_appendf(path, "%%%02X", (unsigned char)*byte);
+	}
+}
+
 char *
 kagent_daemon_call_path(const char *collection, const char *id, const char *suffix)
 {
 	struct kagent_buffer path = {0};
-	const char *byte;
 
 	kagent_buffer_appendf(&path, "/v1/%s/", collection);
-	for (byte = id; *byte != '\0'; byte++) {
-		if (isalnum((unsigned char)*byte) || strchr("-._~", *byte) != NULL)
-			kagent_buffer_append(&path, byte, 1);
-		else
-			kagent_buffer_appendf(&path, "%%%02X", (unsigned char)*byte);
-	}
+	daemon_call__append_encoded(&path, id);
 	kagent_buffer_append_string(&path, suffix);
 	return kagent_buffer_take(&path);
+}
+
+char *
+kagent_daemon_call_query_path(const char *path, const char *name, const char *value)
+{
+	struct kagent_buffer text = {0};
+
+	kagent_buffer_appendf(&text, "%s?%s=", path, name);
+	daemon_call__append_encoded(&text, value);
+	return kagent_buffer_take(&text);
 }
 
 void

@@ -1,5 +1,5 @@
 /*
- * What the commands that talk to kagentd (batch, status, cancel, report) share: the options
+ * What the commands that talk to kagentd (batch, status, cancel, report, watch) share: the options
  * that say where the daemon is (--socket, --token-file) and --json, a parser that collects
  * every option's value before the command acts, and one request with the daemon's answer
  * turned into the command's exit status and messages.
@@ -12,19 +12,23 @@
 #define KAGENT_DAEMON_CALL_H
 
 #include "kagent/cli/command.h"
+#include "kagent/daemon/daemon_client.h"
 
 #include <jansson.h>
 
 #define KAGENT_DAEMON_CALL_EXIT_REFUSED 1
 
-/* The entries every daemon command's option table carries (command.h's struct, in order). */
+/* The entries every daemon command's option table carries (command.h's struct, in order):
+ * where the daemon is, and --json for one JSON object (watch has a --json of its own). */
 /* clang-format off */
-#define KAGENT_DAEMON_CALL_OPTIONS                                                                 \
+#define KAGENT_DAEMON_CALL_TARGET_OPTIONS                                                          \
 	{"socket", 0, "SOCKET", "kagentd's Unix socket, or http://HOST:PORT for its TCP address", \
 		"$KAGENT_SOCKET, else $KAGENT_DAEMON_SOCKET, else kagentd.sock in "               \
 		"$XDG_RUNTIME_DIR/kagent or /tmp/kagent-UID", NULL},                              \
 	{"token-file", 0, "FILE", "the file holding the bearer token (over TCP only)",           \
-		"$KAGENT_TOKEN", NULL},                                                            \
+		"$KAGENT_TOKEN", NULL}
+#define KAGENT_DAEMON_CALL_OPTIONS                                                                 \
+	KAGENT_DAEMON_CALL_TARGET_OPTIONS,                                                         \
 	{"json", 0, NULL, "print exactly one JSON object (an error object on failure)", NULL,    \
 		NULL}
 /* clang-format on */
@@ -61,6 +65,16 @@ int kagent_daemon_call_request(struct kagent_daemon_call *call, const char *meth
 			       long *http_status_out, char **refusal_out);
 
 /*
+ * Reads GET path of the daemon as an event stream, calling function for each event
+ * (kagent_daemon_client_stream). Returns 0 when the stream ended: the daemon ended it, the
+ * function stopped it (non-zero), or *stop was set; else the exit status with the failure
+ * reported, as kagent_daemon_call_request (1 for an error answer such as 404).
+ */
+int kagent_daemon_call_stream(struct kagent_daemon_call *call, const char *path,
+			      kagent_daemon_client_event_function function, void *data,
+			      const volatile sig_atomic_t *stop);
+
+/*
  * Where the daemon is and its token, as kagent_daemon_call_request finds them, for a caller
  * that sends its requests itself (kagent_daemon_client_request) and reports their failures in
  * its own words (kagent export and replay). *token_out is NULL without one; the caller frees
@@ -81,6 +95,8 @@ void kagent_daemon_call_print_json(const json_t *object);
 /* "/v1/COLLECTION/ID" + suffix, the id percent-encoded: an id typed by hand must not change the
  * path. The caller frees it. */
 char *kagent_daemon_call_path(const char *collection, const char *id, const char *suffix);
+/* path + "?NAME=VALUE", the value percent-encoded. The caller frees it. */
+char *kagent_daemon_call_query_path(const char *path, const char *name, const char *value);
 /* "1.23x", or "-" for null or no number (a speedup the report does not credit). */
 void kagent_daemon_call_format_speedup(char *buffer, size_t size, const json_t *value);
 

@@ -50,8 +50,6 @@ static const struct {
 };
 #define DAEMON_SETTING_COUNT (sizeof daemon__settings / sizeof daemon__settings[0])
 
-static void daemon__maybe_exit(struct kagent_daemon *daemon);
-
 void
 kagent_daemon_log(const char *format, ...)
 {
@@ -395,6 +393,8 @@ daemon__finished(int status, const char *cause, void *data)
 	const char *detail = json_string_value(json_object_get(ds->summary, "stop_detail"));
 
 	daemon->jobs--;
+	if (ds->finish && daemon->observers != NULL)
+		daemon->observers->session_ended(ds, kagent_store_session_state_name(ds->state));
 	if (status < 0)
 		kagent_daemon_log("session %s: could not record its end: %s", ds->claim->session_id,
 				  cause);
@@ -413,7 +413,7 @@ daemon__finished(int status, const char *cause, void *data)
 				  ds->claim->session_id);
 	kagent_scheduler_release(&daemon->scheduler, ds->slot);
 	daemon__session_free(ds);
-	daemon__maybe_exit(daemon);
+	kagent_daemon_maybe_exit(daemon);
 }
 
 /* Writes the end (or, with finish 0, nothing) and frees the session once that is done; a copy
@@ -485,8 +485,11 @@ daemon__observe(const json_t *record, void *data)
 		daemon__trace_sync(ds);
 	if (json_is_integer(turn))
 		json_object_set(ds->live, "turn", (json_t *)turn);
-	if (type == NULL)
+	if (type == NULL) {
+		if (ds->daemon->observers != NULL)
+			ds->daemon->observers->record(ds, record);
 		return;
+	}
 	if (strcmp(type, "turn_end") == 0) {
 		const json_t *totals = json_object_get(record, "totals");
 		const json_t *best = json_object_get(record, "best");
@@ -504,6 +507,8 @@ daemon__observe(const json_t *record, void *data)
 					      json_object_get(record, "variant"), "speedup",
 					      json_object_get(record, "speedup")));
 	}
+	if (ds->daemon->observers != NULL)
+		ds->daemon->observers->record(ds, record);
 }
 
 /* ---- the start of a session ---- */
@@ -544,6 +549,8 @@ daemon__trace_set(int status, const char *cause, void *data)
 	    ds->claim->batch_id, ds->claim->problem, ds->claim->attempt,
 	    ds->claim->resume ? ", resumed" : "");
 	ds->started = 1;
+	if (daemon->observers != NULL)
+		daemon->observers->session_started(ds);
 	kagent_session_start(ds->session);
 	if (ds->cancelled)
 		kagent_session_interrupt(ds->session);
@@ -637,7 +644,7 @@ daemon__claimed(int status, const char *cause, void *data)
 			kagent_daemon_log("claim: %s", cause);
 		kagent_scheduler_claimed(&daemon->scheduler, job->slot, 0);
 		free(job);
-		daemon__maybe_exit(daemon);
+		kagent_daemon_maybe_exit(daemon);
 		return;
 	}
 	ds = kagent_calloc(1, sizeof *ds);
@@ -777,7 +784,7 @@ daemon__heartbeat_done(int status, const char *cause, void *data)
 	json_decref(job->held);
 	json_decref(job->cancelled);
 	free(job);
-	daemon__maybe_exit(daemon);
+	kagent_daemon_maybe_exit(daemon);
 }
 
 static void
@@ -818,16 +825,18 @@ daemon__server_closed(void *data)
 	struct kagent_daemon *daemon = data;
 
 	daemon->server = NULL;
-	daemon__maybe_exit(daemon);
+	kagent_daemon_maybe_exit(daemon);
 }
 
 /* Everything has stopped: close what keeps the loop running, so uv_run returns. */
-static void
-daemon__maybe_exit(struct kagent_daemon *daemon)
+void
+kagent_daemon_maybe_exit(struct kagent_daemon *daemon)
 {
 	if (!daemon->stopping || daemon->sessions != NULL || daemon->jobs > 0 ||
-	    daemon->server != NULL || !daemon->signals_open)
+	    daemon->events_jobs > 0 || daemon->server != NULL || !daemon->signals_open)
 		return;
+	if (daemon->observers != NULL)
+		daemon->observers->close(daemon);
 	for (size_t index = 0; index < DAEMON_SIGNAL_COUNT; index++)
 		uv_close((uv_handle_t *)&daemon->signals[index], NULL);
 	daemon->signals_open = 0;
@@ -860,7 +869,7 @@ daemon__stop(struct kagent_daemon *daemon, const char *why)
 			  why, running, running == 1 ? "" : "s");
 	if (daemon->server != NULL)
 		kagent_http_server_close(daemon->server, daemon__server_closed, daemon);
-	daemon__maybe_exit(daemon);
+	kagent_daemon_maybe_exit(daemon);
 }
 
 static void
@@ -971,6 +980,8 @@ out:
 	}
 	if (daemon->http != NULL)
 		kagent_http_client_free(daemon->http);
+	if (loop_open && daemon->observers != NULL)
+		daemon->observers->close(daemon);
 	if (loop_open) {
 		uv_run(&daemon->loop, UV_RUN_DEFAULT);
 		if (uv_loop_close(&daemon->loop) != 0)

@@ -17,6 +17,28 @@
 
 #define DAEMON_SIGNAL_COUNT 3
 
+struct kagent_http_request;
+struct kagent_daemon;
+struct kagent_daemon_session;
+struct kagent_daemon_feed;
+struct kagent_daemon_listener;
+
+/*
+ * What the event streams (daemon_events.c) hear of sessions. They sit above this file (they
+ * use the daemon's sessions), so daemon.c calls them only through these pointers, which
+ * their first client installs: before it there is nothing to tell.
+ */
+struct kagent_daemon_observers {
+	/* A session's observer saw a record; its trace write follows at once. */
+	void (*record)(struct kagent_daemon_session *ds, const json_t *record);
+	/* A session started here, with its trace. */
+	void (*session_started)(struct kagent_daemon_session *ds);
+	/* A session of this daemon ended as state, in the store. */
+	void (*session_ended)(struct kagent_daemon_session *ds, const char *state);
+	/* The loop is ending: close the handles (idempotent). */
+	void (*close)(struct kagent_daemon *daemon);
+};
+
 /* One claimed session of this daemon, from its claim until its end is in the store. */
 struct kagent_daemon_session {
 	struct kagent_daemon *daemon;
@@ -32,6 +54,7 @@ struct kagent_daemon_session {
 	json_t *summary; /* the final record, once done */
 	enum kagent_store_session_state state; /* how it ends in the store */
 	int finish;			       /* 0: left running for the next daemon's recovery */
+	struct kagent_daemon_feed *feed;       /* its SSE clients' (daemon_events.c), or NULL */
 	int taken_over;	     /* its lease ran out and another daemon holds it: not ours to end */
 	int lost;	     /* the heartbeat found it held by another daemon: stopped here */
 	uint64_t claimed_at; /* uv_now when its claim came back */
@@ -68,6 +91,17 @@ struct kagent_daemon {
 	int stopping;
 	int server_open;
 	int jobs; /* store jobs in flight for the daemon itself */
+	/* The event streams (daemon_events.c): the feeds of sessions with SSE clients, the
+	 * clients of /v1/events, their jobs in flight, and two timers: the tick that reads what
+	 * sessions wrote, and the poll of feeds whose session does not run here. */
+	const struct kagent_daemon_observers *observers; /* NULL until the first stream */
+	struct kagent_daemon_feed *feeds;
+	struct kagent_daemon_listener *listeners;
+	int events_jobs;
+	json_t *events_batches; /* id -> the batch event last sent to every client */
+	uv_timer_t events_tick;
+	uv_timer_t events_poll;
+	int events_open;
 };
 
 /* One line on stderr, "kagentd: ...": journald keeps each line as one event. */
@@ -82,6 +116,19 @@ void kagent_daemon_wake(struct kagent_daemon *daemon);
 /* Checks a batch's settings against the daemon's config: every key known, every value valid. */
 int kagent_daemon_check_settings(const struct kagent_daemon *daemon, const json_t *settings,
 				 char **cause);
+/* Exits the loop once the daemon is stopping and nothing is left in flight. */
+void kagent_daemon_maybe_exit(struct kagent_daemon *daemon);
+
+/* ---- the event streams (daemon_events.c) ---- */
+
+/* GET /v1/sessions/{id}/events and GET /v1/events (the route table's handlers). */
+void kagent_daemon_events_serve_session(struct kagent_http_request *request, void *data);
+void kagent_daemon_events_serve_all(struct kagent_http_request *request, void *data);
+/* The store changed sessions outside this daemon's own sessions (a batch queued, queued
+ * sessions cancelled): /v1/events clients get the batch (of batch_id, or of session_id's). */
+void kagent_daemon_events_changed(struct kagent_daemon *daemon, const char *batch_id,
+				  const char *session_id);
+
 /* Applies settings to config (kagent_config_set for each); -EINVAL with *cause. */
 int kagent_daemon_apply_settings(struct kagent_config *config, const json_t *settings,
 				 char **cause);

@@ -11,6 +11,7 @@
 #include "kagent/daemon/daemon_routes.h"
 #include "kagent/daemon/http_server.h"
 #include "kagent/daemon/report.h"
+#include "kagent/daemon/viewer.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -33,6 +34,11 @@ struct routes__call {
 	json_t *result;			     /* what the work found */
 	int running;			     /* a cancelled session runs here: interrupt it */
 	int created;			     /* answer 201 */
+	/* A file of the web viewer, answered as itself rather than as JSON: */
+	enum kagent_viewer_folder folder;
+	const char *content_type; /* set once read */
+	char *bytes;
+	size_t length;
 	void (*answer)(struct routes__call *call);
 };
 
@@ -72,33 +78,45 @@ routes__after(int status, const char *cause, void *data)
 		if (status < 0)
 			kagent_http_reply_error(call->request, routes__http_status(status), "%s",
 						cause != NULL ? cause : strerror(-status));
+		else if (call->content_type != NULL)
+			kagent_http_reply_bytes(call->request, 200, call->content_type, call->bytes,
+						call->length);
 		else
 			kagent_http_reply_json(call->request, call->created ? 201 : 200,
 					       json_incref(call->result));
 	}
+	free(call->bytes);
 	free(call->id);
 	json_decref(call->body);
 	json_decref(call->result);
 	free(call);
 }
 
-/* Runs work on the pool, then answers (call->answer may reshape call->result first). */
-static void
-routes__submit(struct kagent_http_request *request, void *data, kagent_store_work_function work,
-	       void (*answer)(struct routes__call *call))
+/* A call for request, its {id} and body kept for the work. */
+static struct routes__call *
+routes__call_new(struct kagent_http_request *request, void *data,
+		 void (*answer)(struct routes__call *call))
 {
-	struct kagent_daemon *daemon = data;
 	struct routes__call *call = kagent_calloc(1, sizeof *call);
 	const char *id = kagent_http_request_parameter(request, "id");
 	json_t *body = kagent_http_request_json(request);
-	int status;
 
-	call->daemon = daemon;
+	call->daemon = data;
 	call->request = request;
 	call->id = id != NULL ? kagent_strdup(id) : NULL;
 	call->body = body != NULL ? json_incref(body) : NULL;
 	call->answer = answer;
-	status = kagent_store_submit(daemon->store, &daemon->loop, work, routes__after, call);
+	return call;
+}
+
+/* Runs work on the pool, then answers (call->answer may reshape call->result first). */
+static void
+routes__start(struct routes__call *call, kagent_store_work_function work)
+{
+	struct kagent_daemon *daemon = call->daemon;
+	struct kagent_http_request *request = call->request;
+	int status = kagent_store_submit(daemon->store, &daemon->loop, work, routes__after, call);
+
 	if (status < 0) {
 		kagent_http_reply_error(request, 503, "the daemon cannot take work now: %s",
 					uv_strerror(status));
@@ -108,6 +126,13 @@ routes__submit(struct kagent_http_request *request, void *data, kagent_store_wor
 		return;
 	}
 	kagent_http_request_set_on_gone(request, routes__gone, call);
+}
+
+static void
+routes__submit(struct kagent_http_request *request, void *data, kagent_store_work_function work,
+	       void (*answer)(struct routes__call *call))
+{
+	routes__start(routes__call_new(request, data, answer), work);
 }
 
 /* ---- sessions as the API shows them ---- */
@@ -372,6 +397,8 @@ routes__batch_created(struct routes__call *call)
 			  json_string_value(json_object_get(call->result, "batch")),
 			  (long long)json_integer_value(json_object_get(call->result, "sessions")));
 	kagent_daemon_wake(call->daemon);
+	kagent_daemon_events_changed(
+	    call->daemon, json_string_value(json_object_get(call->result, "batch")), NULL);
 }
 
 /* What the body may hold besides settings (docs/daemon-api.md); checked before any work. */
@@ -544,6 +571,7 @@ routes__batch_cancelled(struct routes__call *call)
 	size_t index;
 
 	kagent_daemon_log("batch %s cancelled", call->id);
+	kagent_daemon_events_changed(call->daemon, call->id, NULL);
 	json_array_foreach(json_object_get(call->result, "interrupted"), index, id)
 	    kagent_daemon_cancel(call->daemon, json_string_value(id));
 }
@@ -592,6 +620,7 @@ static void
 routes__session_cancelled(struct routes__call *call)
 {
 	kagent_daemon_log("session %s: cancelled", call->id);
+	kagent_daemon_events_changed(call->daemon, NULL, call->id);
 	if (call->running)
 		kagent_daemon_cancel(call->daemon, call->id);
 }
@@ -600,6 +629,59 @@ static void
 routes__session_cancel(struct kagent_http_request *request, void *data)
 {
 	routes__submit(request, data, routes__session_cancel_work, routes__session_cancelled);
+}
+
+/* ---- GET /, /viewer/{file}, /viewer/lib/{file}: the web viewer (docs/viewer.md) ---- */
+
+/* The page's scripts and styles are its own files only: nothing inline, nothing fetched from
+ * elsewhere, and no other site may frame it. */
+#define ROUTES_VIEWER_POLICY                                                                       \
+	"default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'"
+
+static int
+routes__viewer_work(struct kagent_store *store, void *data, char **cause)
+{
+	struct routes__call *call = data;
+	const char *content_type = NULL;
+	int status;
+
+	(void)store;
+	status = kagent_viewer_read(call->folder, call->id, &call->bytes, &call->length,
+				    &content_type, cause);
+	if (status == 0)
+		call->content_type = content_type;
+	return status;
+}
+
+static void
+routes__viewer_file(struct kagent_http_request *request, void *data,
+		    enum kagent_viewer_folder folder)
+{
+	struct routes__call *call = routes__call_new(request, data, NULL);
+	const char *file = kagent_http_request_parameter(request, "file");
+
+	call->folder = folder;
+	call->id = kagent_strdup(file != NULL ? file : "index.html");
+	kagent_http_reply_header(request, "Content-Security-Policy", ROUTES_VIEWER_POLICY);
+	routes__start(call, routes__viewer_work);
+}
+
+static void
+routes__viewer_index(struct kagent_http_request *request, void *data)
+{
+	routes__viewer_file(request, data, KAGENT_VIEWER_OWN);
+}
+
+static void
+routes__viewer_own(struct kagent_http_request *request, void *data)
+{
+	routes__viewer_file(request, data, KAGENT_VIEWER_OWN);
+}
+
+static void
+routes__viewer_library(struct kagent_http_request *request, void *data)
+{
+	routes__viewer_file(request, data, KAGENT_VIEWER_LIBRARY);
 }
 
 /* The contract (docs/daemon-api.md); docs/openapi.yaml describes each (a unit test checks). */
@@ -621,6 +703,17 @@ const struct kagent_http_route kagent_daemon_routes[] = {
 	 .summary = "one session, with its live view while it runs here"},
 	{.method = "DELETE", .pattern = "/v1/sessions/{id}", .handle = routes__session_cancel,
 	 .summary = "cancel one session"},
+	{.method = "GET", .pattern = "/v1/sessions/{id}/events",
+	 .handle = kagent_daemon_events_serve_session,
+	 .summary = "a session's trace records as Server-Sent Events: replayed, then live"},
+	{.method = "GET", .pattern = "/v1/events", .handle = kagent_daemon_events_serve_all,
+	 .summary = "session and batch state changes as Server-Sent Events (?batch=ID)"},
+	{.method = "GET", .pattern = "/", .handle = routes__viewer_index,
+	 .summary = "the web viewer's page (docs/viewer.md)"},
+	{.method = "GET", .pattern = "/viewer/{file}", .handle = routes__viewer_own,
+	 .summary = "one of the web viewer's own files (HTML, CSS, JavaScript)"},
+	{.method = "GET", .pattern = "/viewer/lib/{file}", .handle = routes__viewer_library,
+	 .summary = "a JavaScript library of the viewer's, from its Debian package"},
 	{.method = NULL},
 };
 /* clang-format on */

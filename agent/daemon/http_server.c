@@ -13,6 +13,10 @@
  *   that left only when the answer is written. A timer (watch) polls the sockets of waiting
  *   requests and idle streams for the peer's hang-up, tells the owner, and finishes the
  *   response so h2o closes the connection.
+ * - A browser cannot send the Authorization header with a page, a script or an EventSource:
+ *   over TCP a GET with ?token=<the token> is answered 303 to the same path without it and a
+ *   cookie holding the token (HttpOnly, SameSite=Strict), which the browser then sends with
+ *   every request of the page, and which counts as the bearer token does.
  * - Closing: listeners first, then every waiting request is answered and every stream ended,
  *   every connection's reading side is shut down so that idle keep-alive connections read EOF
  *   and h2o closes them; once none is left the h2o context is disposed and the server freed,
@@ -51,10 +55,15 @@
 #define HTTP_SERVER_DEFAULT_BODY_CAP (1u << 20)
 #define HTTP_SERVER_DEFAULT_STREAM_CAP (1u << 20)
 #define HTTP_SERVER_DEFAULT_WATCH_MS 1000
-#define HTTP_SERVER_BACKLOG 128
+/* The kernel's largest: many event-stream clients may connect at once (a page of many
+ * sessions reloading), and a full backlog fails a Unix socket's connect with EAGAIN at once. */
+#define HTTP_SERVER_BACKLOG SOMAXCONN
 #define HTTP_SERVER_MAX_PARAMETERS 16
 /* A bearer token a person could guess is no protection: refuse short ones. */
 #define HTTP_SERVER_MIN_TOKEN_LENGTH 16
+/* The cookie a browser gets for the token: kagent_token_<port>, so that two daemons on one host
+ * (cookies are per host, not per port) do not overwrite each other's. */
+#define HTTP_SERVER_COOKIE_PREFIX "kagent_token_"
 
 struct http_server__pair {
 	char *name;
@@ -177,6 +186,8 @@ http_server__reason(int status)
 		return "Accepted";
 	case 204:
 		return "No Content";
+	case 303:
+		return "See Other";
 	case 400:
 		return "Bad Request";
 	case 401:
@@ -269,6 +280,9 @@ http_server__send(h2o_req_t *req, int status, const char *content_type, const ch
 		       strlen(content_type));
 	h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
 		       H2O_STRLIT("no-store"));
+	/* A browser takes every answer as the type it says, never as a guess from the bytes. */
+	h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-content-type-options"),
+			      0, NULL, H2O_STRLIT("nosniff"));
 	h2o_send_inline(req, body, length);
 }
 
@@ -517,19 +531,108 @@ http_server__connection_of(struct kagent_http_server *server, h2o_req_t *req)
 	return NULL;
 }
 
-/* The bearer token of a TCP request: 1 when it carries the right one. */
+/* The value of this server's token cookie in one Cookie header ("a=1; kagent_token_7070=..."),
+ * or NULL. */
+static const char *
+http_server__cookie_token(const struct kagent_http_server *server, const h2o_iovec_t *header,
+			  size_t *length)
+{
+	char name[sizeof HTTP_SERVER_COOKIE_PREFIX + 8];
+	const char *at = header->base, *end = header->base + header->len, *next;
+	size_t name_length =
+	    (size_t)snprintf(name, sizeof name, HTTP_SERVER_COOKIE_PREFIX "%d=", server->tcp_port);
+
+	while (at < end) {
+		while (at < end && (*at == ' ' || *at == ';'))
+			at++;
+		next = memchr(at, ';', (size_t)(end - at));
+		if (next == NULL)
+			next = end;
+		if ((size_t)(next - at) >= name_length && memcmp(at, name, name_length) == 0) {
+			*length = (size_t)(next - at) - name_length;
+			return at + name_length;
+		}
+		at = next;
+	}
+	return NULL;
+}
+
+/* A TCP request carries the right token: as a bearer token, or in the viewer's cookie. */
 static int
 http_server__authorized(struct kagent_http_server *server, h2o_req_t *req)
 {
 	ssize_t index = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
 	const h2o_iovec_t *value;
+	const char *cookie;
+	size_t length;
 
-	if (index < 0)
+	if (index >= 0) {
+		value = &req->headers.entries[index].value;
+		return value->len >= 7 && strncasecmp(value->base, "Bearer ", 7) == 0 &&
+		       http_server__token_matches(value->base + 7, value->len - 7, server->token);
+	}
+	for (index = -1; (index = h2o_find_header(&req->headers, H2O_TOKEN_COOKIE, index)) >= 0;) {
+		cookie =
+		    http_server__cookie_token(server, &req->headers.entries[index].value, &length);
+		if (cookie != NULL)
+			return http_server__token_matches(cookie, length, server->token);
+	}
+	return 0;
+}
+
+/* The decoded value of ?token= in a request's query string, or NULL (malloc'd). */
+static char *
+http_server__query_token(h2o_req_t *req)
+{
+	const char *query, *at, *end, *next;
+
+	if (req->query_at == SIZE_MAX)
+		return NULL;
+	query = req->path.base + req->query_at + 1;
+	end = req->path.base + req->path.len;
+	for (at = query; at < end; at = next + 1) {
+		next = memchr(at, '&', (size_t)(end - at));
+		if (next == NULL)
+			next = end;
+		if (next - at >= 6 && memcmp(at, "token=", 6) == 0)
+			return http_server__decode(at + 6, (size_t)(next - at - 6), 1);
+	}
+	return NULL;
+}
+
+/*
+ * A GET over TCP with ?token= (a person opening the viewer): the right token is answered 303 to
+ * the same path without the query, with the token as a cookie for the page's own requests, so
+ * that the token leaves the address bar at once. 1 when answered so.
+ */
+static int
+http_server__exchange_token(struct kagent_http_server *server, h2o_req_t *req)
+{
+	char *token = http_server__query_token(req), *text;
+	size_t path_length = req->query_at;
+	h2o_iovec_t cookie;
+
+	if (token == NULL)
 		return 0;
-	value = &req->headers.entries[index].value;
-	if (value->len < 7 || strncasecmp(value->base, "Bearer ", 7) != 0)
+	if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) ||
+	    !http_server__token_matches(token, strlen(token), server->token)) {
+		free(token);
 		return 0;
-	return http_server__token_matches(value->base + 7, value->len - 7, server->token);
+	}
+	text = kagent_asprintf(HTTP_SERVER_COOKIE_PREFIX "%d=%s; Path=/; HttpOnly; SameSite=Strict",
+			       server->tcp_port, token);
+	cookie = h2o_strdup(&req->pool, text, SIZE_MAX);
+	free(text);
+	free(token);
+	h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, cookie.base,
+		       cookie.len);
+	/* "//host/x" would send the browser to another host: such a path goes to "/". */
+	if (path_length >= 2 && req->path.base[1] == '/')
+		path_length = 1;
+	h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_LOCATION, NULL,
+		       h2o_strdup(&req->pool, req->path.base, path_length).base, path_length);
+	http_server__send(req, 303, "text/plain; charset=utf-8", "", 0);
+	return 1;
 }
 
 static int
@@ -550,11 +653,14 @@ http_server__on_req(h2o_handler_t *self, h2o_req_t *req)
 		http_server__send_error(req, 503, "kagentd is shutting down");
 		return 0;
 	}
+	if (connection != NULL && connection->over_tcp && http_server__exchange_token(server, req))
+		return 0;
 	if (connection != NULL && connection->over_tcp && !http_server__authorized(server, req)) {
 		h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL,
 			       H2O_STRLIT("Bearer"));
-		http_server__send_error(
-		    req, 401, "missing or wrong bearer token (Authorization: Bearer <token>)");
+		http_server__send_error(req, 401,
+					"missing or wrong bearer token (Authorization: Bearer "
+					"<token>, or ?token=<token> once in a browser)");
 		return 0;
 	}
 	request = kagent_calloc(1, sizeof *request);
@@ -703,6 +809,23 @@ kagent_http_request_body(const struct kagent_http_request *request, size_t *leng
 	return request->body;
 }
 
+const char *
+kagent_http_request_header(const struct kagent_http_request *request, const char *name)
+{
+	h2o_req_t *req = request->req;
+	ssize_t index;
+
+	if (req == NULL)
+		return NULL;
+	index = h2o_find_header_by_str(&req->headers, name, strlen(name), -1);
+	if (index < 0)
+		return NULL;
+	/* A NUL-terminated copy in h2o's request pool: it lives exactly as long as the request. */
+	return h2o_strdup(&req->pool, req->headers.entries[index].value.base,
+			  req->headers.entries[index].value.len)
+	    .base;
+}
+
 int
 kagent_http_request_over_tcp(const struct kagent_http_request *request)
 {
@@ -733,6 +856,37 @@ kagent_http_reply_json(struct kagent_http_request *request, int status, json_t *
 	request->state = REQUEST_ANSWERED;
 	/* Last: h2o may dispose the request (and free ours) once it has the answer. */
 	http_server__send_json(req, status, body);
+}
+
+void
+kagent_http_reply_bytes(struct kagent_http_request *request, int status, const char *content_type,
+			const char *body, size_t length)
+{
+	h2o_req_t *req = request->req;
+
+	if (req == NULL || request->state != REQUEST_WAITING) {
+		kagent_log(KAGENT_LOG_WARNING, "request %s %s answered twice", request->method,
+			   request->path);
+		return;
+	}
+	request->state = REQUEST_ANSWERED;
+	/* h2o_send_inline copies the body into the request's pool. */
+	http_server__send(req, status, content_type, body, length);
+}
+
+void
+kagent_http_reply_header(struct kagent_http_request *request, const char *name, const char *value)
+{
+	h2o_req_t *req = request->req;
+	h2o_iovec_t lower;
+
+	if (req == NULL || request->state != REQUEST_WAITING)
+		return;
+	/* h2o keeps pointers, not copies, and looks names up in lower case. */
+	lower = h2o_strdup(&req->pool, name, SIZE_MAX);
+	h2o_strtolower(lower.base, lower.len);
+	h2o_add_header_by_str(&req->pool, &req->res.headers, lower.base, lower.len, 1, NULL,
+			      h2o_strdup(&req->pool, value, SIZE_MAX).base, strlen(value));
 }
 
 void
@@ -789,6 +943,10 @@ http_server__stream_proceed(h2o_generator_t *generator, h2o_req_t *req)
 	stream->in_flight = 0;
 	kagent_buffer_free(&stream->sending);
 	http_server__stream_flush(stream);
+	/* Everything queued is written: the owner may send what it held back. */
+	if (!stream->in_flight && !stream->finished && stream->queue.length == 0 &&
+	    !stream->owner_told && !stream->owner_closed && stream->callbacks.on_drain != NULL)
+		stream->callbacks.on_drain(stream, stream->callbacks.data);
 }
 
 /* The connection is closing: h2o disposes the request next (which tells the owner). */
@@ -835,32 +993,27 @@ kagent_http_stream_start(struct kagent_http_request *request,
 }
 
 int
-kagent_http_stream_send(struct kagent_http_stream *stream, const char *id, const char *event,
-			const json_t *data)
+kagent_http_stream_send_text(struct kagent_http_stream *stream, const char *id, const char *event,
+			     const char *data)
 {
 	struct kagent_buffer text = {0};
-	char *json = NULL;
 	size_t dropped;
 	char *first;
 
 	if (stream->finished || stream->owner_told || stream->owner_closed)
 		return -EPIPE;
 	if ((id != NULL && strpbrk(id, "\r\n") != NULL) ||
-	    (event != NULL && strpbrk(event, "\r\n") != NULL))
+	    (event != NULL && strpbrk(event, "\r\n") != NULL) ||
+	    (data != NULL && strpbrk(data, "\r\n") != NULL))
 		return -EINVAL;
 	if (id != NULL)
 		kagent_buffer_appendf(&text, "id: %s\n", id);
 	if (event != NULL)
 		kagent_buffer_appendf(&text, "event: %s\n", event);
 	if (data != NULL) {
-		/* Compact JSON holds no newline (strings escape theirs): one data line. */
-		json = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
-		if (json == NULL) {
-			kagent_buffer_free(&text);
-			return -EINVAL;
-		}
-		kagent_buffer_appendf(&text, "data: %s\n", json);
-		free(json);
+		kagent_buffer_append_string(&text, "data: ");
+		kagent_buffer_append_string(&text, data);
+		kagent_buffer_append_string(&text, "\n");
 	}
 	kagent_buffer_append_string(&text, "\n");
 	if (stream->queue.length + text.length > stream->request->server->stream_cap) {
@@ -887,6 +1040,32 @@ kagent_http_stream_send(struct kagent_http_stream *stream, const char *id, const
 	kagent_buffer_free(&text);
 	http_server__stream_flush(stream);
 	return 0;
+}
+
+int
+kagent_http_stream_send(struct kagent_http_stream *stream, const char *id, const char *event,
+			const json_t *data)
+{
+	char *json = NULL;
+	int status;
+
+	if (data != NULL) {
+		/* Compact JSON holds no newline (strings escape theirs): one data line. */
+		json = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
+		if (json == NULL)
+			return -EINVAL;
+	}
+	status = kagent_http_stream_send_text(stream, id, event, json);
+	free(json);
+	return status;
+}
+
+size_t
+kagent_http_stream_room(const struct kagent_http_stream *stream)
+{
+	size_t cap = stream->request->server->stream_cap;
+
+	return stream->queue.length < cap ? cap - stream->queue.length : 0;
 }
 
 void

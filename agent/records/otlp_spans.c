@@ -48,10 +48,6 @@ struct kagent_otlp_spans {
 	char *server_address;
 	long long server_port;
 	char *run_id;
-	/* The fastest correct variant evaluated so far: what the model builds on, so the parent
-	 * of the next variant (kagent.variant.parent). */
-	char *leader;
-	double leader_speedup;
 	long long input_tokens, output_tokens;
 };
 
@@ -90,7 +86,6 @@ kagent_otlp_spans_free(struct kagent_otlp_spans *spans)
 	json_decref(spans->tools);
 	free(spans->server_address);
 	free(spans->run_id);
-	free(spans->leader);
 	free(spans);
 }
 
@@ -475,14 +470,12 @@ otlp_spans__tool_result(struct kagent_otlp_spans *spans, const json_t *record, l
 
 /* The fields of a verdict record that say what happened to the variant. */
 static json_t *
-otlp_spans__verdict_attributes(const struct kagent_otlp_spans *spans, const json_t *record)
+otlp_spans__verdict_attributes(const json_t *record)
 {
-	const char *variant = json_string_value(json_object_get(record, "variant"));
 	json_t *attributes = json_array();
 
 	otlp_spans__field(attributes, "kagent.variant.id", record, "variant");
-	if (spans->leader != NULL && variant != NULL && strcmp(spans->leader, variant) != 0)
-		otlp_spans__string(attributes, "kagent.variant.parent", spans->leader);
+	otlp_spans__field(attributes, "kagent.variant.parent", record, "parent");
 	otlp_spans__field(attributes, "kagent.verdict.purpose", record, "purpose");
 	otlp_spans__field(attributes, "kagent.verdict.status", record, "status");
 	otlp_spans__field(attributes, "kagent.verdict.reason", record, "reason");
@@ -497,10 +490,8 @@ otlp_spans__verdict_attributes(const struct kagent_otlp_spans *spans, const json
 static void
 otlp_spans__verdict(struct kagent_otlp_spans *spans, const json_t *record, long long unix_nanos)
 {
-	json_t *attributes = otlp_spans__verdict_attributes(spans, record);
-	const char *variant = json_string_value(json_object_get(record, "variant"));
+	json_t *attributes = otlp_spans__verdict_attributes(record);
 	const char *purpose = json_string_value(json_object_get(record, "purpose"));
-	double speedup = json_number_value(json_object_get(record, "speedup"));
 
 	/* The tool span that made the variant carries its verdict; a confirmation (another
 	 * purpose) only adds an event. */
@@ -516,13 +507,6 @@ otlp_spans__verdict(struct kagent_otlp_spans *spans, const json_t *record, long 
 		}
 	}
 	otlp_spans__event(spans, "kagent.verdict", unix_nanos, attributes);
-	/* speedup is the credited one: 0 for a wrong or uncredited variant. */
-	if (variant != NULL && purpose != NULL && strcmp(purpose, "evaluate") == 0 &&
-	    speedup > spans->leader_speedup) {
-		free(spans->leader);
-		spans->leader = kagent_strdup(variant);
-		spans->leader_speedup = speedup;
-	}
 }
 
 static void

@@ -108,7 +108,10 @@ run_log__add_variant(struct run_log__reading *reading, const json_t *record)
 	memset(variant, 0, sizeof *variant);
 	variant->id = kagent_strdup(id);
 	variant->turn = (int)json_integer_value(json_object_get(record, "turn"));
-	variant->parent = log->count > 0 ? kagent_strdup(log->variants[log->count - 1].id) : NULL;
+	/* As the session named it (docs/traces.md); traces from before it have none. */
+	variant->parent = run_log__string(record, "parent") != NULL
+			      ? kagent_strdup(run_log__string(record, "parent"))
+			      : NULL;
 	variant->verdict = json_incref((json_t *)verdict);
 	if (sha256 != NULL) {
 		snprintf(variant->source_sha256, sizeof variant->source_sha256, "%s", sha256);

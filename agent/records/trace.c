@@ -460,10 +460,13 @@ trace__is_cut_record(const char *line, size_t length, const json_error_t *parse_
 struct trace__reader {
 	const char *path;
 	int (*function)(const json_t *record, void *data);
+	int (*line_function)(const struct kagent_trace_line *line, void *data);
 	void *data;
 	int *truncated;
 	char **cause;
-	long long line_number;
+	long long line_number; /* counted from the offset the read began at */
+	long long offset;      /* that offset */
+	long long end;	       /* just past the line at hand */
 };
 
 /* Handles one line; ended says whether it had its newline. */
@@ -478,7 +481,13 @@ trace__read_line(struct trace__reader *reader, const char *line, size_t length, 
 		return 0;
 	record = json_loadb(line, length, JSON_REJECT_DUPLICATES, &parse_error);
 	if (json_is_object(record)) {
-		result = reader->function(record, reader->data);
+		if (reader->line_function != NULL) {
+			struct kagent_trace_line entry = {
+			    .record = record, .text = line, .length = length, .end = reader->end};
+
+			result = reader->line_function(&entry, reader->data);
+		} else
+			result = reader->function(record, reader->data);
 		goto out;
 	}
 	if (!ended) {
@@ -493,12 +502,96 @@ trace__read_line(struct trace__reader *reader, const char *line, size_t length, 
 		goto out;
 	}
 	result = -EBADMSG;
-	*reader->cause =
-	    kagent_asprintf("%s:%lld: not a JSON object%s%s%s", reader->path, reader->line_number,
-			    record == NULL ? " (" : "", record == NULL ? parse_error.text : "",
-			    record == NULL ? ")" : "");
+	if (reader->offset == 0)
+		*reader->cause = kagent_asprintf("%s:%lld: not a JSON object%s%s%s", reader->path,
+						 reader->line_number, record == NULL ? " (" : "",
+						 record == NULL ? parse_error.text : "",
+						 record == NULL ? ")" : "");
+	else
+		*reader->cause = kagent_asprintf(
+		    "%s: the line ending at byte %lld: not a JSON object%s%s%s", reader->path,
+		    reader->end, record == NULL ? " (" : "", record == NULL ? parse_error.text : "",
+		    record == NULL ? ")" : "");
 out:
 	json_decref(record);
+	return result;
+}
+
+/*
+ * Reads from reader->offset on. following: a last line without its newline is left alone (its
+ * writer may be completing it) rather than read as a killed writer's. Stops after the line
+ * that brings what was read to budget (0: no limit). *offset_out: just past the last line
+ * handled.
+ */
+static int
+trace__read(struct trace__reader *reader, int following, size_t budget, long long *offset_out)
+{
+	struct kagent_buffer pending = {0};
+	char chunk[65536];
+	long long position = reader->offset; /* of the next byte read */
+	int fd, result = 0;
+
+	reader->end = reader->offset;
+	fd = open(reader->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		result = -errno;
+		*reader->cause =
+		    kagent_asprintf("cannot open the trace %s: %s", reader->path, strerror(errno));
+		goto out;
+	}
+	for (;;) {
+		ssize_t got = pread(fd, chunk, sizeof chunk, (off_t)position);
+		const char *start = chunk, *end = chunk + (got > 0 ? got : 0), *newline;
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			result = -errno;
+			*reader->cause = kagent_asprintf("cannot read the trace %s: %s",
+							 reader->path, strerror(errno));
+			goto out;
+		}
+		if (got == 0)
+			break;
+		position += got;
+		while (start < end) {
+			size_t piece;
+
+			newline = memchr(start, '\n', (size_t)(end - start));
+			piece = (size_t)((newline != NULL ? newline : end) - start);
+			if (pending.length + piece > TRACE_LINE_CAP) {
+				result = -EMSGSIZE;
+				*reader->cause = kagent_asprintf(
+				    "%s:%lld: a line longer than %zu MiB", reader->path,
+				    reader->line_number + 1, TRACE_LINE_CAP >> 20);
+				goto out;
+			}
+			kagent_buffer_append(&pending, start, piece);
+			if (newline == NULL)
+				break;
+			reader->line_number++;
+			reader->end += (long long)pending.length + 1;
+			result = trace__read_line(reader, kagent_buffer_string(&pending),
+						  pending.length, 1);
+			if (result != 0)
+				goto out;
+			kagent_buffer_set(&pending, "", 0);
+			start = newline + 1;
+			if (budget > 0 && reader->end - reader->offset >= (long long)budget)
+				goto out;
+		}
+	}
+	if (pending.length > 0 && !following) {
+		reader->line_number++;
+		result =
+		    trace__read_line(reader, kagent_buffer_string(&pending), pending.length, 0);
+	}
+out:
+	if (offset_out != NULL)
+		*offset_out = reader->end;
+	if (fd >= 0)
+		close(fd);
+	kagent_buffer_free(&pending);
 	return result;
 }
 
@@ -506,9 +599,7 @@ int
 kagent_trace_read(const char *path, int (*function)(const json_t *record, void *data), void *data,
 		  int *truncated_out, char **cause)
 {
-	struct kagent_buffer pending = {0};
-	char chunk[65536];
-	int fd, result = 0, truncated = 0;
+	int truncated = 0, result;
 	struct trace__reader reader = {
 	    .path = path,
 	    .function = function,
@@ -517,60 +608,26 @@ kagent_trace_read(const char *path, int (*function)(const json_t *record, void *
 	    .cause = cause,
 	};
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		result = -errno;
-		*cause = kagent_asprintf("cannot open the trace %s: %s", path, strerror(errno));
-		goto out;
-	}
-	for (;;) {
-		ssize_t got = read(fd, chunk, sizeof chunk);
-		const char *start = chunk, *end = chunk + (got > 0 ? got : 0), *newline;
-
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			result = -errno;
-			*cause =
-			    kagent_asprintf("cannot read the trace %s: %s", path, strerror(errno));
-			goto out;
-		}
-		if (got == 0)
-			break;
-		while (start < end) {
-			size_t piece;
-
-			newline = memchr(start, '\n', (size_t)(end - start));
-			piece = (size_t)((newline != NULL ? newline : end) - start);
-			if (pending.length + piece > TRACE_LINE_CAP) {
-				result = -EMSGSIZE;
-				*cause =
-				    kagent_asprintf("%s:%lld: a line longer than %zu MiB", path,
-						    reader.line_number + 1, TRACE_LINE_CAP >> 20);
-				goto out;
-			}
-			kagent_buffer_append(&pending, start, piece);
-			if (newline == NULL)
-				break;
-			reader.line_number++;
-			result = trace__read_line(&reader, kagent_buffer_string(&pending),
-						  pending.length, 1);
-			if (result != 0)
-				goto out;
-			kagent_buffer_set(&pending, "", 0);
-			start = newline + 1;
-		}
-	}
-	if (pending.length > 0) {
-		reader.line_number++;
-		result =
-		    trace__read_line(&reader, kagent_buffer_string(&pending), pending.length, 0);
-	}
-out:
+	result = trace__read(&reader, 0, 0, NULL);
 	if (truncated_out != NULL)
 		*truncated_out = truncated;
-	if (fd >= 0)
-		close(fd);
-	kagent_buffer_free(&pending);
 	return result;
+}
+
+int
+kagent_trace_read_from(const char *path, long long offset, size_t budget,
+		       int (*function)(const struct kagent_trace_line *line, void *data),
+		       void *data, long long *offset_out, char **cause)
+{
+	int truncated = 0;
+	struct trace__reader reader = {
+	    .path = path,
+	    .line_function = function,
+	    .data = data,
+	    .truncated = &truncated,
+	    .cause = cause,
+	    .offset = offset,
+	};
+
+	return trace__read(&reader, 1, budget, offset_out);
 }

@@ -11,6 +11,7 @@
 #include "kagent/base/log.h"
 #include "kagent/records/variant_repository.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -73,6 +74,7 @@ variants__free_variant(struct kagent_variant *variant)
 	free(variant->note);
 	json_decref(variant->verdict);
 	free(variant->commit_id);
+	free(variant->line_hashes);
 	free(variant);
 }
 
@@ -94,6 +96,90 @@ kagent_variants_free(struct kagent_variants *variants)
 }
 
 /* Appends a variant whose source is already on disk at path (new or resumed). */
+static int
+variants__compare_hashes(const void *left, const void *right)
+{
+	uint64_t a = *(const uint64_t *)left, b = *(const uint64_t *)right;
+
+	return a < b ? -1 : a > b;
+}
+
+/* The hashes (FNV-1a) of a source's lines without their surrounding blanks, blank lines left
+ * out, sorted. */
+static uint64_t *
+variants__line_hashes(const char *source, size_t *count_out)
+{
+	uint64_t *hashes = NULL;
+	size_t count = 0, capacity = 0;
+	const char *line = source;
+
+	while (*line != '\0') {
+		const char *end = strchr(line, '\n'), *last;
+		uint64_t hash = 14695981039346656037ULL;
+
+		if (end == NULL)
+			end = line + strlen(line);
+		last = end;
+		while (line < last && (*line == ' ' || *line == '\t'))
+			line++;
+		while (last > line && (last[-1] == ' ' || last[-1] == '\t' || last[-1] == '\r'))
+			last--;
+		if (last > line) {
+			for (; line < last; line++)
+				hash = (hash ^ (unsigned char)*line) * 1099511628211ULL;
+			if (count == capacity) {
+				capacity = capacity ? 2 * capacity : 64;
+				hashes = kagent_realloc(hashes, capacity * sizeof *hashes);
+			}
+			hashes[count++] = hash;
+		}
+		line = *end == '\n' ? end + 1 : end;
+	}
+	if (count > 1)
+		qsort(hashes, count, sizeof *hashes, variants__compare_hashes);
+	*count_out = count;
+	return hashes;
+}
+
+/* How many lines two sorted hash lists share, counted as multisets. */
+static size_t
+variants__shared_lines(const uint64_t *a, size_t a_count, const uint64_t *b, size_t b_count)
+{
+	size_t i = 0, j = 0, shared = 0;
+
+	while (i < a_count && j < b_count) {
+		if (a[i] == b[j]) {
+			shared++;
+			i++;
+			j++;
+		} else if (a[i] < b[j])
+			i++;
+		else
+			j++;
+	}
+	return shared;
+}
+
+/* The parent of variant among the variants before it (see struct kagent_variant). */
+static const struct kagent_variant *
+variants__parent(const struct kagent_variants *variants, const struct kagent_variant *variant)
+{
+	const struct kagent_variant *parent = NULL;
+	size_t index, best = 0;
+
+	for (index = 0; index < variants->count && variants->items[index] != variant; index++) {
+		const struct kagent_variant *earlier = variants->items[index];
+		size_t shared = variants__shared_lines(variant->line_hashes, variant->line_count,
+						       earlier->line_hashes, earlier->line_count);
+
+		if (shared > 0 && shared >= best) {
+			parent = earlier;
+			best = shared;
+		}
+	}
+	return parent != NULL && 5 * best >= variant->line_count ? parent : NULL;
+}
+
 static struct kagent_variant *
 variants__append(struct kagent_variants *variants, char *source, char *path, const char *note,
 		 int turn)
@@ -109,6 +195,8 @@ variants__append(struct kagent_variants *variants, char *source, char *path, con
 	variant->source = source;
 	variant->path = path;
 	variant->note = kagent_strdup(note != NULL ? note : "");
+	variant->line_hashes = variants__line_hashes(source, &variant->line_count);
+	variant->parent = variants__parent(variants, variant);
 	return variant;
 }
 
@@ -461,6 +549,8 @@ kagent_variants_take_verdict(struct kagent_variants *variants, struct kagent_var
 	    "verdict", verdict);
 	/* speedup is the credited one; reports tell an uncredited variant by this */
 	json_object_set_new(record, "credited", json_boolean(!variants__uncredited(verdict)));
+	json_object_set_new(record, "parent",
+			    variant->parent != NULL ? json_string(variant->parent->id) : json_null());
 	variants->record(variants->data, "verdict", record);
 	if (purpose != KAGENT_VARIANTS_EVALUATE)
 		return;

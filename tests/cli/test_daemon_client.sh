@@ -1,5 +1,5 @@
 #!/bin/sh
-# Black-box tests of the commands that talk to kagentd (batch, status, cancel, report): usage
+# Black-box tests of the commands that talk to kagentd (batch, status, cancel, report, watch): usage
 # errors, no daemon, and the answers of a stand-in daemon on a private socket
 # (tests/fixtures/fake_kagentd.py, which logs what it was sent). TAP output.
 set -u
@@ -31,8 +31,8 @@ mkdir -p "$WORK/kb/level1" "$WORK/kb/level2" "$WORK/runtime"
 printf 'class Model: pass\n' > "$WORK/kb/level1/19_ReLU.py"
 cp "$WORK/kb/level1/19_ReLU.py" "$WORK/kb/level2/1_Conv.py"
 
-echo "1..62"
-for command in batch status cancel report; do
+echo "1..74"
+for command in batch status cancel report watch; do
 	check "$command --help" 0 "^usage: kagent $command" "" -- "$command" --help
 done
 check "batch --help: optimize's flags, the daemon's defaults" 0 "--max-turns N .*model turns; 0: no limit (default: kagentd's config)" "" -- batch --help
@@ -48,6 +48,7 @@ check "batch: a bad budget, checked as optimize checks it" 2 "" "--max-turns: bu
 check "status: two ids" 2 "" "give at most one batch or session id" -- status a b
 check "cancel: no id" 2 "" "try 'kagent cancel --help'" -- cancel
 check_object "report: two formats" 2 usage -- report "$DONE" --csv --json
+check "watch: no id" 2 "" "give exactly one id" -- watch
 check "report: not a batch id" 2 "" "give one batch id (b-...)" -- report run-1
 
 # No daemon: exit 2 and how to start one, for every command and every way of naming the socket.
@@ -65,6 +66,7 @@ unset KAGENT_SOCKET KAGENT_DAEMON_SOCKET
 check "batch, no daemon (the default socket)" 2 "" "no kagentd at $WORK/runtime/kagent/kagentd.sock" -- batch "$WORK/kb"
 check_object "status --json, no daemon" 2 no_daemon -- status --json --socket "$WORK/none.sock"
 check "no daemon over TCP" 2 "" "no kagentd at http://127.0.0.1:9" -- status --socket http://127.0.0.1:9
+check "watch, no daemon" 2 "" "no kagentd at $WORK/none.sock" -- watch run-1 --socket "$WORK/none.sock"
 check_object "a token file that cannot be read" 2 token -- status --socket http://127.0.0.1:9 --token-file "$WORK/no-token" --json
 
 # The stand-in daemon.
@@ -124,5 +126,19 @@ export KAGENT_PYTHON="$WORK/bare-python"
 check_object "report --plot without matplotlib" 2 plot -- report "$DONE" --json --plot "$WORK/no.png"
 export KAGENT_PYTHON="$RUNNER_PYTHON"
 grep -q "needs matplotlib in the runner's Python ($WORK/bare-python)" "$WORK/err" && ok "report --plot without matplotlib: what to install" || not_ok "report --plot without matplotlib: message" "$(cat "$WORK/err")"
+
+# watch: a session's stream rendered as `kagent trace` renders the same records; a batch's
+# state changes, one line each (not a terminal), until the batch ends.
+"$KAGENT" trace "$SOURCE/tests/fixtures/traces/run.jsonl" > "$WORK/traced"
+check "watch SESSION: exit 0 when it ends" 0 "" "session run-live-1 ended: done" -- watch run-live-1
+if cmp -s "$WORK/traced" "$WORK/out"; then ok "watch SESSION: the lines kagent trace prints"; else not_ok "watch SESSION: the lines kagent trace prints" "$(diff "$WORK/traced" "$WORK/out")"; fi
+[ "$(last_request 'r["method"], r["path"]')" = "GET /v1/sessions/run-live-1/events" ] && ok "watch SESSION: GET its events" || not_ok "watch SESSION: GET its events" "$(tail -n 1 "$WORK/requests")"
+check "watch --json SESSION" 0 "" "" -- watch --json run-live-1
+{ cat "$SOURCE/tests/fixtures/traces/run.jsonl"; echo '{"state":"done"}'; } > "$WORK/expected.json"
+if python3 -c "import json,sys; a=[json.loads(l) for l in open(sys.argv[1])]; b=[json.loads(l) for l in open(sys.argv[2])]; assert a == b" "$WORK/expected.json" "$WORK/out"; then ok "watch --json SESSION: the records, then the end"; else not_ok "watch --json SESSION: the records, then the end" "$(head -c 600 "$WORK/out")"; fi
+check "watch BATCH: exit 0 when it is done" 0 "^batch $RUNNING done: 0 queued, 0 running, 1 done, 0 failed, 1 cancelled$" "batch $RUNNING ended: done" -- watch "$RUNNING"
+grep -q "^run-live-1 .* done .* turn 3 .* best v2 1.50x$" "$WORK/out" && ok "watch BATCH: a session's line" || not_ok "watch BATCH: a session's line" "$(cat "$WORK/out")"
+[ "$(last_request 'r["path"]')" = "/v1/events?batch=$RUNNING" ] && ok "watch BATCH: GET /v1/events?batch=ID" || not_ok "watch BATCH: the path" "$(tail -n 1 "$WORK/requests")"
+check "watch: an unknown session" 1 "" "kagent watch: no such path: /v1/sessions/run-nope/events" -- watch run-nope
 
 [ "$failed" -eq 0 ]

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Black-box tests of `kagent trace`: a whole small run rendered, verbose and as JSON, a trace cut
-# by a killed writer, and files that are not traces (tests/fixtures/traces). TAP output.
+# by a killed writer, files that are not traces (tests/fixtures/traces), and --follow on a file
+# being written, cut lines included. TAP output.
 set -u
 KAGENT=${KAGENT:?path to the kagent binary}
 SOURCE=${KAGENT_SOURCE_DIR:?source folder}
@@ -41,7 +42,7 @@ expect_lines() {
 	ok "$name"
 }
 
-echo "1..20"
+echo "1..27"
 check_line "run: exit 0, the run line" 0 \
 	"run 20261122-061502-3f2a: relu (problem.py), model gpt-5 via chat_completions, target 1.50x vs best of eager and compile" \
 	"" -- trace "$TRACES/run.jsonl"
@@ -103,4 +104,74 @@ check_line "no file" 2 "" "usage: kagent trace FILE" -- trace
 check_line "empty file" 2 "" "empty.jsonl holds no records" -- trace "$WORK/empty.jsonl"
 check_line "empty file, json" 2 "" "holds no records" -- trace --json "$WORK/empty.jsonl"
 if [ "$(wc -l < "$WORK/out")" -eq 1 ] && grep -q '"error":"empty"' "$WORK/out"; then ok "empty file, json: one error object"; else not_ok "empty file, json: one error object" "$(cat "$WORK/out")"; fi
+
+# --follow: a finished trace shows as without it, and the final record ends the command.
+"$KAGENT" trace "$TRACES/run.jsonl" > "$WORK/whole" 2>&1
+check_line "follow a finished trace: exit 0 at its final record" 0 "" "" -- trace --follow "$TRACES/run.jsonl"
+if cmp -s "$WORK/whole" "$WORK/out"; then ok "follow a finished trace: the same lines"; else not_ok "follow a finished trace: the same lines" "$(diff "$WORK/whole" "$WORK/out")"; fi
+
+# A file written while it is followed: lines arrive in pieces, one of them cut in two writes
+# 0.5 s apart; the follower shows each record once, in order, and stops at the final one.
+head -n 4 "$TRACES/run.jsonl" > "$WORK/growing.jsonl"
+"$KAGENT" trace --follow "$WORK/growing.jsonl" > "$WORK/followed" 2> "$WORK/followed.err" &
+follower=$!
+"$KAGENT" trace --json --follow "$WORK/growing.jsonl" > "$WORK/followed.json" 2>&1 &
+json_follower=$!
+sleep 0.5
+line=$(sed -n 5p "$TRACES/run.jsonl")
+printf '%s' "$(printf '%s' "$line" | cut -c1-40)" >> "$WORK/growing.jsonl"
+sleep 0.5
+printf '%s\n' "$(printf '%s' "$line" | cut -c41-)" >> "$WORK/growing.jsonl"
+sed -n 6,15p "$TRACES/run.jsonl" >> "$WORK/growing.jsonl"
+sleep 0.5
+sed -n '16,$p' "$TRACES/run.jsonl" >> "$WORK/growing.jsonl"
+wait_for() { # wait_for PID SECONDS: its exit status, or 124 after killing it
+	waited=0
+	while kill -0 "$1" 2> /dev/null && [ "$waited" -lt "$(($2 * 10))" ]; do sleep 0.1; waited=$((waited + 1)); done
+	if kill -0 "$1" 2> /dev/null; then kill "$1"; wait "$1"; return 124; fi
+	wait "$1"
+}
+wait_for "$follower" 10
+status=$?
+if [ "$status" -eq 0 ] && cmp -s "$WORK/whole" "$WORK/followed" && [ ! -s "$WORK/followed.err" ]; then
+	ok "follow a file being written: every record once, ended by the final one"
+else
+	not_ok "follow a file being written: every record once, ended by the final one" "exit $status" "$(diff "$WORK/whole" "$WORK/followed")" "$(cat "$WORK/followed.err")"
+fi
+wait_for "$json_follower" 10
+status=$?
+if [ "$status" -eq 0 ] && cmp -s "$TRACES/run.jsonl" "$WORK/followed.json"; then
+	ok "follow --json: the lines as written, the cut one whole once completed"
+else
+	not_ok "follow --json: the lines as written, the cut one whole once completed" "exit $status" "$(diff "$TRACES/run.jsonl" "$WORK/followed.json")"
+fi
+
+# No final record: Ctrl-C (SIGINT) detaches, exit 0, what was there shown.
+cp "$TRACES/truncated.jsonl" "$WORK/unfinished.jsonl"
+"$KAGENT" trace --follow "$WORK/unfinished.jsonl" > "$WORK/out" 2> "$WORK/err" &
+follower=$!
+sleep 1
+kill -INT "$follower"
+wait_for "$follower" 5
+status=$?
+if [ "$status" -eq 0 ] && grep -q -x -F "stop: target reached (v2 2.10x)" "$WORK/out"; then
+	ok "follow without a final record: Ctrl-C ends it, exit 0"
+else
+	not_ok "follow without a final record: Ctrl-C ends it, exit 0" "exit $status" "$(cat "$WORK/out" "$WORK/err")"
+fi
+
+# The file replaced by a shorter one: an error, not nonsense.
+cp "$TRACES/truncated.jsonl" "$WORK/replaced.jsonl"
+"$KAGENT" trace --follow "$WORK/replaced.jsonl" > "$WORK/out" 2> "$WORK/err" &
+follower=$!
+sleep 0.6
+head -n 2 "$TRACES/run.jsonl" > "$WORK/replaced.jsonl"
+wait_for "$follower" 5
+status=$?
+if [ "$status" -eq 2 ] && grep -q "the trace was replaced" "$WORK/err"; then
+	ok "follow a file replaced by a shorter one: exit 2, said why"
+else
+	not_ok "follow a file replaced by a shorter one: exit 2, said why" "exit $status" "$(cat "$WORK/err")"
+fi
+check_line "follow a missing file" 2 "" "cannot open the trace" -- trace --follow "$WORK/none.jsonl"
 [ "$failed" -eq 0 ]

@@ -36,6 +36,8 @@ struct fixture {
 	pthread_t thread;
 	void (*client)(struct fixture *fixture);
 	struct kagent_http_stream *flood;
+	struct kagent_http_stream *paced;
+	int paced_next, paced_last;
 	struct kagent_http_request *held;
 	int flood_sequence;
 	atomic_int held_count;
@@ -77,6 +79,14 @@ handle_raw(struct kagent_http_request *request, void *data)
 	kagent_http_request_body(request, &length);
 	CHECK(kagent_http_request_json(request) == NULL);
 	kagent_http_reply_json(request, 200, json_pack("{s:I}", "length", (json_int_t)length));
+}
+
+/* A page, as the web viewer's files are answered. */
+static void
+handle_page(struct kagent_http_request *request, void *data)
+{
+	kagent_http_reply_header(request, "Content-Security-Policy", "default-src 'self'");
+	kagent_http_reply_bytes(request, 200, "text/html; charset=utf-8", "<p>page</p>", 11);
 }
 
 static void
@@ -197,6 +207,65 @@ handle_flood(struct kagent_http_request *request, void *data)
 	uv_timer_start(&fixture->flood_timer, flood, 1, 1);
 }
 
+/* Sends the paced events that fit; the rest after the next drain, then ends the stream. */
+static void
+paced_send(struct fixture *fixture)
+{
+	char id[16], data[1024];
+
+	memset(data, 'y', sizeof data - 1);
+	data[0] = data[sizeof data - 2] = '"';
+	data[sizeof data - 1] = '\0';
+	while (fixture->paced != NULL && fixture->paced_next <= fixture->paced_last) {
+		/* The event's lines around the data: "id: N\nevent: paced\ndata: ...\n\n". */
+		if (strlen(data) + 64 > kagent_http_stream_room(fixture->paced))
+			return;
+		snprintf(id, sizeof id, "%d", fixture->paced_next++);
+		CHECK_INT(kagent_http_stream_send_text(fixture->paced, id, "paced", data), 0);
+	}
+	if (fixture->paced != NULL) {
+		kagent_http_stream_close(fixture->paced);
+		fixture->paced = NULL;
+	}
+}
+
+static void
+on_paced_drain(struct kagent_http_stream *stream, void *data)
+{
+	struct fixture *fixture = data;
+
+	CHECK(fixture->paced == stream);
+	paced_send(fixture);
+}
+
+static void
+on_paced_close(struct kagent_http_stream *stream, void *data)
+{
+	struct fixture *fixture = data;
+
+	fixture->paced = NULL;
+	atomic_fetch_add(&fixture->stream_closed_count, 1);
+}
+
+/* 2,000 events of 1 KiB from after Last-Event-ID, never more than the stream has room for. */
+static void
+handle_paced(struct kagent_http_request *request, void *data)
+{
+	struct fixture *fixture = data;
+	const char *last = kagent_http_request_header(request, "last-event-id");
+	struct kagent_http_stream_callbacks callbacks = {.on_close = on_paced_close,
+							 .on_overflow = on_flood_overflow,
+							 .on_drain = on_paced_drain,
+							 .data = fixture};
+
+	fixture->paced_next = last != NULL ? atoi(last) + 1 : 1;
+	fixture->paced_last = 2000;
+	fixture->paced = kagent_http_stream_start(request, &callbacks);
+	/* Data of two lines would break the event apart: refused. */
+	CHECK_INT(kagent_http_stream_send_text(fixture->paced, NULL, NULL, "two\nlines"), -EINVAL);
+	paced_send(fixture);
+}
+
 static const struct kagent_http_route routes[] = {
     {.method = "GET", .pattern = "/v1/runs/{id}", .handle = handle_run, .summary = "one run"},
     {.method = "POST", .pattern = "/v1/runs", .handle = handle_create, .summary = "a new run"},
@@ -206,9 +275,11 @@ static const struct kagent_http_route routes[] = {
      .summary = "raw body",
      .flags = KAGENT_HTTP_ROUTE_RAW_BODY},
     {.method = "GET", .pattern = "/v1/work", .handle = handle_work, .summary = "async"},
+    {.method = "GET", .pattern = "/page", .handle = handle_page, .summary = "a page"},
     {.method = "GET", .pattern = "/v1/hold", .handle = handle_hold, .summary = "never answers"},
     {.method = "GET", .pattern = "/v1/events", .handle = handle_events, .summary = "SSE"},
     {.method = "GET", .pattern = "/v1/flood", .handle = handle_flood, .summary = "SSE flood"},
+    {.method = "GET", .pattern = "/v1/paced", .handle = handle_paced, .summary = "SSE paced"},
     {.method = NULL},
 };
 
@@ -391,6 +462,39 @@ raw_request(struct fixture *fixture, const char *text)
 	return raw_exchange(fixture, text, strlen(text));
 }
 
+/* Sends text on a fresh TCP connection and reads until the server closes. */
+static char *
+raw_request_tcp(struct fixture *fixture, const char *text)
+{
+	struct sockaddr_in address = {.sin_family = AF_INET};
+	struct kagent_buffer response = {0};
+	char piece[4096];
+	ssize_t got;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	CHECK(fd >= 0);
+	address.sin_port = htons((uint16_t)kagent_http_server_tcp_port(fixture->server));
+	address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK_INT(connect(fd, (struct sockaddr *)&address, sizeof address), 0);
+	raw_send(fd, text);
+	while ((got = read(fd, piece, sizeof piece)) > 0)
+		kagent_buffer_append(&response, piece, (size_t)got);
+	close(fd);
+	return kagent_buffer_take(&response);
+}
+
+/* A GET of path over TCP with these extra header lines ("" for none). */
+static char *
+tcp_get(struct fixture *fixture, const char *path, const char *headers)
+{
+	char *text = kagent_asprintf("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%s\r\n",
+				     path, headers);
+	char *response = raw_request_tcp(fixture, text);
+
+	free(text);
+	return response;
+}
+
 /* ---- tests ---- */
 
 static void
@@ -521,6 +625,77 @@ test_tcp_token(void)
 	fixture.options.tcp_address = "127.0.0.1:0";
 	fixture.options.token = TOKEN;
 	fixture_run(&fixture, client_tcp_token);
+	fixture_free(&fixture);
+}
+
+/* A browser: ?token= once gives a cookie and a 303 without the token; the cookie then counts
+ * as the bearer token. */
+static void
+client_browser_token(struct fixture *fixture)
+{
+	int port = kagent_http_server_tcp_port(fixture->server);
+	char *response, *cookie, *header;
+
+	response = tcp_get(fixture, "/page?token=" TOKEN, "");
+	CHECK_CONTAINS(response, "HTTP/1.1 303");
+	CHECK_CONTAINS(response, "location: /page\r\n");
+	cookie = kagent_asprintf(
+	    "set-cookie: kagent_token_%d=" TOKEN "; Path=/; HttpOnly; SameSite=Strict\r\n", port);
+	CHECK_CONTAINS(response, cookie);
+	free(cookie);
+	free(response);
+	/* Percent-encoded, among other parameters: the same. */
+	response = tcp_get(fixture, "/v1/runs/r1?a=1&token=0123456789abcdef%2Dtest-token", "");
+	CHECK_CONTAINS(response, "HTTP/1.1 303");
+	CHECK_CONTAINS(response, "location: /v1/runs/r1\r\n");
+	free(response);
+	/* A path that a browser would read as another host's goes to "/". */
+	response = tcp_get(fixture, "//example.com/x?token=" TOKEN, "");
+	CHECK_CONTAINS(response, "HTTP/1.1 303");
+	CHECK_CONTAINS(response, "location: /\r\n");
+	free(response);
+	/* A wrong token gets no cookie. */
+	response = tcp_get(fixture, "/page?token=0123456789abcdef-test-tokeN", "");
+	CHECK_CONTAINS(response, "HTTP/1.1 401");
+	CHECK(strstr(response, "set-cookie") == NULL);
+	free(response);
+	/* Only a GET exchanges it. */
+	response = raw_request_tcp(fixture, "POST /v1/runs?token=" TOKEN " HTTP/1.1\r\nHost: "
+					    "x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+	CHECK_CONTAINS(response, "HTTP/1.1 401");
+	free(response);
+	/* The cookie, among others, lets the page and the API in. */
+	header = kagent_asprintf("Cookie: theme=dark; kagent_token_%d=" TOKEN "; x=y\r\n", port);
+	response = tcp_get(fixture, "/page", header);
+	CHECK_CONTAINS(response, "HTTP/1.1 200");
+	CHECK_CONTAINS(response, "content-type: text/html; charset=utf-8");
+	CHECK_CONTAINS(response, "content-security-policy: default-src 'self'");
+	CHECK_CONTAINS(response, "x-content-type-options: nosniff");
+	CHECK_CONTAINS(response, "<p>page</p>");
+	free(response);
+	free(header);
+	/* Another port's cookie, or a wrong one, does not. */
+	header = kagent_asprintf("Cookie: kagent_token_%d=" TOKEN "\r\n", port + 1);
+	response = tcp_get(fixture, "/page", header);
+	CHECK_CONTAINS(response, "HTTP/1.1 401");
+	free(response);
+	free(header);
+	header = kagent_asprintf("Cookie: kagent_token_%d=0123456789abcdef-test-tokeN\r\n", port);
+	response = tcp_get(fixture, "/v1/runs/r1", header);
+	CHECK_CONTAINS(response, "HTTP/1.1 401");
+	free(response);
+	free(header);
+}
+
+static void
+test_browser_token(void)
+{
+	struct fixture fixture;
+
+	fixture_init(&fixture);
+	fixture.options.tcp_address = "127.0.0.1:0";
+	fixture.options.token = TOKEN;
+	fixture_run(&fixture, client_browser_token);
 	fixture_free(&fixture);
 }
 
@@ -695,6 +870,127 @@ test_slow_reader(void)
 	fixture_free(&fixture);
 }
 
+/* A reader that stalls, then reads everything: every event from after its Last-Event-ID, in
+ * order, none dropped, because the route sends only what fits and the rest after each drain. */
+static void
+client_paced(struct fixture *fixture)
+{
+	int fd = raw_connect_unix(fixture->socket_path), size = 4096, expected = 6;
+	struct kagent_buffer response = {0};
+	char piece[65536], id[32];
+	const char *at;
+	ssize_t got;
+
+	CHECK_INT(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size), 0);
+	raw_send(fd, "GET /v1/paced HTTP/1.1\r\nHost: x\r\nLast-Event-ID: 5\r\n"
+		     "Connection: close\r\n\r\n");
+	usleep(300000);
+	while ((got = read(fd, piece, sizeof piece)) > 0)
+		kagent_buffer_append(&response, piece, (size_t)got);
+	close(fd);
+	at = kagent_buffer_string(&response);
+	while ((at = strstr(at, "\nid: ")) != NULL) {
+		snprintf(id, sizeof id, "\nid: %d\n", expected);
+		CHECK(strncmp(at, id, strlen(id)) == 0);
+		expected++;
+		at++;
+	}
+	CHECK_INT(expected, 2001);
+	CHECK_INT(atomic_load(&fixture->overflow_count), 0);
+	kagent_buffer_free(&response);
+}
+
+static void
+test_paced_stream(void)
+{
+	struct fixture fixture;
+
+	fixture_init(&fixture);
+	fixture.options.stream_cap = 16 << 10;
+	fixture_run(&fixture, client_paced);
+	fixture_free(&fixture);
+}
+
+/* What kagent_daemon_client_stream handed over, and when to stop it. */
+struct stream_events {
+	json_t *events; /* [[id, name, data], ...] */
+	size_t stop_after;
+};
+
+static int
+collect_event(const struct kagent_sse_event *event, void *data)
+{
+	struct stream_events *collected = data;
+
+	json_array_append_new(collected->events, json_pack("[s, s, s%]", event->id, event->name,
+							   event->data, event->data_length));
+	return collected->stop_after > 0 &&
+		       json_array_size(collected->events) >= collected->stop_after
+		   ? 7
+		   : 0;
+}
+
+static void
+client_stream(struct fixture *fixture)
+{
+	struct stream_events collected = {.events = json_array()};
+	volatile sig_atomic_t stop = 0;
+	json_t *reply = NULL;
+	char *cause = NULL;
+	long status = 0;
+
+	/* To the end: the three steps, each with its id and data. */
+	CHECK_INT(kagent_daemon_client_stream(fixture->socket_path, NULL, "/v1/events",
+					      collect_event, &collected, &stop, &status, &reply,
+					      &cause),
+		  0);
+	CHECK_INT(status, 200);
+	CHECK(reply == NULL);
+	CHECK_INT(json_array_size(collected.events), 3);
+	CHECK_STRING(json_string_value(json_array_get(json_array_get(collected.events, 2), 0)),
+		     "3");
+	CHECK_STRING(json_string_value(json_array_get(json_array_get(collected.events, 2), 1)),
+		     "step");
+	CHECK_STRING(json_string_value(json_array_get(json_array_get(collected.events, 2), 2)),
+		     "{\"n\":3}");
+	/* The function stops it: its value comes back. */
+	json_array_clear(collected.events);
+	collected.stop_after = 10;
+	CHECK_INT(kagent_daemon_client_stream(fixture->socket_path, NULL, "/v1/paced",
+					      collect_event, &collected, &stop, &status, &reply,
+					      &cause),
+		  7);
+	CHECK_INT(json_array_size(collected.events), 10);
+	/* An error answer: its status and JSON body, no event. */
+	json_array_clear(collected.events);
+	CHECK_INT(kagent_daemon_client_stream(fixture->socket_path, NULL, "/v1/nothing",
+					      collect_event, &collected, &stop, &status, &reply,
+					      &cause),
+		  0);
+	CHECK_INT(status, 404);
+	CHECK(json_string_value(json_object_get(reply, "error")) != NULL);
+	CHECK_INT(json_array_size(collected.events), 0);
+	json_decref(reply);
+	reply = NULL;
+	/* The stop flag (a signal handler's): a stream that never answers is left. */
+	stop = 1;
+	CHECK_INT(kagent_daemon_client_stream(fixture->socket_path, NULL, "/v1/hold", collect_event,
+					      &collected, &stop, &status, &reply, &cause),
+		  -EINTR);
+	free(cause);
+	json_decref(collected.events);
+}
+
+static void
+test_client_stream(void)
+{
+	struct fixture fixture;
+
+	fixture_init(&fixture);
+	fixture_run(&fixture, client_stream);
+	fixture_free(&fixture);
+}
+
 static void
 client_socket_file(struct fixture *fixture)
 {
@@ -809,10 +1105,13 @@ static const struct kagent_test tests[] = {
     {"errors", test_errors},
     {"tcp_token", test_tcp_token},
     {"tcp_needs_token", test_tcp_needs_token},
+    {"browser_token", test_browser_token},
     {"async", test_async},
     {"garbage", test_garbage},
     {"events", test_events},
     {"slow_reader", test_slow_reader},
+    {"paced_stream", test_paced_stream},
+    {"client_stream", test_client_stream},
     {"socket_file", test_socket_file},
     {"stale_socket", test_stale_socket},
     {"client_no_daemon", test_client_no_daemon},

@@ -231,7 +231,7 @@ test_run(void)
 	json_decref(ended);
 	json_decref(feed(spans, "{\"type\": \"turn_end\", \"turn\": 1}", 9));
 
-	/* Turn 2: v2 is refused; its parent is v1, the fastest correct variant before it. */
+	/* Turn 2: v2 is refused; its parent is v1, as its verdict record says (docs/traces.md). */
 	json_decref(feed(spans, "{\"type\": \"request\", \"turn\": 2, \"attempt\": 1}", 10));
 	json_decref(
 	    feed(spans,
@@ -245,7 +245,7 @@ test_run(void)
 	json_decref(feed(spans,
 			 "{\"type\": \"verdict\", \"turn\": 2, \"variant\": \"v2\", \"purpose\": "
 			 "\"evaluate\", \"status\": \"wrong\", \"reason\": \"output differs\", "
-			 "\"speedup\": 0}",
+			 "\"speedup\": 0, \"parent\": \"v1\"}",
 			 13));
 	ended = feed(spans,
 		     "{\"type\": \"tool_result\", \"turn\": 2, \"id\": \"toolu_2\", \"name\": "

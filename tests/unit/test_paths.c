@@ -26,6 +26,14 @@ test_environment_first(void)
 	CHECK_INT(kagent_paths_sandbox_library(&path, &cause), 0);
 	CHECK_STRING(path, "/opt/lib/libkagent-sandbox.so");
 	free(path);
+	setenv("KAGENT_VIEWER_DIR", "/opt/viewer", 1);
+	setenv("KAGENT_JAVASCRIPT_DIR", "/opt/javascript", 1);
+	CHECK_INT(kagent_paths_viewer_dir(&path, &cause), 0);
+	CHECK_STRING(path, "/opt/viewer");
+	free(path);
+	CHECK_INT(kagent_paths_javascript_dir(&path, &cause), 0);
+	CHECK_STRING(path, "/opt/javascript");
+	free(path);
 }
 
 static void
@@ -44,6 +52,15 @@ test_defaults(void)
 	free(path);
 	CHECK_INT(kagent_paths_executable_dir(&path, &cause), 0);
 	CHECK(path[0] == '/');
+	free(path);
+	/* The viewer: beside the executable (none beside the tests' folder), else installed. */
+	unsetenv("KAGENT_VIEWER_DIR");
+	unsetenv("KAGENT_JAVASCRIPT_DIR");
+	CHECK_INT(kagent_paths_viewer_dir(&path, &cause), 0);
+	CHECK_CONTAINS(path, "kagent/viewer");
+	free(path);
+	CHECK_INT(kagent_paths_javascript_dir(&path, &cause), 0);
+	CHECK_STRING(path, "/usr/share/javascript");
 	free(path);
 }
 

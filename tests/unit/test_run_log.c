@@ -90,10 +90,12 @@ write_verdict(struct fixture *fixture, const char *variant, const char *purpose,
 	char sha256[KAGENT_SHA256_HEX_SIZE];
 
 	kagent_sha256_hex(source, strlen(source), sha256);
+	/* the parent as the session names it (the earlier variant sharing the most lines) */
 	kagent_trace_write(fixture->trace, "verdict",
-			   json_pack("{s:s, s:s, s:s, s:{s:s, s:{s:s}}, s:i}", "variant", variant,
-				     "purpose", purpose, "status", status, "verdict", "status",
-				     status, "candidate", "sha256", sha256, "turn", turn));
+			   json_pack("{s:s, s:s, s:s, s:{s:s, s:{s:s}}, s:i, s:s?}", "variant",
+				     variant, "purpose", purpose, "status", status, "verdict",
+				     "status", status, "candidate", "sha256", sha256, "turn", turn,
+				     "parent", strcmp(variant, "v2") == 0 ? "v1" : NULL));
 }
 
 static void

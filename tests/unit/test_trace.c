@@ -479,6 +479,80 @@ test_file_removed_or_replaced(void)
 	remove_directory(directory);
 }
 
+/* What kagent_trace_read_from handed over: each record's seq, line and end offset. */
+static int
+collect_lines(const struct kagent_trace_line *line, void *data)
+{
+	json_array_append_new(
+	    data, json_pack("{s:O, s:s%, s:I}", "seq", json_object_get(line->record, "seq"), "text",
+			    line->text, line->length, "end", (json_int_t)line->end));
+	return 0;
+}
+
+static json_t *
+read_from(const char *path, long long offset, size_t budget, long long *next)
+{
+	json_t *lines = json_array();
+	char *cause = NULL;
+
+	CHECK_INT(kagent_trace_read_from(path, offset, budget, collect_lines, lines, next, &cause),
+		  0);
+	CHECK(cause == NULL);
+	return lines;
+}
+
+static void
+test_read_from_follows_a_growing_file(void)
+{
+	char *directory = kagent_test_make_directory();
+	char *path = kagent_test_write_file(directory, "run.jsonl", "");
+	const char *first = "{\"type\":\"a\",\"seq\":1}\n";
+	long long next = -1;
+	json_t *lines;
+	char *cause = NULL;
+
+	/* Empty: nothing, and the next read starts at 0. */
+	lines = read_from(path, 0, 0, &next);
+	CHECK_INT(json_array_size(lines), 0);
+	CHECK_INT(next, 0);
+	json_decref(lines);
+	/* A whole line and a cut one: only the whole one, and the offset stops before the cut. */
+	append_text(path, first);
+	append_text(path, "{\"type\":\"b\",\"se");
+	lines = read_from(path, 0, 0, &next);
+	CHECK_INT(json_array_size(lines), 1);
+	CHECK_STRING(json_string_value(json_object_get(json_array_get(lines, 0), "text")),
+		     "{\"type\":\"a\",\"seq\":1}");
+	CHECK_INT(next, (long long)strlen(first));
+	json_decref(lines);
+	/* The writer completes the line: the next read from there sees it whole. */
+	append_text(path, "q\":2}\n{\"type\":\"c\",\"seq\":3}\n");
+	lines = read_from(path, next, 0, &next);
+	CHECK_INT(json_array_size(lines), 2);
+	CHECK_INT(seq_of(lines, 0), 2);
+	CHECK_INT(seq_of(lines, 1), 3);
+	CHECK_INT(json_integer_value(json_object_get(json_array_get(lines, 1), "end")), next);
+	json_decref(lines);
+	/* A budget stops after the line that reaches it; the rest comes next time. */
+	lines = read_from(path, 0, 1, &next);
+	CHECK_INT(json_array_size(lines), 1);
+	CHECK_INT(next, (long long)strlen(first));
+	json_decref(lines);
+	lines = read_from(path, next, 0, &next);
+	CHECK_INT(json_array_size(lines), 2);
+	json_decref(lines);
+	/* Garbage after a whole line is an error naming where it is. */
+	append_text(path, "garbage\n");
+	lines = json_array();
+	CHECK_INT(kagent_trace_read_from(path, next, 0, collect_lines, lines, &next, &cause),
+		  -EBADMSG);
+	CHECK_CONTAINS(cause, "not a JSON object");
+	free(cause);
+	json_decref(lines);
+	free(path);
+	remove_directory(directory);
+}
+
 static const struct kagent_test tests[] = {
     {"round_trip", test_round_trip},
     {"redaction", test_redaction},
@@ -489,6 +563,7 @@ static const struct kagent_test tests[] = {
     {"reader_stops_and_fails", test_reader_stops_and_fails},
     {"line_cap", test_line_cap},
     {"file_removed_or_replaced", test_file_removed_or_replaced},
+    {"read_from_follows_a_growing_file", test_read_from_follows_a_growing_file},
     {NULL, NULL},
 };
 

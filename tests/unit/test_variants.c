@@ -453,6 +453,49 @@ test_uncredited_speedups_never_count(void)
 	fixture_close(&fixture);
 }
 
+/* A variant's parent is the earlier one sharing the most lines with it (at least a fifth of
+ * its own; the later one on a tie), and the verdict record names it. */
+static void
+test_parent_is_read_from_the_sources(void)
+{
+	struct fixture fixture;
+	struct kagent_variant *first, *second, *other, *fourth, *fifth;
+	const char *base = "import torch\nimport triton\n\nclass ModelNew(torch.nn.Module):\n"
+			   "    def forward(self, x):\n        return torch.relu(x)\n";
+	const char *tuned = "import torch\nimport triton\n\nclass ModelNew(torch.nn.Module):\n"
+			    "    def forward(self, x):\n        return torch.relu(x) * 1\n";
+	const char *unrelated = "# a rewrite\nimport numpy\nclass ModelNew:\n    a = 1\n"
+				"    b = 2\n    c = 3\n    d = 4\n    e = 5\n    f = 6\n";
+	char *cause = NULL;
+	json_t *record = NULL, *judgement;
+	size_t index;
+
+	fixture_open(&fixture, KAGENT_TARGET_EAGER);
+	first = kagent_variants_add(fixture.variants, base, NULL, 1, &cause);
+	second = kagent_variants_add(fixture.variants, tuned, NULL, 2, &cause);
+	other = kagent_variants_add(fixture.variants, unrelated, NULL, 3, &cause);
+	fourth = kagent_variants_add(fixture.variants, base, NULL, 4, &cause);
+	fifth = kagent_variants_add(fixture.variants, tuned, NULL, 5, &cause);
+	CHECK(first != NULL && second != NULL && other != NULL && fourth != NULL && fifth != NULL);
+	CHECK(first->parent == NULL);
+	CHECK(second->parent == first);
+	CHECK(other->parent == NULL); /* one shared line of nine: not its parent */
+	CHECK(fourth->parent == first); /* all its lines; v2 shares one fewer */
+	CHECK(fifth->parent == second);
+	judgement = verdict("correct", 1.5, 0, 11);
+	kagent_variants_take_verdict(fixture.variants, second, KAGENT_VARIANTS_EVALUATE, 0,
+				     judgement);
+	json_decref(judgement);
+	for (index = 0; index < json_array_size(fixture.records); index++) {
+		record = json_array_get(fixture.records, index);
+		if (json_object_get(record, "parent") != NULL)
+			break;
+	}
+	CHECK(index < json_array_size(fixture.records));
+	CHECK_STRING(json_string_value(json_object_get(record, "parent")), "v1");
+	fixture_close(&fixture);
+}
+
 static const struct kagent_test tests[] = {
     {"add_and_find", test_add_and_find},
     {"speedup_follows_the_baseline", test_speedup_follows_the_baseline},
@@ -462,6 +505,7 @@ static const struct kagent_test tests[] = {
     {"uncredited_speedups_never_count", test_uncredited_speedups_never_count},
     {"unseen_seeds_avoid_the_seen_ones", test_unseen_seeds_avoid_the_seen_ones},
     {"resume_takes_back_files_and_records", test_resume_takes_back_files_and_records},
+    {"parent_is_read_from_the_sources", test_parent_is_read_from_the_sources},
     {NULL, NULL},
 };
 

@@ -1,6 +1,6 @@
 /*
- * Locating the interpreter, runner, prompts, sandbox library, cache and worker sockets
- * (see include/kagent/base/paths.h). The order (environment, beside the executable,
+ * Locating the interpreter, runner, prompts, web viewer, sandbox library, cache and worker
+ * sockets (see include/kagent/base/paths.h). The order (environment, beside the executable,
  * compiled default) lets a build folder inside the source tree work without any
  * setup, while tests and installs override each path on its own.
  */
@@ -32,6 +32,12 @@
 #endif
 #ifndef KAGENT_DEFAULT_PROMPTS_DIR
 #define KAGENT_DEFAULT_PROMPTS_DIR "prompts"
+#endif
+#ifndef KAGENT_DEFAULT_VIEWER_DIR
+#define KAGENT_DEFAULT_VIEWER_DIR "agent/daemon/viewer"
+#endif
+#ifndef KAGENT_DEFAULT_JAVASCRIPT_DIR
+#define KAGENT_DEFAULT_JAVASCRIPT_DIR "/usr/share/javascript"
 #endif
 #ifndef KAGENT_DEFAULT_PYTHON
 #define KAGENT_DEFAULT_PYTHON "python3"
@@ -131,6 +137,22 @@ kagent_paths_prompts_dir(char **out, char **cause)
 {
 	return paths__locate(out, "KAGENT_PROMPTS_DIR", "../prompts", R_OK | X_OK,
 			     KAGENT_DEFAULT_PROMPTS_DIR);
+}
+
+int
+kagent_paths_viewer_dir(char **out, char **cause)
+{
+	return paths__locate(out, "KAGENT_VIEWER_DIR", "../agent/daemon/viewer", R_OK | X_OK,
+			     KAGENT_DEFAULT_VIEWER_DIR);
+}
+
+int
+kagent_paths_javascript_dir(char **out, char **cause)
+{
+	const char *value = paths__getenv("KAGENT_JAVASCRIPT_DIR");
+
+	*out = kagent_strdup(value != NULL ? value : KAGENT_DEFAULT_JAVASCRIPT_DIR);
+	return 0;
 }
 
 int

@@ -1,7 +1,7 @@
 /*
  * Where kagent finds what it needs at run time: the Python interpreter that runs
- * the worker, the runner package, the prompts, the sandbox library, its cache and the worker
- * sockets. Each is an environment variable first, then a path relative to
+ * the worker, the runner package, the prompts, the web viewer's files, the sandbox library,
+ * its cache and the worker sockets. Each is an environment variable first, then a path relative to
  * the running executable (a build folder inside the source tree), then the
  * default compiled in by meson.
  */
@@ -20,6 +20,13 @@ int kagent_paths_runner_dir(char **out, char **cause);
 /* KAGENT_PROMPTS_DIR, else <exe_dir>/../prompts when it exists, else the default (the source
  * tree's prompts/). */
 int kagent_paths_prompts_dir(char **out, char **cause);
+/* The web viewer's own files (HTML, CSS, JavaScript; docs/viewer.md): KAGENT_VIEWER_DIR, else
+ * <exe_dir>/../agent/daemon/viewer when it exists (a build folder in the source tree), else the
+ * default (where meson installs them, <datadir>/kagent/viewer). */
+int kagent_paths_viewer_dir(char **out, char **cause);
+/* The system's JavaScript libraries (Debian's libjs-* packages): KAGENT_JAVASCRIPT_DIR, else
+ * the default, /usr/share/javascript. */
+int kagent_paths_javascript_dir(char **out, char **cause);
 /* KAGENT_SANDBOX_LIBRARY, else <exe_dir>/sandbox/libkagent-sandbox.so when it exists, else the
  * default. */
 int kagent_paths_sandbox_library(char **out, char **cause);

@@ -8,6 +8,7 @@
 #define KAGENT_COMMAND_H
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 
 /* The most options one command has, --help included. */
@@ -46,6 +47,7 @@ extern const struct kagent_command kagent_command_report;
 extern const struct kagent_command kagent_command_status;
 extern const struct kagent_command kagent_command_trace;
 extern const struct kagent_command kagent_command_verify;
+extern const struct kagent_command kagent_command_watch;
 extern const struct kagent_command kagent_command_worker;
 /* Built only where NVRTC was found (KAGENT_HAVE_NVRTC). */
 extern const struct kagent_command kagent_command_compile;
@@ -92,6 +94,12 @@ void kagent_command_print_usage(const struct kagent_command *command);
  */
 int kagent_command_fail(const struct kagent_command *command, int json, const char *kind,
 			const char *message);
+/*
+ * From now on Ctrl-C (SIGINT) sets the flag returned rather than ending the process, for the
+ * commands that follow something until told to stop (watch, trace --follow), so that they
+ * leave the terminal tidy. A blocking read is not restarted after it (no SA_RESTART).
+ */
+const volatile sig_atomic_t *kagent_command_catch_interrupt(void);
 /* `kagent NAME --help`: the synopsis, what the command does and one line per option. */
 void kagent_command_print_help(const struct kagent_command *command, FILE *stream);
 

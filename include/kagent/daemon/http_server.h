@@ -4,7 +4,8 @@
  * sessions and their API. The caller gives a table of routes; the server parses, checks and
  * dispatches, and answers the protocol's errors by itself (docs/http-server.md):
  *   404 unknown path, 405 wrong method (with Allow), 400 malformed JSON body, 413 body over
- *   the cap, 401 a TCP request without the right "Authorization: Bearer <token>".
+ *   the cap, 401 a TCP request without the right "Authorization: Bearer <token>" (or the
+ *   cookie a browser gets by opening a page with ?token=<token> once: 303 to the page).
  * Every error body is {"error": "message"}, except h2o's own answers to bytes that are not
  * HTTP (400) and to bodies over the cap (413), which are text.
  *
@@ -94,6 +95,9 @@ const char *kagent_http_request_query(const struct kagent_http_request *request,
 json_t *kagent_http_request_json(const struct kagent_http_request *request);
 /* The raw body (NUL-terminated for convenience; length in *length), never NULL. */
 const char *kagent_http_request_body(const struct kagent_http_request *request, size_t *length);
+/* A request header's value (name in lower case, e.g. "last-event-id"; the first of that name),
+ * or NULL when absent. Valid as long as the request. */
+const char *kagent_http_request_header(const struct kagent_http_request *request, const char *name);
 /* 1 when the request came over TCP (with the right token), 0 over the Unix socket. */
 int kagent_http_request_over_tcp(const struct kagent_http_request *request);
 /*
@@ -108,6 +112,13 @@ void kagent_http_request_set_on_gone(struct kagent_http_request *request,
 /* Answers with status and the JSON body (the reference is taken over, as json_object_set_new
  * does; NULL sends {}). The request is invalid afterwards. */
 void kagent_http_reply_json(struct kagent_http_request *request, int status, json_t *body);
+/* Answers with status and length bytes of body as content_type ("text/html; charset=utf-8");
+ * the bytes are copied. The request is invalid afterwards. */
+void kagent_http_reply_bytes(struct kagent_http_request *request, int status,
+			     const char *content_type, const char *body, size_t length);
+/* Adds a header (a name in any case, and a value, both copied) to the answer still to come. */
+void kagent_http_reply_header(struct kagent_http_request *request, const char *name,
+			      const char *value);
 /* Answers {"error": "<printf-formatted message>"} with status. */
 void kagent_http_reply_error(struct kagent_http_request *request, int status, const char *format,
 			     ...) __attribute__((format(printf, 3, 4)));
@@ -122,6 +133,9 @@ struct kagent_http_stream_callbacks {
 	 * resyncs the client from first_dropped_id. May be NULL. */
 	void (*on_overflow)(struct kagent_http_stream *stream, size_t count,
 			    const char *first_dropped_id, void *data);
+	/* Everything queued was written to the client: an owner that held events back to stay
+	 * under the cap (kagent_http_stream_room) sends them now. May be NULL. */
+	void (*on_drain)(struct kagent_http_stream *stream, void *data);
 	void *data;
 };
 
@@ -140,6 +154,14 @@ kagent_http_stream_start(struct kagent_http_request *request,
  */
 int kagent_http_stream_send(struct kagent_http_stream *stream, const char *id, const char *event,
 			    const json_t *data);
+/* The same with data given as text, sent as is: one line (no CR or LF, else -EINVAL), e.g.
+ * JSON that was serialised once for many streams. */
+int kagent_http_stream_send_text(struct kagent_http_stream *stream, const char *id,
+				 const char *event, const char *data);
+/* How many bytes may still be queued before the cap: an owner that sends no more than this
+ * (and waits for on_drain otherwise) never has events dropped. An event costs its data plus
+ * its "id: ", "event: " and "data: " lines. */
+size_t kagent_http_stream_room(const struct kagent_http_stream *stream);
 /* Sends what is queued, then ends the response. The stream is invalid afterwards (on_close is
  * not called). */
 void kagent_http_stream_close(struct kagent_http_stream *stream);

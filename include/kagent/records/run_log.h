@@ -18,7 +18,7 @@
 struct kagent_run_variant {
 	char *id;     /* "v3" */
 	int turn;     /* the turn that wrote it, 0 when the record has none */
-	char *parent; /* the variant evaluated before it (its parent commit), NULL for the first */
+	char *parent; /* the variant it was written from (the verdict record's), or NULL */
 	char *source; /* the candidate file as judged */
 	char source_sha256[KAGENT_SHA256_HEX_SIZE];
 	json_t *verdict; /* the whole verdict */

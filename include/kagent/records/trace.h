@@ -39,4 +39,24 @@ json_t *kagent_trace_redact(const struct kagent_trace *trace, const json_t *valu
 int kagent_trace_read(const char *path, int (*function)(const json_t *record, void *data),
 		      void *data, int *truncated_out, char **cause);
 
+/* A record as kagent_trace_read_from hands it over, with the line it was read from. */
+struct kagent_trace_line {
+	const json_t *record;
+	const char *text; /* the line as written, without its newline (not NUL-terminated) */
+	size_t length;
+	long long end; /* the byte offset just past the line's newline */
+};
+
+/*
+ * Reads a trace that may still be written, from byte offset on (0, or an offset this returned):
+ * calls function for each record of a complete line, skipping cut records as kagent_trace_read
+ * does, and stops before a last line without its newline (its writer may be completing it),
+ * after the line that brings what was read to budget bytes (0: no limit), or when function
+ * returns non-zero (returned as is). *offset_out (may be NULL) is where the next call goes on:
+ * just past the last line read.
+ */
+int kagent_trace_read_from(const char *path, long long offset, size_t budget,
+			   int (*function)(const struct kagent_trace_line *line, void *data),
+			   void *data, long long *offset_out, char **cause);
+
 #endif

@@ -32,6 +32,13 @@ struct kagent_variant {
 	json_t *verdict; /* its evaluation, or NULL before (or without) one */
 	char *commit_id; /* NULL until committed */
 	double speedup;	 /* against the configured baseline; 0 unless correct */
+	/* The earlier variant it was written from: the one sharing the most lines with it (at
+	 * least a fifth of its own; the later one on a tie), or NULL. The model rewrites whole
+	 * files and names no parent, so the lineage is read from the sources, the same way for
+	 * the trace, the viewer, exports and spans. */
+	const struct kagent_variant *parent;
+	uint64_t *line_hashes; /* its lines' hashes, sorted, for the next variants' parents */
+	size_t line_count;
 };
 
 enum kagent_variants_purpose {
