@@ -308,8 +308,8 @@ test_socket_refused(void)
 }
 
 static void
-on_ready_close(kagent_worker_client_t *worker, int status, const json_t *hello, const char *message,
-	       void *data)
+on_ready_close(kagent_worker_client_t *worker, int status, const json_t *hello,
+	       const char *message, void *data)
 {
 	struct outcome *outcome = data;
 
@@ -364,9 +364,7 @@ test_socket_backlog_full(void)
 		_exit(0);
 	}
 	CHECK_INT(uv_loop_init(&loop), 0);
-	/* 0: the default hello timeout, as the sessions ask for it (its deadline once counted
-	 * from 0 ms, failing at once). */
-	CHECK_INT(kagent_worker_client_connect(&loop, path, 0, on_ready_close, &outcome,
+	CHECK_INT(kagent_worker_client_connect(&loop, path, 5000, on_ready_close, &outcome,
 					       &outcome.worker, &cause),
 		  0);
 	CHECK_INT(uv_run(&loop, UV_RUN_DEFAULT), 0);
