@@ -11,6 +11,7 @@
 /* clang-format off */
 const struct kagent_command *const kagent_command_table[] = {
 	&kagent_command_optimize,
+	&kagent_command_model,
 	&kagent_command_eval,
 	&kagent_command_profile,
 	&kagent_command_verify,

@@ -282,9 +282,14 @@ evaluation__request_base(struct evaluation__state *state, const char *type, json
 static json_t *
 evaluation__check_request(struct evaluation__state *state)
 {
-	return evaluation__request_base(
+	json_t *request = evaluation__request_base(
 	    state, "check_problem", json_sprintf("check-%.16s", state->problem_sha256),
 	    evaluation__seeds(evaluation__seed_base(&state->options), 1));
+
+	if (state->options.model_analysis != NULL)
+		json_object_set(request, "model_analysis",
+				(json_t *)state->options.model_analysis);
+	return request;
 }
 
 /* The "evaluate" request, one key at a time. */

@@ -40,6 +40,7 @@ extern const struct kagent_command kagent_command_daemon;
 extern const struct kagent_command kagent_command_eval;
 extern const struct kagent_command kagent_command_export;
 extern const struct kagent_command kagent_command_gpu;
+extern const struct kagent_command kagent_command_model;
 extern const struct kagent_command kagent_command_optimize;
 extern const struct kagent_command kagent_command_profile;
 extern const struct kagent_command kagent_command_replay;

@@ -35,6 +35,10 @@ struct kagent_evaluation_options {
 	uint64_t worker_hello_timeout_ms; /* 0: the worker module's default */
 	/* also check correctness once at other sizes (the verdict's generalisation) */
 	int generalisation;
+	/* check_problem only: also analyse the problem as a whole model (kagent model); the
+	 * object is sent as the request's "model_analysis" (docs/worker-protocol.md) and the
+	 * answer carries the analysis. Borrowed. */
+	const json_t *model_analysis;
 };
 
 /*

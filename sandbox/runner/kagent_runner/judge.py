@@ -517,30 +517,7 @@ class Judge:
                 self.l2_reset_error = cuda_ipc.reset_persisting_l2()
 
     def measure_bandwidth(self):
-        """Device memory bandwidth from a 1 GiB copy: the best of three rounds, since a low
-        figure would raise the roofline floor and could reject an honest kernel."""
-        if self.device != "cuda":
-            return None
-        count = 1 << 28  # 1 GiB of float32
-        source = torch.empty(count, dtype=torch.float32, device="cuda")
-        target = torch.empty_like(source)
-        source.uniform_()
-        for _ in range(3):
-            target.copy_(source)
-        best = 0.0
-        for _ in range(3):
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            repeats = 10
-            start.record()
-            for _ in range(repeats):
-                target.copy_(source)
-            end.record()
-            torch.cuda.synchronize()
-            seconds = start.elapsed_time(end) / 1e3 / repeats
-            best = max(best, 2 * count * 4 / seconds)
-        del source, target
-        return best
+        return measure_bandwidth(self.device)
 
     def needs_baselines(self):
         cached = self.request.get("baselines")
@@ -738,18 +715,7 @@ class Judge:
         leaves = [v for _, v in compare.flatten(output) if isinstance(v, torch.Tensor)]
         if self.device == "cuda" and flops > 0 and leaves and leaves[0].is_floating_point():
             dtype = leaves[0].dtype
-            size = 8192 if dtype != torch.float64 else 4096
-            a = torch.randn(size, size, device="cuda", dtype=dtype)
-            b = torch.randn(size, size, device="cuda", dtype=dtype)
-            torch.mm(a, b)
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(5):
-                torch.mm(a, b)
-            end.record()
-            torch.cuda.synchronize()
-            peak = 5 * 2 * size ** 3 / (start.elapsed_time(end) / 1e3)
+            peak = measure_matmul_peak(dtype)
             result.update({"peak_flops_per_second": peak, "dtype": tensors.dtype_name(dtype),
                            "floor_ms": flops / peak * 1e3})
         return result
@@ -866,6 +832,49 @@ class Judge:
                 self.result["phase_seconds"][self.phase] = round(
                     time.monotonic() - self.phase_started, 4)
                 self.result["phase_peak_bytes"][self.phase] = self.peak_bytes()
+
+
+def measure_bandwidth(device):
+    """Device memory bandwidth from a 1 GiB copy: the best of three rounds, since a low
+    figure would raise the roofline floor and could reject an honest kernel."""
+    if device != "cuda":
+        return None
+    count = 1 << 28  # 1 GiB of float32
+    source = torch.empty(count, dtype=torch.float32, device="cuda")
+    target = torch.empty_like(source)
+    source.uniform_()
+    for _ in range(3):
+        target.copy_(source)
+    best = 0.0
+    for _ in range(3):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        repeats = 10
+        start.record()
+        for _ in range(repeats):
+            target.copy_(source)
+        end.record()
+        torch.cuda.synchronize()
+        seconds = start.elapsed_time(end) / 1e3 / repeats
+        best = max(best, 2 * count * 4 / seconds)
+    del source, target
+    return best
+
+
+def measure_matmul_peak(dtype):
+    """The GPU's matrix-product rate in `dtype` (FLOP/s), from five large products."""
+    size = 8192 if dtype != torch.float64 else 4096
+    a = torch.randn(size, size, device="cuda", dtype=dtype)
+    b = torch.randn(size, size, device="cuda", dtype=dtype)
+    torch.mm(a, b)
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        torch.mm(a, b)
+    end.record()
+    torch.cuda.synchronize()
+    return 5 * 2 * size ** 3 / (start.elapsed_time(end) / 1e3)
 
 
 def build_reference(module, request, device):

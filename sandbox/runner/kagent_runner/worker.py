@@ -382,7 +382,7 @@ def _check_problem_locked(request):
     result_read, result_write = os.pipe()
 
     def setup():
-        from . import judge
+        from . import judge, model
 
         os.close(output_read)
         os.close(result_read)
@@ -391,6 +391,9 @@ def _check_problem_locked(request):
         os.dup2(output_write, 1)
         os.dup2(output_write, 2)
         _drop_judge_privileges(request)
+        # a whole model's analysis (kagent model) is this check and more
+        if isinstance(request.get("model_analysis"), dict):
+            model.analyze_child(request, result_write)
         judge.check_problem_child(request, result_write)
 
     pid = _fork_child(setup)
@@ -451,7 +454,8 @@ def _check_problem_locked(request):
     return {"type": "problem_check", "id": request.get("id"),
             "wall_seconds": time.monotonic() - started,
             "problem_error": answer.get("problem_error"),
-            "internal_error": answer.get("internal_error"), "process": process}
+            "internal_error": answer.get("internal_error"), "process": process,
+            "model_analysis": answer.get("model_analysis")}
 
 
 def _handle_check_problem(request):
