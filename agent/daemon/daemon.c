@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -819,6 +820,21 @@ daemon__store_woken(void *data)
 
 /* ---- start and stop ---- */
 
+/* Descriptors the daemon asks for: each event-stream client (kagent watch, a viewer's page)
+ * holds a socket, and a shell's soft limit (1,024) would refuse the thousandth. */
+#define DAEMON_FILE_LIMIT 65536
+
+static void
+daemon__raise_file_limit(void)
+{
+	struct rlimit limit;
+
+	if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= DAEMON_FILE_LIMIT)
+		return;
+	limit.rlim_cur = limit.rlim_max < DAEMON_FILE_LIMIT ? limit.rlim_max : DAEMON_FILE_LIMIT;
+	setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 static void
 daemon__server_closed(void *data)
 {
@@ -913,6 +929,7 @@ kagent_daemon_run(const struct kagent_daemon_options *options, char **cause)
 
 	daemon->options = options;
 	daemon->cancel_requests = json_object();
+	daemon__raise_file_limit();
 	if ((status = daemon__load_config(options->config_path, &daemon->config, cause)) < 0)
 		goto out;
 	config_loaded = 1;

@@ -73,6 +73,7 @@ struct kagent_daemon_feed {
 struct events__read {
 	struct kagent_daemon_feed *feed;
 	struct events__watcher *watcher; /* NULL: the feed's own read */
+	char *session_id;
 	char *path;
 	long long offset, next_offset;
 	json_int_t after; /* records up to this seq are skipped */
@@ -263,14 +264,50 @@ events__collect(const struct kagent_trace_line *line, void *data)
 	return 0;
 }
 
+/*
+ * The store's copy of the trace (once a turn, without stream records: docs/store.md) stands in
+ * for a file this machine does not have: a session another daemon ran or runs on a shared
+ * store. Records after read->after, up to the budget; offsets stay where they were.
+ */
+static int
+events__read_store(struct kagent_store *store, struct events__read *read, char **cause)
+{
+	json_t *records = NULL, *record;
+	size_t index, taken = 0;
+	int status = kagent_store_trace_read(store, read->session_id, &records, cause);
+
+	json_array_foreach(records, index, record)
+	{
+		json_int_t seq = json_integer_value(json_object_get(record, "seq"));
+		char *text;
+
+		if (seq <= read->after || taken >= read->budget)
+			continue;
+		text = json_dumps(record, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		taken += strlen(text);
+		json_array_append_new(read->lines,
+				      json_pack("[I, s, I]", seq, text, (json_int_t)read->offset));
+		free(text);
+	}
+	/* Short of the budget: the replay has it all. */
+	read->next_offset = read->offset + (taken >= read->budget ? (long long)taken : 0);
+	json_decref(records);
+	return status;
+}
+
 static int
 events__read_work(struct kagent_store *store, void *data, char **cause)
 {
 	struct events__read *read = data;
+	int status = kagent_trace_read_from(read->path, read->offset, read->budget, events__collect,
+					    read, &read->next_offset, cause);
 
-	(void)store;
-	return kagent_trace_read_from(read->path, read->offset, read->budget, events__collect, read,
-				      &read->next_offset, cause);
+	if (status == -ENOENT && read->watcher != NULL && read->ended_at_start) {
+		free(*cause);
+		*cause = NULL;
+		status = events__read_store(store, read, cause);
+	}
+	return status;
 }
 
 static struct events__read *
@@ -281,6 +318,7 @@ events__read_new(struct kagent_daemon_feed *feed, struct events__watcher *watche
 
 	read->feed = feed;
 	read->watcher = watcher;
+	read->session_id = kagent_strdup(feed->session_id);
 	read->path = kagent_strdup(feed->trace_path);
 	read->offset = offset;
 	read->next_offset = offset;
@@ -294,6 +332,7 @@ events__read_new(struct kagent_daemon_feed *feed, struct events__watcher *watche
 static void
 events__read_free(struct events__read *read)
 {
+	free(read->session_id);
 	free(read->path);
 	json_decref(read->lines);
 	free(read);

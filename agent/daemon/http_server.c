@@ -963,6 +963,7 @@ struct kagent_http_stream *
 kagent_http_stream_start(struct kagent_http_request *request,
 			 const struct kagent_http_stream_callbacks *callbacks)
 {
+	static h2o_iovec_t opening = {H2O_STRLIT(": open\n\n")};
 	struct kagent_http_stream *stream = kagent_calloc(1, sizeof *stream);
 	h2o_req_t *req = request->req;
 
@@ -986,9 +987,10 @@ kagent_http_stream_start(struct kagent_http_request *request,
 	h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
 		       H2O_STRLIT("no-cache"));
 	h2o_start_response(req, &stream->generator);
-	/* Sends the head now, so the client sees the stream open before the first event. */
+	/* h2o writes the head only with the body's first bytes: a comment line (clients ignore
+	 * it) goes now, so the client sees the stream open before the first event. */
 	stream->in_flight = 1;
-	h2o_send(req, NULL, 0, H2O_SEND_STATE_IN_PROGRESS);
+	h2o_send(req, &opening, 1, H2O_SEND_STATE_IN_PROGRESS);
 	return stream;
 }
 

@@ -266,6 +266,21 @@ handle_paced(struct kagent_http_request *request, void *data)
 	paced_send(fixture);
 }
 
+static void
+on_quiet_close(struct kagent_http_stream *stream, void *data)
+{
+	atomic_fetch_add(&((struct fixture *)data)->stream_closed_count, 1);
+}
+
+/* A stream with nothing to say yet (a queued session's). */
+static void
+handle_quiet(struct kagent_http_request *request, void *data)
+{
+	struct kagent_http_stream_callbacks callbacks = {.on_close = on_quiet_close, .data = data};
+
+	kagent_http_stream_start(request, &callbacks);
+}
+
 static const struct kagent_http_route routes[] = {
     {.method = "GET", .pattern = "/v1/runs/{id}", .handle = handle_run, .summary = "one run"},
     {.method = "POST", .pattern = "/v1/runs", .handle = handle_create, .summary = "a new run"},
@@ -280,6 +295,7 @@ static const struct kagent_http_route routes[] = {
     {.method = "GET", .pattern = "/v1/events", .handle = handle_events, .summary = "SSE"},
     {.method = "GET", .pattern = "/v1/flood", .handle = handle_flood, .summary = "SSE flood"},
     {.method = "GET", .pattern = "/v1/paced", .handle = handle_paced, .summary = "SSE paced"},
+    {.method = "GET", .pattern = "/v1/quiet", .handle = handle_quiet, .summary = "SSE, quiet"},
     {.method = NULL},
 };
 
@@ -911,6 +927,37 @@ test_paced_stream(void)
 	fixture_free(&fixture);
 }
 
+/* The head of a stream that sends no event comes at once, with the opening comment. */
+static void
+client_quiet(struct fixture *fixture)
+{
+	int fd = raw_connect_unix(fixture->socket_path);
+	struct pollfd entry = {.fd = fd, .events = POLLIN};
+	char piece[1024];
+	ssize_t got;
+
+	raw_send(fd, "GET /v1/quiet HTTP/1.1\r\nHost: x\r\n\r\n");
+	CHECK_INT(poll(&entry, 1, 5000), 1);
+	got = read(fd, piece, sizeof piece - 1);
+	CHECK(got > 0);
+	piece[got] = '\0';
+	CHECK_CONTAINS(piece, "HTTP/1.1 200");
+	CHECK_CONTAINS(piece, "\r\n\r\n");
+	CHECK_CONTAINS(piece, ": open\n\n");
+	close(fd);
+	wait_for(&fixture->stream_closed_count, 1);
+}
+
+static void
+test_quiet_stream(void)
+{
+	struct fixture fixture;
+
+	fixture_init(&fixture);
+	fixture_run(&fixture, client_quiet);
+	fixture_free(&fixture);
+}
+
 /* What kagent_daemon_client_stream handed over, and when to stop it. */
 struct stream_events {
 	json_t *events; /* [[id, name, data], ...] */
@@ -1110,6 +1157,7 @@ static const struct kagent_test tests[] = {
     {"garbage", test_garbage},
     {"events", test_events},
     {"slow_reader", test_slow_reader},
+    {"quiet_stream", test_quiet_stream},
     {"paced_stream", test_paced_stream},
     {"client_stream", test_client_stream},
     {"socket_file", test_socket_file},

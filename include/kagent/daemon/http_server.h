@@ -140,8 +140,9 @@ struct kagent_http_stream_callbacks {
 };
 
 /*
- * Answers the request 200 text/event-stream (no-cache) and turns it into a stream; the request
- * is invalid afterwards. Never NULL.
+ * Answers the request 200 text/event-stream (no-cache) and turns it into a stream, whose head
+ * goes at once with a comment line ": open" (SSE clients ignore comments); the request is
+ * invalid afterwards. Never NULL.
  */
 struct kagent_http_stream *
 kagent_http_stream_start(struct kagent_http_request *request,
