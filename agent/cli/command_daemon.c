@@ -11,6 +11,7 @@
 #include "kagent/cuda/cuda_driver.h"
 #include "kagent/daemon/daemon.h"
 #include "kagent/daemon/daemon_routes.h"
+#include "kagent/evaluator/evaluation.h"
 #include "kagent/records/config.h"
 
 #include <ctype.h>
@@ -24,6 +25,10 @@
  * other's evaluation. */
 #define DAEMON_SESSIONS_PER_SLOT 2
 #define DAEMON_GPU_CAP 64
+/* Evaluation lanes per GPU when --evaluation-lanes is not given (docs/reward-service.md): four
+ * candidates load, compile and run their trials while one is timed; on the CPU two. */
+#define DAEMON_EVALUATION_LANES_GPU 4
+#define DAEMON_EVALUATION_LANES_CPU 2
 
 enum {
 	DAEMON_OPTION_SOCKET,
@@ -34,6 +39,7 @@ enum {
 	DAEMON_OPTION_GPUS,
 	DAEMON_OPTION_MAX_SESSIONS,
 	DAEMON_OPTION_CONFIG,
+	DAEMON_OPTION_EVALUATION_LANES,
 	DAEMON_OPTION_LEASE,
 };
 
@@ -59,6 +65,9 @@ static const struct kagent_command_option command_daemon__options[] = {
 	[DAEMON_OPTION_CONFIG] = {"config", 0, "FILE",
 		"the config file, as kagent optimize reads it (SIGHUP reloads it)",
 		"$KAGENT_CONFIG, else ./kagent.yaml", NULL},
+	[DAEMON_OPTION_EVALUATION_LANES] = {"evaluation-lanes", 0, "N",
+		"evaluations of POST /v1/evaluations at once per GPU, 1 to 64, each with a warm "
+		"worker; their timed calls never overlap", "4 per GPU; 2 on the CPU", NULL},
 	[DAEMON_OPTION_LEASE] = {"lease", 0, "SECONDS",
 		"how long a claimed session stays this daemon's without a heartbeat; after that "
 		"another daemon takes it over", "30", NULL},
@@ -156,7 +165,7 @@ command_daemon__handler(int argc, char **argv)
 	char *error = NULL, *end, gpu_name[256] = "";
 	int gpus[DAEMON_GPU_CAP], option, status = KAGENT_COMMAND_EXIT_ERROR;
 	size_t gpu_count = 0;
-	long max_sessions = 0;
+	long max_sessions = 0, lanes = 0;
 	double lease = 0;
 
 	kagent_command_parser_init(&parser, &kagent_command_daemon);
@@ -210,6 +219,15 @@ command_daemon__handler(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (values[DAEMON_OPTION_EVALUATION_LANES] != NULL) {
+		lanes = strtol(values[DAEMON_OPTION_EVALUATION_LANES], &end, 10);
+		if (*end != '\0' || end == values[DAEMON_OPTION_EVALUATION_LANES] || lanes < 1 ||
+		    lanes > KAGENT_EVALUATION_LANE_CAP) {
+			status = kagent_command_fail(&kagent_command_daemon, 0, "usage",
+						     "--evaluation-lanes: expected 1 to 64");
+			goto out;
+		}
+	}
 	if (values[DAEMON_OPTION_LEASE] != NULL) {
 		lease = strtod(values[DAEMON_OPTION_LEASE], &end);
 		if (*end != '\0' || end == values[DAEMON_OPTION_LEASE] || !(lease >= 1) ||
@@ -252,6 +270,10 @@ command_daemon__handler(int argc, char **argv)
 	options.max_sessions =
 	    max_sessions > 0 ? (int)max_sessions
 			     : DAEMON_SESSIONS_PER_SLOT * (gpu_count > 0 ? (int)gpu_count : 1);
+	options.evaluation_lanes = lanes > 0 ? (int)lanes
+				   : strcmp(options.device, "cpu") == 0
+				       ? DAEMON_EVALUATION_LANES_CPU
+				       : DAEMON_EVALUATION_LANES_GPU;
 	options.config_path = config_path;
 	options.routes = kagent_daemon_routes;
 	/* This binary, whatever its path: `kagent worker` is one of its commands. */

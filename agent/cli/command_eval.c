@@ -1,12 +1,19 @@
 /*
  * `kagent eval PROBLEM CANDIDATE`: one evaluation, printed as text or as one JSON object. Its
  * options and run are shared with `kagent profile` (command_eval.h): printed as exactly one
- * JSON object with --json, else by the command's renderer.
+ * JSON object with --json, else by the command's renderer. When kagentd runs (its socket
+ * answers, on the same device), `kagent eval` asks it (POST /v1/evaluations, then polls), so
+ * that it shares the daemon's warm workers, cached baselines and timing lock; the verdict is
+ * the same object. --no-daemon, --worker, --cold and --evidence evaluate here.
  */
 #include "command_eval.h"
 
 #include "kagent/base/alloc.h"
+#include "kagent/base/fileio.h"
+#include "kagent/base/log.h"
+#include "kagent/base/paths.h"
 #include "kagent/cli/command.h"
+#include "kagent/daemon/daemon_client.h"
 #include "kagent/evaluator/evaluation.h"
 #include "kagent/evaluator/evidence.h"
 #include "kagent/evaluator/verdict.h"
@@ -15,8 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define COMMAND_EVAL_NO_GPU_HINT "to run the evaluation on the CPU instead, add --device cpu"
+/* The daemon's caps a candidate; a larger one is evaluated here, which says why. */
+#define COMMAND_EVAL_REMOTE_SOURCE_CAP (1024 * 1024)
+#define COMMAND_EVAL_POLL_US 100000
 
 /* Indexes into kagent_command_eval_options, the cases of the parser's switch. */
 enum {
@@ -34,6 +46,7 @@ enum {
 	COMMAND_EVAL_CALL_TIMEOUT,
 	COMMAND_EVAL_GENERALISE,
 	COMMAND_EVAL_EVIDENCE,
+	COMMAND_EVAL_NO_DAEMON,
 };
 
 /* clang-format off */
@@ -71,6 +84,10 @@ const struct kagent_command_option kagent_command_eval_options[] = {
 	[COMMAND_EVAL_EVIDENCE] = {"evidence", 0, "DIR",
 		"also write an evidence bundle there (the verdict, raw samples, environment, "
 		"seeds, the files); kagent verify DIR re-checks it", NULL, NULL},
+	[COMMAND_EVAL_NO_DAEMON] = {"no-daemon", 0, NULL,
+		"evaluate here even when kagentd runs (kagent eval asks a running daemon on the "
+		"same device, at $KAGENT_DAEMON_SOCKET or its default socket; kagent profile never "
+		"does)", NULL, NULL},
 	{0},
 };
 /* clang-format on */
@@ -84,6 +101,124 @@ command_eval__parse_number(const char *text, long long minimum, long long *value
 	return *end == '\0' && end != text && *value >= minimum;
 }
 
+/* The options object of POST /v1/evaluations for these options (docs/reward-service.md). */
+static json_t *
+command_eval__remote_options(const struct kagent_evaluation_options *options)
+{
+	json_t *object =
+	    json_pack("{s:s, s:s, s:b, s:b, s:b}", "device", options->device, "speedup_basis",
+		      kagent_verdict_basis_name(options->speedup_basis), "no_compile_baseline",
+		      !options->measure_compile, "no_cache", options->no_cache != 0, "generalise",
+		      options->generalisation != 0);
+
+	if (strcmp(options->device, "cpu") != 0)
+		json_object_set_new(object, "gpu", json_integer(options->gpu_index));
+	if (options->seed != 0)
+		json_object_set_new(object, "seed", json_integer((json_int_t)options->seed));
+	if (options->trials != 0)
+		json_object_set_new(object, "trials", json_integer(options->trials));
+	if (options->signed_trials != 0)
+		json_object_set_new(
+		    object, "signed_trials",
+		    json_integer(options->signed_trials < 0 ? 0 : options->signed_trials));
+	if (options->call_timeout_seconds != 0)
+		json_object_set_new(object, "call_timeout",
+				    json_integer(options->call_timeout_seconds));
+	return object;
+}
+
+/*
+ * Asks a running kagentd for the evaluation. Returns 1 with *object_out (a verdict, or the
+ * daemon's error object for this evaluation, with *status_out 0 or negative), or 0 when no
+ * daemon can take it (none runs, another device, it refused the request): then the
+ * evaluation runs here, and says the same things it would have without a daemon.
+ */
+static int
+command_eval__remote(const struct kagent_evaluation_options *options, json_t **object_out,
+		     int *status_out)
+{
+	char *socket_path = NULL, *cause = NULL, *source = NULL, *path = NULL, *problem = NULL;
+	json_t *reply = NULL, *body = NULL;
+	const char *id;
+	struct stat info;
+	size_t size = 0;
+	long status = 0;
+	int used = 0;
+
+	if (kagent_paths_daemon_socket(&socket_path, &cause) < 0 || stat(socket_path, &info) != 0 ||
+	    !S_ISSOCK(info.st_mode))
+		goto out;
+	if (kagent_daemon_client_request(socket_path, NULL, "GET", "/v1/health", NULL, &status,
+					 &reply, &cause) < 0 ||
+	    status != 200 || !json_is_string(json_object_get(reply, "device")) ||
+	    strcmp(json_string_value(json_object_get(reply, "device")), options->device) != 0)
+		goto out;
+	json_decref(reply);
+	reply = NULL;
+	/* The daemon reads the problem itself (an absolute path, as for a batch); the candidate
+	 * goes as its text. */
+	problem = realpath(options->problem_path, NULL);
+	if (problem == NULL ||
+	    kagent_fileio_read(options->candidate_path, COMMAND_EVAL_REMOTE_SOURCE_CAP, &source,
+			       &size, &cause) < 0 ||
+	    size >= COMMAND_EVAL_REMOTE_SOURCE_CAP || strlen(source) != size)
+		goto out;
+	body = json_pack("{s:s, s:[s%], s:o, s:b}", "problem_path", problem, "candidates", source,
+			 size, "options", command_eval__remote_options(options), "async", 1);
+	if (kagent_daemon_client_request(socket_path, NULL, "POST", "/v1/evaluations", body,
+					 &status, &reply, &cause) < 0 ||
+	    status != 202 ||
+	    (id = json_string_value(json_array_get(json_object_get(reply, "ids"), 0))) == NULL)
+		goto out;
+	kagent_log(KAGENT_LOG_INFO, "evaluating through kagentd at %s as %s", socket_path, id);
+	path = kagent_asprintf("/v1/evaluations/%s", id);
+	/* From here the daemon has the evaluation: its failures are this evaluation's. */
+	used = 1;
+	for (;;) {
+		json_t *answer = NULL;
+		const char *state;
+
+		if (kagent_daemon_client_request(socket_path, NULL, "GET", path, NULL, &status,
+						 &answer, &cause) < 0 ||
+		    status != 200) {
+			*object_out = kagent_verdict_error_json(
+			    "daemon", cause != NULL ? cause : "kagentd lost the evaluation");
+			*status_out = -EPROTO;
+			json_decref(answer);
+			break;
+		}
+		state = json_string_value(json_object_get(answer, "state"));
+		if (state != NULL && strcmp(state, "done") == 0) {
+			char *candidate = realpath(options->candidate_path, NULL);
+
+			*object_out = json_deep_copy(json_object_get(answer, "verdict"));
+			/* an error object has "error" where a verdict has "status" */
+			*status_out = json_object_get(*object_out, "error") != NULL ? -EPROTO : 0;
+			/* the file named here, not the daemon's copy of its text */
+			if (candidate != NULL &&
+			    json_is_object(json_object_get(*object_out, "candidate")))
+				json_object_set_new(json_object_get(*object_out, "candidate"),
+						    "path", json_string(candidate));
+			free(candidate);
+			json_decref(answer);
+			break;
+		}
+		json_decref(answer);
+		usleep(COMMAND_EVAL_POLL_US);
+	}
+out:
+	if (!used && cause != NULL)
+		kagent_log(KAGENT_LOG_INFO, "evaluating here, not through kagentd: %s", cause);
+	free(cause);
+	free(socket_path);
+	free(source);
+	free(problem);
+	free(path);
+	json_decref(body);
+	json_decref(reply);
+	return used;
+}
+
 int
 kagent_command_eval_run(int argc, char **argv, const struct kagent_command *command,
 			int profile_reference, kagent_command_eval_render render)
@@ -95,7 +230,7 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 	const char *evidence = NULL, *basis = "device";
 	char *cause = NULL;
 	long long number;
-	int json = 0, option, status, index;
+	int json = 0, option, status, index, local = profile_reference;
 
 	/* --json decides how errors are printed, so look for it before parsing anything else. */
 	for (index = 1; index < argc; index++) {
@@ -124,9 +259,14 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 			break;
 		case COMMAND_EVAL_WORKER:
 			options.worker_socket = optarg;
+			local = 1;
 			break;
 		case COMMAND_EVAL_COLD:
 			options.cold = 1;
+			local = 1;
+			break;
+		case COMMAND_EVAL_NO_DAEMON:
+			local = 1;
 			break;
 		case COMMAND_EVAL_NO_CACHE:
 			options.no_cache = 1;
@@ -161,6 +301,7 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 			break;
 		case COMMAND_EVAL_EVIDENCE:
 			evidence = optarg;
+			local = 1; /* the bundle's files are read here */
 			break;
 		case KAGENT_COMMAND_HELP:
 			kagent_command_print_help(command, stdout);
@@ -193,7 +334,8 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 	options.problem_path = argv[optind];
 	options.candidate_path = argv[optind + 1];
 
-	status = kagent_evaluation_run_sync(&options, &object);
+	if (local || !command_eval__remote(&options, &object, &status))
+		status = kagent_evaluation_run_sync(&options, &object);
 	if (status != 0) {
 		const char *kind = json_string_value(json_object_get(object, "error"));
 

@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +28,10 @@
 #define DAEMON_TRACE_COPY_CAP ((size_t)80 << 20)
 /* How a stream record's line begins (agent/records/trace.c writes "type" first). */
 #define DAEMON_STREAM_PREFIX "{\"type\":\"stream\","
+
+/* The largest request body: POST /v1/evaluations with many candidates (it caps each source and
+ * the count itself); every other route's body is small. */
+#define DAEMON_BODY_CAP (64u * 1024 * 1024)
 
 static const int daemon__signal_numbers[DAEMON_SIGNAL_COUNT] = {SIGTERM, SIGINT, SIGHUP};
 
@@ -50,19 +53,6 @@ static const struct {
     {"speedup_basis", "evaluation.speedup_basis"},
 };
 #define DAEMON_SETTING_COUNT (sizeof daemon__settings / sizeof daemon__settings[0])
-
-void
-kagent_daemon_log(const char *format, ...)
-{
-	va_list arguments;
-
-	fputs("kagentd: ", stderr);
-	va_start(arguments, format);
-	vfprintf(stderr, format, arguments);
-	va_end(arguments);
-	fputc('\n', stderr);
-	fflush(stderr);
-}
 
 const char *
 kagent_daemon_setting_key(const char *setting)
@@ -557,8 +547,10 @@ daemon__trace_set(int status, const char *cause, void *data)
 		kagent_session_interrupt(ds->session);
 }
 
+/* trace_records: a resumed session's records in the store, to rebuild its run where its files
+ * are on another machine (borrowed; NULL when none). */
 static void
-daemon__begin(struct kagent_daemon_session *ds)
+daemon__begin(struct kagent_daemon_session *ds, const json_t *trace_records)
 {
 	struct kagent_daemon *daemon = ds->daemon;
 	struct kagent_store_claim *claim = ds->claim;
@@ -589,6 +581,7 @@ daemon__begin(struct kagent_daemon_session *ds)
 	    .problem_path = claim->problem_path,
 	    .run_id = claim->session_id,
 	    .resume = claim->resume,
+	    .trace_records = trace_records,
 	    .gpu_name = daemon->options->gpu_name,
 	    .worker_executable = daemon->options->worker_executable,
 	    .observer = daemon__observe,
@@ -621,15 +614,29 @@ struct daemon__claim_job {
 	struct kagent_daemon *daemon;
 	size_t slot;
 	struct kagent_store_claim *claim;
+	json_t *trace_records; /* a resumed session's, for a run whose files are elsewhere */
 };
 
 static int
 daemon__claim_work(struct kagent_store *store, void *data, char **cause)
 {
 	struct daemon__claim_job *job = data;
+	char *read_cause = NULL;
+	int status;
 
-	return kagent_store_session_claim(store, job->daemon->slot_names[job->slot], &job->claim,
-					  cause);
+	status = kagent_store_session_claim(store, job->daemon->slot_names[job->slot], &job->claim,
+					    cause);
+	if (status < 0 || job->claim == NULL || !job->claim->resume)
+		return status;
+	/* Read here, on the pool; the session rebuilds its run from them only where its files
+	 * are missing. Without them it resumes from its files, or says they are missing. */
+	if (kagent_store_trace_read(store, job->claim->session_id, &job->trace_records,
+				    &read_cause) < 0) {
+		kagent_daemon_log("session %s: reading its trace from the store: %s",
+				  job->claim->session_id, read_cause);
+		free(read_cause);
+	}
+	return 0;
 }
 
 static void
@@ -656,7 +663,6 @@ daemon__claimed(int status, const char *cause, void *data)
 	ds->live = json_pack("{s:n, s:i, s:f, s:n}", "turn", "tokens", 0, "cost", 0.0, "best");
 	ds->next = daemon->sessions;
 	daemon->sessions = ds;
-	free(job);
 	if (json_object_get(daemon->cancel_requests, ds->claim->session_id) != NULL) {
 		json_object_del(daemon->cancel_requests, ds->claim->session_id);
 		ds->cancelled = 1;
@@ -667,9 +673,13 @@ daemon__claimed(int status, const char *cause, void *data)
 		/* Claimed as the shutdown began: it stays running in the store for recovery. */
 		ds->finish = 0;
 		daemon__end(ds);
+		json_decref(job->trace_records);
+		free(job);
 		return;
 	}
-	daemon__begin(ds);
+	daemon__begin(ds, job->trace_records);
+	json_decref(job->trace_records);
+	free(job);
 }
 
 static void
@@ -849,7 +859,9 @@ void
 kagent_daemon_maybe_exit(struct kagent_daemon *daemon)
 {
 	if (!daemon->stopping || daemon->sessions != NULL || daemon->jobs > 0 ||
-	    daemon->events_jobs > 0 || daemon->server != NULL || !daemon->signals_open)
+	    daemon->events_jobs > 0 || daemon->server != NULL || !daemon->signals_open ||
+	    (daemon->evaluations != NULL &&
+	     !kagent_daemon_evaluations_stopped(daemon->evaluations)))
 		return;
 	if (daemon->observers != NULL)
 		daemon->observers->close(daemon);
@@ -862,6 +874,12 @@ kagent_daemon_maybe_exit(struct kagent_daemon *daemon)
 	}
 	kagent_store_listen_stop(daemon->store);
 	kagent_daemon_log("all sessions stopped; exiting");
+}
+
+static void
+daemon__evaluations_stopped(void *data)
+{
+	kagent_daemon_maybe_exit(data);
 }
 
 static void
@@ -885,6 +903,8 @@ daemon__stop(struct kagent_daemon *daemon, const char *why)
 			  why, running, running == 1 ? "" : "s");
 	if (daemon->server != NULL)
 		kagent_http_server_close(daemon->server, daemon__server_closed, daemon);
+	if (daemon->evaluations != NULL)
+		kagent_daemon_evaluations_stop(daemon->evaluations);
 	kagent_daemon_maybe_exit(daemon);
 }
 
@@ -953,6 +973,8 @@ kagent_daemon_run(const struct kagent_daemon_options *options, char **cause)
 	    .token = options->token,
 	    .routes = options->routes,
 	    .handler_data = daemon,
+	    /* POST /v1/evaluations carries many candidates' sources (caps of its own) */
+	    .body_cap = DAEMON_BODY_CAP,
 	};
 	if ((status = kagent_http_server_start(&daemon->loop, &server_options, &daemon->server,
 					       cause)) < 0)
@@ -969,6 +991,22 @@ kagent_daemon_run(const struct kagent_daemon_options *options, char **cause)
 	}
 	daemon->signals_open = 1;
 	daemon__slots(daemon);
+	{
+		struct kagent_daemon_evaluations_options evaluations = {
+		    .loop = &daemon->loop,
+		    .store = daemon->store,
+		    .device = options->device,
+		    .socket_path = options->socket_path,
+		    .worker_executable = options->worker_executable,
+		    .slot_gpus = daemon->slot_gpus,
+		    .slot_count = daemon->scheduler.slot_count,
+		    .lanes_per_slot = options->evaluation_lanes,
+		    .stopped = daemon__evaluations_stopped,
+		    .data = daemon,
+		};
+
+		daemon->evaluations = kagent_daemon_evaluations_create(&evaluations);
+	}
 	uv_timer_init(&daemon->loop, &daemon->heartbeat);
 	daemon->heartbeat.data = daemon;
 	daemon->heartbeat_open = 1;
@@ -1013,6 +1051,7 @@ out:
 			free(daemon->slot_names[slot]);
 		kagent_scheduler_clear(&daemon->scheduler);
 	}
+	kagent_daemon_evaluations_free(daemon->evaluations);
 	free(daemon->slot_names);
 	free(daemon->slot_gpus);
 	json_decref(daemon->cancel_requests);

@@ -5,6 +5,8 @@
 #ifndef KAGENT_DAEMON_INTERNAL_H
 #define KAGENT_DAEMON_INTERNAL_H
 
+#include "daemon_log.h"
+#include "evaluations.h"
 #include "kagent/daemon/daemon.h"
 #include "kagent/daemon/scheduler.h"
 #include "kagent/daemon/store.h"
@@ -102,10 +104,9 @@ struct kagent_daemon {
 	uv_timer_t events_tick;
 	uv_timer_t events_poll;
 	int events_open;
+	struct kagent_daemon_evaluations *evaluations;
 };
 
-/* One line on stderr, "kagentd: ...": journald keeps each line as one event. */
-void kagent_daemon_log(const char *format, ...) __attribute__((format(printf, 1, 2)));
 /* The session of this daemon with that run id, or NULL. */
 struct kagent_daemon_session *kagent_daemon_find(struct kagent_daemon *daemon, const char *id);
 /* Interrupts the session id where it runs here (it ends as cancelled), or remembers the id for

@@ -205,6 +205,8 @@ routes__health_answer(struct routes__call *call)
 	json_object_set_new(call->result, "gpus", gpus);
 	json_object_set_new(call->result, "sessions_running", json_integer(running));
 	json_object_set_new(call->result, "max_sessions", json_integer(options->max_sessions));
+	json_object_set_new(call->result, "evaluations",
+			    kagent_daemon_evaluations_health(daemon->evaluations));
 }
 
 static void
@@ -631,6 +633,24 @@ routes__session_cancel(struct kagent_http_request *request, void *data)
 	routes__submit(request, data, routes__session_cancel_work, routes__session_cancelled);
 }
 
+/* ---- POST /v1/evaluations, GET /v1/evaluations/{id}: the reward service ---- */
+
+static void
+routes__evaluations_post(struct kagent_http_request *request, void *data)
+{
+	struct kagent_daemon *daemon = data;
+
+	kagent_daemon_evaluations_post(daemon->evaluations, request);
+}
+
+static void
+routes__evaluations_get(struct kagent_http_request *request, void *data)
+{
+	struct kagent_daemon *daemon = data;
+
+	kagent_daemon_evaluations_get(daemon->evaluations, request);
+}
+
 /* ---- GET /, /viewer/{file}, /viewer/lib/{file}: the web viewer (docs/viewer.md) ---- */
 
 /* The page's scripts and styles are its own files only: nothing inline, nothing fetched from
@@ -703,6 +723,10 @@ const struct kagent_http_route kagent_daemon_routes[] = {
 	 .summary = "one session, with its live view while it runs here"},
 	{.method = "DELETE", .pattern = "/v1/sessions/{id}", .handle = routes__session_cancel,
 	 .summary = "cancel one session"},
+	{.method = "POST", .pattern = "/v1/evaluations", .handle = routes__evaluations_post,
+	 .summary = "judge candidates against one problem, as kagent eval --json, in order"},
+	{.method = "GET", .pattern = "/v1/evaluations/{id}", .handle = routes__evaluations_get,
+	 .summary = "one evaluation (ID-N) or a whole request (ID), verdicts once ready"},
 	{.method = "GET", .pattern = "/v1/sessions/{id}/events",
 	 .handle = kagent_daemon_events_serve_session,
 	 .summary = "a session's trace records as Server-Sent Events: replayed, then live"},

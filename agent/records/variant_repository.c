@@ -27,6 +27,9 @@
 /* A fixed identity, so that committing works without any git configuration. */
 #define VARIANT_REPOSITORY_AUTHOR_NAME "kagent"
 #define VARIANT_REPOSITORY_AUTHOR_EMAIL "kagent@localhost"
+/* The problem commit's time: fixed, so that every machine makes the same problem commit and a
+ * run's branch rebuilt elsewhere from the store gets the same commit ids (docs/store.md). */
+#define VARIANT_REPOSITORY_PROBLEM_TIME 0
 
 /* Used by one thread at a time: libgit2 wants one git_repository per thread. */
 struct kagent_variant_repository {
@@ -217,8 +220,9 @@ variant_repository__commit_problem(git_repository *git, const char *problem_sour
 					   &blob_oid, GIT_FILEMODE_BLOB)) < 0 ||
 	    (code = git_treebuilder_write(&tree_oid, builder)) < 0 ||
 	    (code = git_tree_lookup(&tree, git, &tree_oid)) < 0 ||
-	    (code = git_signature_now(&signature, VARIANT_REPOSITORY_AUTHOR_NAME,
-				      VARIANT_REPOSITORY_AUTHOR_EMAIL)) < 0 ||
+	    (code = git_signature_new(&signature, VARIANT_REPOSITORY_AUTHOR_NAME,
+				      VARIANT_REPOSITORY_AUTHOR_EMAIL,
+				      VARIANT_REPOSITORY_PROBLEM_TIME, 0)) < 0 ||
 	    (code =
 		 git_commit_create(&commit_oid, git, VARIANT_REPOSITORY_PROBLEM_BRANCH, signature,
 				   signature, NULL, "Add the problem\n", tree, 0, NULL)) < 0)
@@ -523,6 +527,47 @@ out:
 	return result;
 }
 
+int
+kagent_variant_repository_forget_run(struct kagent_variant_repository *repository,
+				     const char *run_id, char **cause)
+{
+	git_worktree_prune_options options;
+	git_worktree *worktree = NULL;
+	git_reference *branch = NULL;
+	char *names[2] = {NULL, NULL};
+	int result, code;
+
+	if ((result = variant_repository__validate_run_id(run_id, cause)) < 0)
+		goto out;
+	code = git_worktree_lookup(&worktree, repository->git, run_id);
+	git_worktree_prune_options_init(&options, GIT_WORKTREE_PRUNE_OPTIONS_VERSION);
+	options.flags = GIT_WORKTREE_PRUNE_VALID | GIT_WORKTREE_PRUNE_WORKING_TREE;
+	if (code == 0 && (code = git_worktree_prune(worktree, &options)) < 0) {
+		result = variant_repository__git_failure(
+		    code, cause, "cannot remove the worktree of run %s", run_id);
+		goto out;
+	}
+	names[0] = kagent_asprintf("runs/%s", run_id);
+	names[1] = kagent_asprintf("best/%s", run_id);
+	for (size_t index = 0; index < 2; index++) {
+		code = git_branch_lookup(&branch, repository->git, names[index], GIT_BRANCH_LOCAL);
+		if (code == 0)
+			code = git_branch_delete(branch);
+		git_reference_free(branch);
+		branch = NULL;
+		if (code < 0 && code != GIT_ENOTFOUND) {
+			result = variant_repository__git_failure(code, cause, "cannot delete %s",
+								 names[index]);
+			goto out;
+		}
+	}
+out:
+	free(names[0]);
+	free(names[1]);
+	git_worktree_free(worktree);
+	return result;
+}
+
 /* Appends text with each line break replaced by a space, for one-line fields. */
 static void
 variant_repository__append_one_line(struct kagent_buffer *message, const char *text)
@@ -595,7 +640,8 @@ int
 kagent_variant_repository_commit(struct kagent_variant_repository *repository, const char *run_id,
 				 const char *file_name, const char *source, const char *subject,
 				 const char *body, const struct kagent_trailer *trailers,
-				 size_t trailer_count, char **commit_id_out, char **cause)
+				 size_t trailer_count, long long seconds, char **commit_id_out,
+				 char **cause)
 {
 	git_repository *worktree_git = NULL;
 	git_reference *head = NULL;
@@ -648,8 +694,9 @@ kagent_variant_repository_commit(struct kagent_variant_repository *repository, c
 	    (code = git_tree_lookup(&tree, worktree_git, &tree_oid)) < 0 ||
 	    (code = git_reference_name_to_id(&parent_oid, worktree_git, "HEAD")) < 0 ||
 	    (code = git_commit_lookup(&parent, worktree_git, &parent_oid)) < 0 ||
-	    (code = git_signature_now(&signature, VARIANT_REPOSITORY_AUTHOR_NAME,
-				      VARIANT_REPOSITORY_AUTHOR_EMAIL)) < 0 ||
+	    (code = git_signature_new(&signature, VARIANT_REPOSITORY_AUTHOR_NAME,
+				      VARIANT_REPOSITORY_AUTHOR_EMAIL, (git_time_t)seconds, 0)) <
+		0 ||
 	    (code = git_commit_create(&commit_oid, worktree_git, "HEAD", signature, signature, NULL,
 				      message, tree, 1, (const git_commit **)&parent)) < 0) {
 		result = variant_repository__git_failure(code, cause, "cannot commit %s on %s",

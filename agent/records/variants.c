@@ -11,6 +11,7 @@
 #include "kagent/base/log.h"
 #include "kagent/records/variant_repository.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -460,17 +461,18 @@ variants__trailer_number(double value)
 	return kagent_asprintf("%.4g", value);
 }
 
-/* Commits an evaluated variant with its verdict in the trailers. */
-static void
-variants__commit(struct kagent_variants *variants, struct kagent_variant *variant,
-		 const json_t *verdict)
+/* Commits an evaluated variant with its verdict in the trailers, as of seconds (since 1970):
+ * the same variant, verdict and time make the same commit on any machine. */
+static int
+variants__commit_at(struct kagent_variants *variants, struct kagent_variant *variant,
+		    const json_t *verdict, long long seconds, char **commit_id, char **cause)
 {
 	const json_t *environment = json_object_get(verdict, "environment");
 	const json_t *first_trial = json_array_get(json_object_get(verdict, "trials"), 0);
 	const char *status = json_string_value(json_object_get(verdict, "status"));
 	const char *gpu = json_string_value(json_object_get(environment, "gpu"));
-	char *subject, *eager, *compile, *milliseconds, *turn, *seed, *commit_id = NULL;
-	char *cause = NULL, *branch;
+	char *subject, *eager, *compile, *milliseconds, *turn, *seed;
+	int result;
 
 	eager = variants__trailer_number(variants__timing_number(verdict, "speedup_vs_eager"));
 	compile = variants__trailer_number(variants__timing_number(verdict, "speedup_vs_compile"));
@@ -497,21 +499,10 @@ variants__commit(struct kagent_variants *variants, struct kagent_variant *varian
 		    {"Kagent-GPU", gpu != NULL ? gpu : "none"},
 		};
 
-		if (kagent_variant_repository_commit(
-			variants->repository, variants->run_id, "candidate.py", variant->source,
-			subject, variant->note[0] != '\0' ? variant->note : NULL, trailers,
-			sizeof trailers / sizeof trailers[0], &commit_id, &cause) < 0) {
-			kagent_log(KAGENT_LOG_ERROR, "commit of %s failed: %s", variant->id, cause);
-			free(cause);
-		} else {
-			branch = kagent_asprintf("runs/%s", variants->run_id);
-			free(variant->commit_id);
-			variant->commit_id = commit_id;
-			variants->record(variants->data, "commit",
-					 json_pack("{s:s, s:s, s:s}", "variant", variant->id,
-						   "commit", commit_id, "branch", branch));
-			free(branch);
-		}
+		result = kagent_variant_repository_commit(
+		    variants->repository, variants->run_id, "candidate.py", variant->source,
+		    subject, variant->note[0] != '\0' ? variant->note : NULL, trailers,
+		    sizeof trailers / sizeof trailers[0], seconds, commit_id, cause);
 	}
 	free(subject);
 	free(eager);
@@ -519,6 +510,29 @@ variants__commit(struct kagent_variants *variants, struct kagent_variant *varian
 	free(milliseconds);
 	free(turn);
 	free(seed);
+	return result;
+}
+
+/* Commits an evaluated variant now and records the commit, with its time. */
+static void
+variants__commit(struct kagent_variants *variants, struct kagent_variant *variant,
+		 const json_t *verdict)
+{
+	long long seconds = (long long)time(NULL);
+	char *commit_id = NULL, *cause = NULL, *branch;
+
+	if (variants__commit_at(variants, variant, verdict, seconds, &commit_id, &cause) < 0) {
+		kagent_log(KAGENT_LOG_ERROR, "commit of %s failed: %s", variant->id, cause);
+		free(cause);
+		return;
+	}
+	branch = kagent_asprintf("runs/%s", variants->run_id);
+	free(variant->commit_id);
+	variant->commit_id = commit_id;
+	variants->record(variants->data, "commit",
+			 json_pack("{s:s, s:s, s:s, s:I}", "variant", variant->id, "commit",
+				   commit_id, "branch", branch, "committed_at", seconds));
+	free(branch);
 }
 
 void
@@ -722,4 +736,173 @@ kagent_variants_replay(struct kagent_variants *variants, const json_t *record)
 			    json_number_value(json_object_get(record, "speedup"));
 		}
 	}
+}
+
+/* ---- rebuild from a trace ---- */
+
+struct variants__rebuild {
+	struct kagent_variants *variants;
+	char *source; /* of the last evaluate call, until its verdict names its variant */
+	char *note;
+	json_t *renamed; /* commit ids of the trace -> those made here, where they differ */
+};
+
+static void
+variants__rebuild_call(struct variants__rebuild *rebuild, const json_t *record)
+{
+	const char *name = json_string_value(json_object_get(record, "name"));
+	const char *arguments = json_string_value(json_object_get(record, "arguments"));
+	json_t *parsed;
+
+	if (name == NULL || strcmp(name, "evaluate") != 0 || arguments == NULL)
+		return;
+	free(rebuild->source);
+	free(rebuild->note);
+	rebuild->source = rebuild->note = NULL;
+	parsed = json_loads(arguments, JSON_DECODE_ANY, NULL);
+	if (json_is_string(json_object_get(parsed, "source")))
+		rebuild->source =
+		    kagent_strdup(json_string_value(json_object_get(parsed, "source")));
+	if (json_is_string(json_object_get(parsed, "note")))
+		rebuild->note = kagent_strdup(json_string_value(json_object_get(parsed, "note")));
+	json_decref(parsed);
+}
+
+/* The verdict of an evaluate call: the variant it names is the call's source. */
+static int
+variants__rebuild_verdict(struct variants__rebuild *rebuild, const json_t *record, char **cause)
+{
+	struct kagent_variants *variants = rebuild->variants;
+	const char *name = json_string_value(json_object_get(record, "variant"));
+	const char *purpose = json_string_value(json_object_get(record, "purpose"));
+	const json_t *verdict = json_object_get(record, "verdict");
+	int turn = (int)json_integer_value(json_object_get(record, "turn"));
+	struct kagent_variant *variant;
+	char *expected;
+	int status = 0;
+
+	if (purpose == NULL || strcmp(purpose, "evaluate") != 0 || name == NULL)
+		return 0;
+	expected = kagent_asprintf("v%zu", variants->count + 1);
+	if (strcmp(name, expected) != 0) {
+		if (kagent_variants_find(variants, name) == NULL) {
+			*cause = kagent_asprintf(
+			    "the trace has a verdict of %s where %s comes next", name, expected);
+			status = -EINVAL;
+		}
+		goto out;
+	}
+	if (rebuild->source == NULL) {
+		*cause =
+		    kagent_asprintf("the trace has no evaluate call with the source of %s", name);
+		status = -EINVAL;
+		goto out;
+	}
+	variant = kagent_variants_add(variants, rebuild->source, rebuild->note, turn, cause);
+	if (variant == NULL) {
+		status = -EINVAL;
+		goto out;
+	}
+	free(rebuild->source);
+	free(rebuild->note);
+	rebuild->source = rebuild->note = NULL;
+	if (json_is_object(verdict)) {
+		variant->verdict = json_incref((json_t *)verdict);
+		variant->speedup = kagent_variants_speedup(variants, verdict);
+	}
+out:
+	free(expected);
+	return status;
+}
+
+static int
+variants__rebuild_commit(struct variants__rebuild *rebuild, json_t *record, char **cause)
+{
+	struct kagent_variants *variants = rebuild->variants;
+	struct kagent_variant *variant =
+	    kagent_variants_find(variants, json_string_value(json_object_get(record, "variant")));
+	const char *recorded = json_string_value(json_object_get(record, "commit"));
+	const json_t *seconds = json_object_get(record, "committed_at");
+	char *commit_id = NULL;
+	int status;
+
+	if (variant == NULL || variant->verdict == NULL || recorded == NULL) {
+		*cause = kagent_asprintf("the trace commits %s, which it never evaluated",
+					 json_string_value(json_object_get(record, "variant")));
+		return -EINVAL;
+	}
+	/* A trace from before committed_at cannot give the same ids: the commit is made now. */
+	status = variants__commit_at(variants, variant, variant->verdict,
+				     json_is_integer(seconds) ? json_integer_value(seconds)
+							      : (long long)time(NULL),
+				     &commit_id, cause);
+	if (status < 0)
+		return status;
+	if (strcmp(commit_id, recorded) != 0)
+		json_object_set_new(rebuild->renamed, recorded, json_string(commit_id));
+	free(variant->commit_id);
+	variant->commit_id = commit_id;
+	return 0;
+}
+
+static int
+variants__rebuild_best(struct variants__rebuild *rebuild, const json_t *record, char **cause)
+{
+	struct kagent_variants *variants = rebuild->variants;
+	struct kagent_variant *variant =
+	    kagent_variants_find(variants, json_string_value(json_object_get(record, "variant")));
+	int status;
+
+	if (variant == NULL || variant->commit_id == NULL) {
+		*cause = kagent_asprintf("the trace makes %s the best, which it never committed",
+					 json_string_value(json_object_get(record, "variant")));
+		return -EINVAL;
+	}
+	status = kagent_variant_repository_move_best(variants->repository, variants->run_id,
+						     variant->commit_id, cause);
+	if (status < 0)
+		return status;
+	variants->best = variant;
+	variants->best_speedup = json_number_value(json_object_get(record, "speedup"));
+	variants__write_best_file(variants, variant);
+	return 0;
+}
+
+int
+kagent_variants_rebuild(struct kagent_variants *variants, json_t *records, char **cause)
+{
+	struct variants__rebuild rebuild = {.variants = variants, .renamed = json_object()};
+	json_t *record;
+	size_t index;
+	int status = 0, renamed;
+
+	json_array_foreach(records, index, record)
+	{
+		const char *type = json_string_value(json_object_get(record, "type"));
+		const json_t *made;
+
+		if (type == NULL)
+			continue;
+		if (strcmp(type, "tool_call") == 0)
+			variants__rebuild_call(&rebuild, record);
+		else if (strcmp(type, "verdict") == 0)
+			status = variants__rebuild_verdict(&rebuild, record, cause);
+		else if (strcmp(type, "commit") == 0)
+			status = variants__rebuild_commit(&rebuild, record, cause);
+		else if (strcmp(type, "best") == 0)
+			status = variants__rebuild_best(&rebuild, record, cause);
+		if (status < 0)
+			goto out;
+		/* Every record naming a commit made again under another id names the new one. */
+		made = json_object_get(rebuild.renamed,
+				       json_string_value(json_object_get(record, "commit")));
+		if (made != NULL)
+			json_object_set(record, "commit", (json_t *)made);
+	}
+out:
+	renamed = (int)json_object_size(rebuild.renamed);
+	free(rebuild.source);
+	free(rebuild.note);
+	json_decref(rebuild.renamed);
+	return status < 0 ? status : renamed;
 }

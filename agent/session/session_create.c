@@ -8,7 +8,9 @@
 #include "session_internal.h"
 
 #include "kagent/base/alloc.h"
+#include "kagent/base/buffer.h"
 #include "kagent/base/fileio.h"
+#include "kagent/base/log.h"
 #include "kagent/base/paths.h"
 #include "kagent/records/config.h"
 #include "kagent/records/otlp_exporter.h"
@@ -284,6 +286,86 @@ session_create__resume(struct kagent_session *session, char **cause)
 	return 0;
 }
 
+/* ---- rebuild ---- */
+
+static void
+session_create__record_nothing(void *data, const char *type, json_t *fields)
+{
+	json_decref(fields);
+}
+
+static char *
+session_create__trace_path(const struct kagent_session *session)
+{
+	return kagent_asprintf("%s/traces/%s.jsonl",
+			       kagent_variant_repository_directory(session->repository),
+			       session->run_id);
+}
+
+/*
+ * The run's files are not here (taken over from another machine): its branch, variants and
+ * best made again from the trace records, then the trace written back, last, since a trace
+ * is what makes a run resumable here.
+ */
+static int
+session_create__rebuild(struct kagent_session *session, const json_t *trace_records, char **cause)
+{
+	json_t *records = json_deep_copy(trace_records), *record;
+	struct kagent_variants *variants = NULL;
+	struct kagent_buffer text = {0};
+	char *worktree = NULL, *path = session_create__trace_path(session), *folder = NULL;
+	struct kagent_variants_options options = {
+	    .repository = session->repository,
+	    .run_id = session->run_id,
+	    .baseline = session->config->target.baseline,
+	    .record = session_create__record_nothing,
+	};
+	size_t index;
+	int status;
+
+	/* A branch without a trace is a rebuild cut short (the trace is written last): what it
+	 * holds is made again below, with the same ids. */
+	if ((status = kagent_variant_repository_forget_run(session->repository, session->run_id,
+							   cause)) < 0 ||
+	    (status = kagent_variant_repository_start_run(session->repository, session->run_id, 0,
+							  &worktree, cause)) < 0)
+		goto out;
+	options.worktree = worktree;
+	if ((status = kagent_variants_create(&options, &variants, cause)) < 0 ||
+	    (status = kagent_variants_rebuild(variants, records, cause)) < 0)
+		goto out;
+	if (status > 0)
+		kagent_log(KAGENT_LOG_WARNING,
+			   "run %s: %d commit(s) rebuilt under new ids (a trace without their "
+			   "times); its trace names the new ones",
+			   session->run_id, status);
+	json_array_foreach(records, index, record)
+	{
+		char *line = json_dumps(record, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+		kagent_buffer_append_string(&text, line);
+		kagent_buffer_append_string(&text, "\n");
+		free(line);
+	}
+	folder =
+	    kagent_asprintf("%s/traces", kagent_variant_repository_directory(session->repository));
+	if ((status = kagent_fileio_make_directories(folder, 0755, cause)) < 0)
+		goto out;
+	status = kagent_fileio_write_atomic(path, text.data != NULL ? text.data : "", text.length,
+					    cause);
+	if (status == 0)
+		kagent_log(KAGENT_LOG_INFO, "run %s rebuilt from %zu trace records",
+			   session->run_id, json_array_size(records));
+out:
+	kagent_buffer_free(&text);
+	kagent_variants_free(variants);
+	json_decref(records);
+	free(folder);
+	free(worktree);
+	free(path);
+	return status < 0 ? status : 0;
+}
+
 /* ---- create ---- */
 
 static void
@@ -296,7 +378,6 @@ session_create__record(void *data, const char *type, json_t *fields)
 static int
 session_create__records(struct kagent_session *session, char **cause)
 {
-	const char *directory = kagent_variant_repository_directory(session->repository);
 	struct kagent_variants_options options = {
 	    .repository = session->repository,
 	    .run_id = session->run_id,
@@ -311,7 +392,7 @@ session_create__records(struct kagent_session *session, char **cause)
 	status = kagent_variants_create(&options, &session->variants, cause);
 	if (status < 0)
 		return status;
-	session->trace_path = kagent_asprintf("%s/traces/%s.jsonl", directory, session->run_id);
+	session->trace_path = session_create__trace_path(session);
 	if (session->resumed && access(session->trace_path, R_OK) != 0) {
 		*cause = kagent_asprintf("run %s has no trace at %s: nothing to resume",
 					 session->run_id, session->trace_path);
@@ -410,14 +491,27 @@ kagent_session_create(const struct kagent_session_options *options,
 					   session->problem_source, &session->repository, cause);
 	if (status < 0)
 		goto out;
+	if (options->resume && options->trace_records != NULL) {
+		char *trace_path = session_create__trace_path(session);
+		int missing = access(trace_path, F_OK) != 0;
+
+		free(trace_path);
+		/* Nothing of it reached the store (killed in its first turn elsewhere): it
+		 * starts here under its id, as it would have there. */
+		if (missing && json_array_size(options->trace_records) == 0)
+			session->resumed = 0;
+		else if (missing && (status = session_create__rebuild(
+					 session, options->trace_records, cause)) < 0)
+			goto out;
+	}
 	status = kagent_variant_repository_start_run(session->repository, session->run_id,
-						     options->resume, &session->worktree, cause);
+						     session->resumed, &session->worktree, cause);
 	if (status < 0)
 		goto out;
 	session->problem_copy_path = kagent_asprintf("%s/problem.py", session->worktree);
 	if ((status = session_create__records(session, cause)) < 0)
 		goto out;
-	status = kagent_trace_open(session->trace_path, options->resume, &session->trace, cause);
+	status = kagent_trace_open(session->trace_path, session->resumed, &session->trace, cause);
 	if (status < 0)
 		goto out;
 	if (config->provider.api_key != NULL)
@@ -425,7 +519,7 @@ kagent_session_create(const struct kagent_session_options *options,
 	if (config->telemetry.otlp_endpoint != NULL &&
 	    (status = session_create__exporter(session, cause)) < 0)
 		goto out;
-	if (options->resume && (status = session_create__resume(session, cause)) < 0)
+	if (session->resumed && (status = session_create__resume(session, cause)) < 0)
 		goto out;
 	*session_out = session;
 	session = NULL;

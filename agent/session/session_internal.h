@@ -7,7 +7,7 @@
 
 #include "kagent/session/session.h"
 #include "kagent/model_tools/tool_table.h"
-#include "warm_worker.h"
+#include "kagent/session/warm_worker.h"
 
 #include <stdint.h>
 

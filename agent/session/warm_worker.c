@@ -10,7 +10,7 @@
  * `kagent eval` does. Its output goes to a log beside the trace, not into the
  * terminal view.
  */
-#include "warm_worker.h"
+#include "kagent/session/warm_worker.h"
 
 #include "kagent/base/alloc.h"
 #include "kagent/base/log.h"
@@ -118,9 +118,12 @@ kagent_warm_worker_start(struct kagent_warm_worker *worker, const char *executab
 	/* The worker ends when this process does, even by kill -9 (kagent worker --parent). */
 	snprintf(parent, sizeof parent, "%d", (int)getpid());
 	{
-		char *arguments[] = {"kagent", "worker", "--socket", worker->socket_path,
-				     "--gpu",  gpu,	 "--parent", parent,
+		char *arguments[] = {"kagent",	 "worker", "--socket", worker->socket_path,
+				     "--parent", parent,   "--gpu",    gpu,
 				     NULL};
+
+		if (gpu_index < 0)
+			arguments[6] = NULL; /* no --gpu */
 
 		stdio[0].flags = UV_IGNORE;
 		stdio[1].flags = UV_INHERIT_FD;

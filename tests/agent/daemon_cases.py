@@ -6,7 +6,8 @@ llm_server.py: every conversation gets the reply for its turn) and evaluated by 
 evaluator (the fake worker in scripted mode, which checks a problem's syntax and judges a
 candidate by its `# fake-judge:` line), as tests/agent/optimize_cases.py does.
 Checks a batch with a broken problem, bad input, the token on TCP, kill -9 then restart
-(every problem ends once), and SIGTERM (exit 0, nothing left behind).
+(every problem ends once), SIGTERM (exit 0, nothing left behind), and the reward service's
+evaluation lanes (POST /v1/evaluations; tests/agent/reward_cases.py judges real candidates).
 Prints TAP ending with a line `N passed, N failed`.
 Run: KAGENT=build/kagent KAGENT_SOURCE_DIR=. python3 tests/agent/daemon_cases.py"""
 import http.client
@@ -343,7 +344,8 @@ def bad_input():
             ("POST", "/v1/batches", {"problems": [RELU], "settings": {"max_turns": "many"}},
              None, 400),
             ("POST", "/v1/batches", {"problems": [RELU], "extra": 1}, None, 400),
-            ("POST", "/v1/batches", None, b"{\"problems\": [\"" + b"x" * (2 << 20) + b"\"]}",
+            # over the daemon's 64 MiB body cap (POST /v1/evaluations carries many sources)
+            ("POST", "/v1/batches", None, b"{\"problems\": [\"" + b"x" * (65 << 20) + b"\"]}",
              413),
             ("GET", "/v1/batches/b-nope", None, None, 404),
             ("GET", "/v1/batches/b-nope/report", None, None, 404),
@@ -505,6 +507,56 @@ def sigterm_mid_batch():
         daemon.close()
 
 
+def reward_lanes():
+    """POST /v1/evaluations on two lanes (docs/reward-service.md) with the stand-in evaluator:
+    verdicts in order, the first correct candidate alone (it measures the baselines), then
+    two at a time; a synchronous client that leaves drops the candidates not yet started."""
+    daemon = Daemon(script(), max_sessions=1)
+    try:
+        daemon.start("--evaluation-lanes", "2")
+        slow = [{"delay_seconds": 1.5}, {"delay_seconds": 1.5, "status": "incorrect"},
+                {"delay_seconds": 1.5, "status": "compile_error"}, {"delay_seconds": 1.5}]
+        # (the stand-in's import failure reads as a runtime error)
+        body = {"problem_path": RELU, "candidates": [candidate(judge) for judge in
+                                                     [{"speedup": 2.0}] + slow]}
+        started = time.monotonic()
+        status, answer = daemon.request("POST", "/v1/evaluations", body)
+        seconds = time.monotonic() - started
+        problems = []
+        statuses = [v.get("status") for v in (answer or {}).get("verdicts", [])]
+        if status != 200 or statuses != ["correct", "correct", "incorrect", "runtime_error",
+                                          "correct"]:
+            problems.append(f"{status}: {statuses} {str(answer)[:300]}")
+        # four slow ones on two lanes: two rounds of 1.5 s, not four
+        if not 3.0 <= seconds < 5.5:
+            problems.append(f"five evaluations on two lanes took {seconds:.1f} s")
+        cached = [(v.get("timing") or {}).get("baselines_cached")
+                  for v in answer.get("verdicts", [])]
+        if cached[0] is not False or cached[1] is not True:
+            problems.append(f"baselines_cached: {cached}")
+        before = evaluations(daemon)
+        connection = UnixConnection(daemon.socket, timeout=0.5)
+        try:
+            connection.request("POST", "/v1/evaluations", body=json.dumps(
+                {"problem_path": RELU, "candidates": [candidate({"delay_seconds": 1.5})] * 8}),
+                headers={"Content-Type": "application/json"})
+            connection.getresponse()
+        except OSError:
+            pass  # the client gives up after 0.5 s
+        finally:
+            connection.close()
+        time.sleep(4.5)
+        ran = evaluations(daemon) - before
+        if not 1 <= ran <= 4 or "the client left" not in daemon.log():
+            problems.append(f"{ran} of 8 evaluated after the client left: {daemon.log()}")
+        status, health = daemon.request("GET", "/v1/health")
+        if (health or {}).get("evaluations", {}).get("queued") != 0:
+            problems.append(f"health: {health}")
+        return problems
+    finally:
+        daemon.close()
+
+
 CASES = [
     ("a batch with a broken problem: it fails, the others finish, one report row each",
      batch_with_broken_problem),
@@ -514,6 +566,8 @@ CASES = [
      crash_and_resume),
     ("SIGTERM mid-evaluation: exit 0 in seconds, nothing left, sessions resumed later",
      sigterm_mid_batch),
+    ("POST /v1/evaluations on two lanes: order kept, baselines first, a leaving client",
+     reward_lanes),
 ]
 
 

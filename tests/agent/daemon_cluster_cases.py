@@ -2,13 +2,15 @@
 """Two kagentd daemons, two processes, one PostgreSQL queue (docs/store.md, docs/deploy.md).
 
 Both run `kagent daemon --device cpu --store $KAGENT_TEST_POSTGRES_URL --lease 3` with
-their own socket, model server and log, and the same output folder (as on a cluster with a
-shared file system: a session taken over resumes from the run's files). A batch of 8
-problems is posted to the first; once both daemons run sessions, the first is killed with
--9. The survivor must take the dead daemon's sessions over within its lease (plus one
-heartbeat), resume them, and end every problem exactly once: one result, one final record,
-no variant committed twice. The survivor's API sees the whole batch (it was posted to the
-other daemon) and its report has all 8 rows; the store holds every session's trace.
+their own socket, model server and log. In the first case each has its own output folder (two
+machines with nothing shared but the database): a batch of 8 problems is posted to the first;
+once both daemons run sessions and one of the first's has committed a variant, the first is
+killed with -9. The survivor must take the dead daemon's sessions over within its lease (plus
+one heartbeat), rebuild their runs from the store (trace, variants, runs/ and best/ branches
+with the same commit ids) and resume them, and end every problem exactly once: one result, one
+final record, no variant committed twice. The survivor's API sees the whole batch (it was
+posted to the other daemon) and its report has all 8 rows; the store holds every session's
+trace. The second case (a partition) shares one output folder.
 
 Run under tests/fixtures/postgres_server.py (tests/meson.build does), which starts the
 server and sets KAGENT_TEST_POSTGRES_URL. Prints TAP.
@@ -30,15 +32,17 @@ PROBLEM_COUNT = 8
 
 
 class ClusterDaemon(daemon_cases.Daemon):
-    """A daemon of the harness on the shared PostgreSQL store and a shared output folder."""
+    """A daemon of the harness on the shared PostgreSQL store, with the output folder runs
+    (shared with another daemon), or its own when runs is None (another machine)."""
 
-    def __init__(self, model_script, runs):
+    def __init__(self, model_script, runs=None):
         super().__init__(model_script, max_sessions=2)
+        self.output = runs if runs is not None else os.path.join(self.folder, "runs")
         with open(self.config) as f:
             text = f.read()
         with open(self.config, "w") as f:
             f.write(text.replace(f"output_directory: {self.folder}/runs",
-                                 f"output_directory: {runs}"))
+                                 f"output_directory: {self.output}"))
 
     def command(self, *extra):
         return [daemon_cases.KAGENT, "daemon", "--device", "cpu", "--socket", self.socket,
@@ -51,6 +55,20 @@ def psql(sql):
     output = subprocess.run(["psql", URL, "-At", "-F", "\t", "-c", sql], check=True,
                             capture_output=True, text=True).stdout
     return [line.split("\t") for line in output.splitlines() if line]
+
+
+def git(repository, *arguments):
+    """The lines git prints for a command on a run's bare repository."""
+    return subprocess.run(["git", "--git-dir", repository, *arguments], check=True,
+                          capture_output=True, text=True).stdout.split()
+
+
+def run_commits(runs, problem, run_id):
+    """The commits of runs/RUN_ID in the problem's repository under runs, oldest first."""
+    repository = os.path.join(runs, problem, "repository.git")
+    if not os.path.isdir(repository):
+        return []
+    return git(repository, "rev-list", "--reverse", f"runs/{run_id}", "^problem")
 
 
 def owner_pid(session):
@@ -70,8 +88,8 @@ def two_daemons_one_killed():
         shutil.copy(daemon_cases.RELU, path)
         problems.append(path)
     model = daemon_cases.script(delay_ms=1500)
-    first = ClusterDaemon(model, runs_folder)
-    second = ClusterDaemon(model, runs_folder)
+    first = ClusterDaemon(model)
+    second = ClusterDaemon(model)
     failures = []
     try:
         first.start()
@@ -80,7 +98,8 @@ def two_daemons_one_killed():
         if status != 201:
             return [f"POST: {status} {created}"]
         batch_id = created["batch"]
-        # Until each daemon runs a session whose trace is known (so it resumes, not restarts).
+        # Until each daemon runs a session whose trace is known (so it resumes, not restarts)
+        # and one of the first's has a commit in the store (so its branch is rebuilt).
         deadline = time.monotonic() + 90
         mine = []
         while time.monotonic() < deadline:
@@ -89,15 +108,38 @@ def two_daemons_one_killed():
                        if s["state"] == "running" and s.get("trace_path")]
             mine = [s for s in running if owner_pid(s) == first.process.pid]
             theirs = [s for s in running if owner_pid(s) == second.process.pid]
-            if mine and theirs:
+            committed = mine and psql(
+                "SELECT COUNT(*) FROM trace_records WHERE record LIKE '{\"type\":\"commit\"%'"
+                " AND session_id IN (" + ",".join(f"'{s['id']}'" for s in mine) + ")")
+            if mine and theirs and committed and int(committed[0][0]) > 0:
                 break
             time.sleep(0.1)
         else:
             return [f"both daemons never ran at once: {batch}\n{first.log()}\n{second.log()}"]
-        killed = {s["id"] for s in mine}
         first.process.send_signal(signal.SIGKILL)
         first.process.wait(timeout=10)
         killed_at = time.monotonic()
+        # What it ran when it died (one of them may have ended since the check above); the
+        # store stays so for a lease.
+        batch = second.request("GET", f"/v1/batches/{batch_id}")[1]
+        mine = [s for s in batch["sessions"]
+                if s["state"] == "running" and owner_pid(s) == first.process.pid]
+        killed = {s["id"] for s in mine}
+        # What the store held of each killed session's trace, and the commits it names (the
+        # first machine may have made more, after its last copy): the survivor's rebuilt
+        # branch must start with those, under the ids the first machine gave them.
+        stored = {session: int(psql(f"SELECT COUNT(*) FROM trace_records"
+                                    f" WHERE session_id = '{session}'")[0][0])
+                  for session in killed}
+        first_commits = {}
+        for s in mine:
+            named = [json.loads(row[0])["commit"] for row in psql(
+                "SELECT record FROM trace_records WHERE record LIKE '{\"type\":\"commit\"%'"
+                f" AND session_id = '{s['id']}' ORDER BY seq")]
+            made = run_commits(first.output, s["problem"], s["id"])
+            if made[:len(named)] != named:
+                failures.append(f"{s['problem']}: the store names {named}, the first made {made}")
+            first_commits[s["id"]] = named
 
         # The survivor takes them over once their leases run out.
         taken = {}
@@ -122,6 +164,7 @@ def two_daemons_one_killed():
         batch = second.wait_batch(batch_id, timeout=240)
         if len(batch["sessions"]) != PROBLEM_COUNT:
             failures.append(f"{len(batch['sessions'])} sessions")
+        rebuilt = []
         for session in batch["sessions"]:
             name = session["problem"]
             resumed = session["id"] in killed
@@ -135,11 +178,30 @@ def two_daemons_one_killed():
             commits = daemon_cases.trace_records(session["trace_path"], "commit")
             if len(finals) != 1:
                 failures.append(f"{name}: {len(finals)} final records")
-            if resumed and [s["resumed"] for s in starts] != [False, True]:
-                failures.append(f"{name}: run_start records {[s['resumed'] for s in starts]}")
+            # Rebuilt from the store, the run resumes (a second run_start); one none of whose
+            # trace reached the store starts afresh under its id on the survivor.
+            expected = [False, True] if resumed and stored[session["id"]] else [False]
+            if [s["resumed"] for s in starts] != expected:
+                failures.append(f"{name}: run_start records {[s['resumed'] for s in starts]}"
+                                f", expected {expected}")
             variants = [c["variant"] for c in commits]
             if len(variants) != len(set(variants)):
                 failures.append(f"{name}: a variant committed twice: {variants}")
+            if not resumed:
+                continue
+            if not session["trace_path"].startswith(second.output + "/"):
+                failures.append(f"{name}: trace {session['trace_path']} not on the survivor")
+            # The survivor's branch: every commit the trace names, once, in order, and the
+            # first machine's commits among them under the same ids.
+            branch = run_commits(second.output, session["problem"], session["id"])
+            if branch != [c["commit"] for c in commits]:
+                failures.append(f"{name}: runs/{session['id']} has {branch}, the trace "
+                                f"{[c['commit'] for c in commits]}")
+            before = first_commits[session["id"]]
+            if branch[:len(before)] != before:
+                failures.append(f"{name}: rebuilt {branch[:len(before)]}, the store named "
+                                f"{before}")
+            rebuilt.append(len(before))
         # The store: one result per session, at most one committed row per variant, and
         # each session's trace copied (its final record included).
         rows = psql("SELECT id, state, result IS NOT NULL FROM sessions ORDER BY position")
@@ -153,6 +215,10 @@ def two_daemons_one_killed():
                       " WHERE record LIKE '{\"type\":\"final\"%'")
         if int(finals[0][0]) != PROBLEM_COUNT:
             failures.append(f"final records in the store: {finals}")
+        if not any(rebuilt):
+            failures.append(f"no taken-over run had a commit to rebuild: {rebuilt}")
+        print(f"# commits of the first machine rebuilt on the survivor, per taken-over run: "
+              f"{rebuilt}")
         status, report = second.request("GET", f"/v1/batches/{batch_id}/report")
         if status != 200 or len(report.get("rows", [])) != PROBLEM_COUNT:
             failures.append(f"report on the survivor: {status} {report}")

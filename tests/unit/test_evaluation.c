@@ -151,6 +151,7 @@ check_protocol_keys(const json_t *request)
 						   "profile_reference",
 						   "generalisation",
 						   "sandbox_uid",
+						   "timing_lock",
 						   NULL};
 	static const char *const limit_keys[] = {"wall_seconds",
 						 "first_call_seconds",
@@ -219,9 +220,33 @@ test_request_and_worker_errors(void)
 		       "/sandbox-cache/candidates/");
 	CHECK_CONTAINS(json_string_value(json_object_get(request, "scratch_directory")),
 		       "/scratch");
+	/* One timing lock per device, whatever the lane (docs/worker-protocol.md). */
+	CHECK_CONTAINS(json_string_value(json_object_get(request, "timing_lock")),
+		       "/sandbox-cache/timing-cpu.lock");
 	json_decref(request);
 	/* The job folder is gone afterwards. */
 	CHECK_INT(count_entries(directory, "kagent-job-"), 0);
+
+	/* Another lane: a uid and caches of its own, the same timing lock. */
+	unlink(log);
+	options.sandbox_lane = 3;
+	CHECK_INT(kagent_evaluation_run_sync(&options, &object), -EPROTO);
+	json_decref(object);
+	options.sandbox_lane = 0;
+	file = fopen(log, "r");
+	CHECK(file != NULL);
+	request = json_loadf(file, JSON_DISABLE_EOF_CHECK, &error);
+	fclose(file);
+	CHECK(request != NULL);
+	CHECK_INT(json_integer_value(json_object_get(request, "sandbox_uid")),
+		  2147400000 + 3 * 256);
+	CHECK_CONTAINS(json_string_value(json_object_get(request, "cache_directory")),
+		       "/sandbox-cache/candidates-lane3/");
+	CHECK_CONTAINS(json_string_value(json_object_get(request, "judge_cache_directory")),
+		       "/sandbox-cache/judge-lane3");
+	CHECK_CONTAINS(json_string_value(json_object_get(request, "timing_lock")),
+		       "/sandbox-cache/timing-cpu.lock");
+	json_decref(request);
 
 	/* A worker that dies mid-request: its stderr explains. */
 	setenv("FAKE_WORKER_MODE", "exit", 1);

@@ -83,9 +83,10 @@ commit_variant(struct fixture *fixture, const char *run_id, const char *source, 
 	};
 	char *commit_id = NULL, *error = NULL;
 
-	CHECK_INT(kagent_variant_repository_commit(
-		      fixture->repository, run_id, "candidate.py", source, subject,
-		      "Tiles of 64.\n--- not a patch\nMore.\n", trailers, 2, &commit_id, &error),
+	CHECK_INT(kagent_variant_repository_commit(fixture->repository, run_id, "candidate.py",
+						   source, subject,
+						   "Tiles of 64.\n--- not a patch\nMore.\n",
+						   trailers, 2, 1700000000, &commit_id, &error),
 		  0);
 	CHECK(commit_id != NULL && strlen(commit_id) == 40);
 	return commit_id;
@@ -390,8 +391,8 @@ test_refuses_branches_checked_out_elsewhere(void)
 	git_reference_free(head);
 
 	CHECK_INT(kagent_variant_repository_commit(fixture.repository, "r1", "candidate.py",
-						   "second\n", "Second", NULL, NULL, 0, &commit_id,
-						   &error),
+						   "second\n", "Second", NULL, NULL, 0, 1700000000,
+						   &commit_id, &error),
 		  -EBUSY);
 	CHECK(commit_id == NULL);
 	CHECK_CONTAINS(error, "\"mine\"");
@@ -426,8 +427,8 @@ test_refuses_branches_checked_out_elsewhere(void)
 		  0);
 	git_reference_free(head);
 	CHECK_INT(kagent_variant_repository_commit(fixture.repository, "r1", "candidate.py",
-						   "second\n", "Second", NULL, NULL, 0, &commit_id,
-						   &error),
+						   "second\n", "Second", NULL, NULL, 0, 1700000000,
+						   &commit_id, &error),
 		  -EBUSY);
 	CHECK_CONTAINS(error, "no longer has refs/heads/runs/r1");
 	free(error);
@@ -457,18 +458,20 @@ test_commit_without_body_or_trailers(void)
 	CHECK_INT(kagent_variant_repository_start_run(fixture.repository, "r1", 0, &path, &error),
 		  0);
 	CHECK_INT(kagent_variant_repository_commit(fixture.repository, "r1", "candidate.py", "x\n",
-						   "Plain\nsubject", NULL, NULL, 0, &commit_id,
-						   &error),
+						   "Plain\nsubject", NULL, NULL, 0, 1700000000,
+						   &commit_id, &error),
 		  0);
 	free(commit_id);
 	CHECK_INT(kagent_variant_repository_commit(fixture.repository, "r1", "candidate.py", "y\n",
-						   "Bad", NULL, bad, 1, &commit_id, &error),
+						   "Bad", NULL, bad, 1, 1700000000, &commit_id,
+						   &error),
 		  -EINVAL);
 	CHECK_CONTAINS(error, "Bad Key");
 	free(error);
 	error = NULL;
 	CHECK_INT(kagent_variant_repository_commit(fixture.repository, "r1", "../escape.py", "y\n",
-						   "Bad", NULL, NULL, 0, &commit_id, &error),
+						   "Bad", NULL, NULL, 0, 1700000000, &commit_id,
+						   &error),
 		  -EINVAL);
 	free(error);
 	CHECK_INT(
@@ -550,6 +553,52 @@ test_bad_run_ids(void)
 	fixture_close(&fixture);
 }
 
+/* A run forgotten (its worktree and branches gone) can be started again; so can one that never
+ * was. The problem commit is the same in every repository of the same problem. */
+static void
+test_forget_run_and_problem_commit(void)
+{
+	struct fixture fixture, other;
+	git_repository *git = NULL, *other_git = NULL;
+	git_oid problem, other_problem, best;
+	char *path = NULL, *error = NULL, *commit_id, *repository_path, *other_path;
+	struct stat info;
+
+	fixture_open(&fixture);
+	CHECK_INT(kagent_variant_repository_forget_run(fixture.repository, "r1", &error), 0);
+	CHECK_INT(kagent_variant_repository_start_run(fixture.repository, "r1", 0, &path, &error),
+		  0);
+	commit_id = commit_variant(&fixture, "r1", "x\n", "First", "correct");
+	CHECK_INT(kagent_variant_repository_move_best(fixture.repository, "r1", commit_id, &error),
+		  0);
+	CHECK_INT(kagent_variant_repository_forget_run(fixture.repository, "r1", &error), 0);
+	CHECK(stat(path, &info) != 0);
+	repository_path =
+	    join_path(kagent_variant_repository_directory(fixture.repository), "repository.git");
+	CHECK_INT(git_repository_open_bare(&git, repository_path), 0);
+	CHECK_INT(git_reference_name_to_id(&best, git, "refs/heads/best/r1"), GIT_ENOTFOUND);
+	CHECK_INT(git_reference_name_to_id(&best, git, "refs/heads/runs/r1"), GIT_ENOTFOUND);
+	free(path);
+	CHECK_INT(kagent_variant_repository_start_run(fixture.repository, "r1", 0, &path, &error),
+		  0);
+
+	fixture_open(&other);
+	other_path =
+	    join_path(kagent_variant_repository_directory(other.repository), "repository.git");
+	CHECK_INT(git_repository_open_bare(&other_git, other_path), 0);
+	CHECK_INT(git_reference_name_to_id(&problem, git, "refs/heads/problem"), 0);
+	CHECK_INT(git_reference_name_to_id(&other_problem, other_git, "refs/heads/problem"), 0);
+	CHECK(git_oid_equal(&problem, &other_problem));
+	git_repository_free(other_git);
+	git_repository_free(git);
+	free(other_path);
+	free(repository_path);
+	free(commit_id);
+	free(path);
+	fixture_close(&other);
+	fixture_close(&fixture);
+}
+
 static const struct kagent_test tests[] = {
     {"create_and_reopen", test_create_and_reopen},
     {"start_run", test_start_run},
@@ -559,6 +608,7 @@ static const struct kagent_test tests[] = {
     {"commit_without_body_or_trailers", test_commit_without_body_or_trailers},
     {"diff_texts", test_diff_texts},
     {"bad_run_ids", test_bad_run_ids},
+    {"forget_run_and_problem_commit", test_forget_run_and_problem_commit},
     {NULL, NULL},
 };
 

@@ -1,7 +1,8 @@
 /*
  * Unit tests for a run's variants (agent/records/variants.c): numbering and lookup, the checks
  * on a new source, verdicts kept and committed, promotion through a stand-in evaluator, and
- * the state --resume takes back from the files and the trace records.
+ * the state --resume takes back from the files and the trace records, and a run rebuilt
+ * elsewhere from its trace records alone.
  */
 #include "kagent/records/variants.h"
 
@@ -453,6 +454,136 @@ test_uncredited_speedups_never_count(void)
 	fixture_close(&fixture);
 }
 
+/* The evaluate call the session traces before it adds a variant (the model's arguments). */
+static void
+trace_evaluate_call(struct fixture *fixture, const char *source, const char *note)
+{
+	json_t *arguments = json_pack("{s:s, s:s}", "source", source, "note", note);
+	char *text = json_dumps(arguments, JSON_COMPACT);
+
+	json_array_append_new(fixture->records,
+			      json_pack("{s:s, s:s, s:s, s:s}", "type", "tool_call", "id", "c",
+					"name", "evaluate", "arguments", text));
+	free(text);
+	json_decref(arguments);
+}
+
+/* The run's commit ids on runs/r1, oldest first, as one text. */
+static char *
+branch_commits(struct kagent_variant_repository *repository)
+{
+	struct kagent_variant_commit *commits = NULL;
+	size_t count = 0, index;
+	char *cause = NULL, *text = kagent_strdup("");
+
+	CHECK_INT(kagent_variant_repository_list_run(repository, "r1", &commits, &count, &cause),
+		  0);
+	for (index = 0; index < count; index++) {
+		char *longer = kagent_asprintf("%s%s ", text, commits[index].commit_id);
+
+		free(text);
+		text = longer;
+	}
+	kagent_variant_commits_free(commits, count);
+	return text;
+}
+
+static void
+test_rebuild_makes_the_same_commits_elsewhere(void)
+{
+	struct fixture original, elsewhere, old_trace;
+	struct promoted promoted = {0};
+	struct kagent_variant *first, *second, *third;
+	json_t *fast = verdict("correct", 2.0, 0, 7), *wrong = verdict("incorrect", 0, 0, 8);
+	json_t *failure = json_pack("{s:s}", "message", "no worker"), *records, *item;
+	char *cause = NULL, *commits, *rebuilt, *best = NULL, *best_again = NULL, *path, *file;
+	size_t index, size;
+
+	fixture_open(&original, KAGENT_TARGET_BEST);
+	/* A call whose source is refused makes no variant; the next call's source is v1. */
+	trace_evaluate_call(&original, "import torch\n", "refused");
+	trace_evaluate_call(&original, VARIANT_SOURCE, "first");
+	first = kagent_variants_add(original.variants, VARIANT_SOURCE, "first", 3, &cause);
+	kagent_variants_take_verdict(original.variants, first, KAGENT_VARIANTS_EVALUATE, 0, fast);
+	trace_evaluate_call(&original, VARIANT_SOURCE "# 2\n", "");
+	second = kagent_variants_add(original.variants, VARIANT_SOURCE "# 2\n", "", 3, &cause);
+	kagent_variants_take_verdict(original.variants, second, KAGENT_VARIANTS_EVALUATE, -EIO,
+				     failure);
+	trace_evaluate_call(&original, VARIANT_SOURCE "# 3\n", "third");
+	third = kagent_variants_add(original.variants, VARIANT_SOURCE "# 3\n", "third", 3, &cause);
+	kagent_variants_take_verdict(original.variants, third, KAGENT_VARIANTS_EVALUATE, 0, wrong);
+	original.confirmation = verdict("correct", 1.9, 0, 11);
+	kagent_variants_promote(original.variants, first, "", promote_done, &promoted);
+	CHECK_INT(promoted.moved, 1);
+	json_array_foreach(original.records, index, item)
+	    json_object_set_new(item, "turn", json_integer(3));
+	commits = branch_commits(original.repository);
+	CHECK_INT(kagent_variant_repository_best(original.repository, "r1", &best, &cause), 0);
+
+	/* Another machine: the same commits, files and best from the records alone. */
+	fixture_open(&elsewhere, KAGENT_TARGET_BEST);
+	records = json_deep_copy(original.records);
+	CHECK_INT(kagent_variants_rebuild(elsewhere.variants, records, &cause), 0);
+	CHECK(json_equal(records, original.records));
+	CHECK_INT(json_array_size(elsewhere.records), 0);
+	rebuilt = branch_commits(elsewhere.repository);
+	CHECK_STRING(rebuilt, commits);
+	CHECK_INT(kagent_variant_repository_best(elsewhere.repository, "r1", &best_again, &cause),
+		  0);
+	CHECK_STRING(best_again, best);
+	CHECK_STRING(kagent_variants_find(elsewhere.variants, "v3")->source, third->source);
+	CHECK(kagent_variants_find(elsewhere.variants, "v2")->commit_id == NULL);
+	path = kagent_asprintf("%s/best.py", elsewhere.worktree);
+	CHECK_INT(kagent_fileio_read(path, 1 << 20, &file, &size, &cause), 0);
+	CHECK_STRING(file, VARIANT_SOURCE);
+	free(file);
+	free(path);
+	free(rebuilt);
+	json_decref(records);
+
+	/* Records whose commit times differ make other commits: the records name the new ones. */
+	fixture_open(&old_trace, KAGENT_TARGET_BEST);
+	records = json_deep_copy(original.records);
+	json_array_foreach(records, index, item)
+	{
+		if (json_object_get(item, "committed_at") != NULL)
+			json_object_set_new(item, "committed_at", json_integer(1000));
+	}
+	CHECK_INT(kagent_variants_rebuild(old_trace.variants, records, &cause), 2);
+	rebuilt = branch_commits(old_trace.repository);
+	CHECK(strcmp(rebuilt, commits) != 0);
+	json_array_foreach(records, index, item)
+	{
+		const char *commit = json_string_value(json_object_get(item, "commit"));
+
+		if (commit != NULL)
+			CHECK(strstr(rebuilt, commit) != NULL);
+	}
+	free(rebuilt);
+	json_decref(records);
+	fixture_close(&old_trace);
+
+	/* A verdict without the call that carried its source cannot be rebuilt. */
+	fixture_open(&old_trace, KAGENT_TARGET_BEST);
+	records = json_pack("[{s:s, s:s, s:s, s:s}]", "type", "verdict", "variant", "v1", "purpose",
+			    "evaluate", "status", "error");
+	CHECK_INT(kagent_variants_rebuild(old_trace.variants, records, &cause), -EINVAL);
+	CHECK_CONTAINS(cause, "no evaluate call with the source of v1");
+	free(cause);
+	json_decref(records);
+	fixture_close(&old_trace);
+
+	free(commits);
+	free(best);
+	free(best_again);
+	free(promoted.message);
+	json_decref(fast);
+	json_decref(wrong);
+	json_decref(failure);
+	fixture_close(&elsewhere);
+	fixture_close(&original);
+}
+
 /* A variant's parent is the earlier one sharing the most lines with it (at least a fifth of
  * its own; the later one on a tie), and the verdict record names it. */
 static void
@@ -505,6 +636,7 @@ static const struct kagent_test tests[] = {
     {"uncredited_speedups_never_count", test_uncredited_speedups_never_count},
     {"unseen_seeds_avoid_the_seen_ones", test_unseen_seeds_avoid_the_seen_ones},
     {"resume_takes_back_files_and_records", test_resume_takes_back_files_and_records},
+    {"rebuild_makes_the_same_commits_elsewhere", test_rebuild_makes_the_same_commits_elsewhere},
     {"parent_is_read_from_the_sources", test_parent_is_read_from_the_sources},
     {NULL, NULL},
 };

@@ -170,6 +170,19 @@ evaluation__fail_early(struct evaluation__state *state, int status, const char *
  * process of that uid after each evaluation.
  */
 #define EVALUATION_SANDBOX_UID_BASE 2147400000
+/* Lane L of GPU N runs as BASE + L * STRIDE + N (lane 0 as before): GPU indexes stay below
+ * the stride, and the last lane's uid stays below INT32_MAX. */
+#define EVALUATION_SANDBOX_LANE_STRIDE 256
+
+/* A folder of the sandbox cache for this evaluation's lane: name, or name-laneL. */
+static char *
+evaluation__lane_folder(const struct evaluation__state *state, const char *name)
+{
+	if (state->options.sandbox_lane <= 0)
+		return kagent_asprintf("%s/%s", state->sandbox_cache_dir, name);
+	return kagent_asprintf("%s/%s-lane%d", state->sandbox_cache_dir, name,
+			       state->options.sandbox_lane);
+}
 
 static json_t *
 evaluation__seeds(uint64_t base, int count)
@@ -255,10 +268,12 @@ evaluation__request_base(struct evaluation__state *state, const char *type, json
 			 json_t *seeds)
 {
 	const struct kagent_evaluation_options *options = &state->options;
-	char *judge_cache = state->sandbox_cache_dir != NULL
-				? kagent_asprintf("%s/judge", state->sandbox_cache_dir)
-				: NULL;
+	char *judge_cache =
+	    state->sandbox_cache_dir != NULL ? evaluation__lane_folder(state, "judge") : NULL;
 	json_t *request = json_object();
+	int lane = options->sandbox_lane > 0 && options->sandbox_lane < KAGENT_EVALUATION_LANE_CAP
+		       ? options->sandbox_lane
+		       : 0;
 
 	json_object_set_new(request, "type", json_string(type));
 	json_object_set_new(request, "id", id);
@@ -272,8 +287,21 @@ evaluation__request_base(struct evaluation__state *state, const char *type, json
 	json_object_set_new(request, "judge_cache_directory",
 			    evaluation__string_or_null(judge_cache));
 	json_object_set_new(request, "sandbox_uid",
-			    json_integer(EVALUATION_SANDBOX_UID_BASE + options->gpu_index));
+			    json_integer(EVALUATION_SANDBOX_UID_BASE +
+					 lane * EVALUATION_SANDBOX_LANE_STRIDE +
+					 options->gpu_index));
 	json_object_set_new(request, "judge_directory", json_sprintf("%s/judge", state->job_dir));
+	/* One per device, whatever the lane or the process: kagent eval, sessions and
+	 * kagentd's lanes never time at once on one GPU (docs/worker-protocol.md). */
+	if (state->sandbox_cache_dir == NULL)
+		json_object_set_new(request, "timing_lock", json_null());
+	else if (strcmp(state->device, "cpu") == 0)
+		json_object_set_new(request, "timing_lock",
+				    json_sprintf("%s/timing-cpu.lock", state->sandbox_cache_dir));
+	else
+		json_object_set_new(request, "timing_lock",
+				    json_sprintf("%s/timing-gpu%d.lock", state->sandbox_cache_dir,
+						 options->gpu_index));
 	free(judge_cache);
 	return request;
 }
@@ -311,9 +339,12 @@ evaluation__request(struct evaluation__state *state)
 
 	kagent_paths_sandbox_library(&sandbox_library, &cause);
 	free(cause);
-	if (state->sandbox_cache_dir != NULL)
-		candidate_cache = kagent_asprintf("%s/candidates/%s", state->sandbox_cache_dir,
-						  state->candidate_sha256);
+	if (state->sandbox_cache_dir != NULL) {
+		char *candidates = evaluation__lane_folder(state, "candidates");
+
+		candidate_cache = kagent_asprintf("%s/%s", candidates, state->candidate_sha256);
+		free(candidates);
+	}
 	json_object_set_new(request, "candidate_path",
 			    json_sprintf("%s/candidate.py", state->job_dir));
 	json_object_set_new(request, "signed_seeds",

@@ -34,6 +34,9 @@ struct kagent_daemon_options {
 	const struct kagent_http_route *routes;
 	/* The kagent binary whose `kagent worker` keeps torch warm for a session. */
 	const char *worker_executable;
+	/* Evaluations of POST /v1/evaluations at once per slot (GPU), each with a warm worker
+	 * (docs/reward-service.md); 0: 1. */
+	int evaluation_lanes;
 };
 
 /*

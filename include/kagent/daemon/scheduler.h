@@ -15,9 +15,10 @@
  *   scheduler idles until kagent_scheduler_wake (a new batch) or a slot frees up.
  *
  * Timing exclusivity per GPU is not decided here: the worker runs one whole evaluation at a
- * time per GPU, under a lock per sandbox uid (sandbox/runner/kagent_runner/worker.py,
- * _lock_sandbox_uid), so the timed windows of sessions sharing a GPU never overlap while
- * their model turns do.
+ * time per sandbox uid (sandbox/runner/kagent_runner/worker.py, _lock_sandbox_uid), and the
+ * judge times under the GPU's timing lock (gpu_lock.py), so the timed windows of sessions and
+ * of the reward service's lanes (evaluations.c) sharing a GPU never overlap while their model
+ * turns, loading and trials do.
  */
 #ifndef KAGENT_DAEMON_SCHEDULER_H
 #define KAGENT_DAEMON_SCHEDULER_H

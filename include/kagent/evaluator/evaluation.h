@@ -35,11 +35,18 @@ struct kagent_evaluation_options {
 	uint64_t worker_hello_timeout_ms; /* 0: the worker module's default */
 	/* also check correctness once at other sizes (the verdict's generalisation) */
 	int generalisation;
+	/* 0, or the lane of a GPU that runs evaluations side by side (kagentd's evaluation
+	 * lanes, below EVALUATION_LANE_CAP): a sandbox uid, a uid lock and judge caches of
+	 * its own; the GPU's timing lock keeps the timed calls of all lanes apart */
+	int sandbox_lane;
 	/* check_problem only: also analyse the problem as a whole model (kagent model); the
 	 * object is sent as the request's "model_analysis" (docs/worker-protocol.md) and the
 	 * answer carries the analysis. Borrowed. */
 	const json_t *model_analysis;
 };
+
+/* Lanes per GPU at most: each takes a sandbox uid of its own. */
+#define KAGENT_EVALUATION_LANE_CAP 64
 
 /*
  * status 0: object is a verdict (docs/verdict.md); otherwise a negative errno and object is an

@@ -57,15 +57,23 @@ int kagent_variant_repository_start_run(struct kagent_variant_repository *reposi
 					const char *run_id, int resume, char **path_out,
 					char **cause);
 /*
+ * Removes run_id's worktree and its branches runs/<run_id> and best/<run_id> (those that
+ * exist), so that the run can be made again: a rebuild from the store cut short.
+ */
+int kagent_variant_repository_forget_run(struct kagent_variant_repository *repository,
+					 const char *run_id, char **cause);
+/*
  * Writes file_name (e.g. "candidate.py") with source into the run's worktree
  * and commits it on runs/<run_id> with a message made of subject, body (may be
- * NULL) and the trailers. Returns the commit id in *commit_id_out (caller frees).
+ * NULL) and the trailers, as of seconds (since 1970, UTC: the author's and committer's
+ * time, given so that the same commit can be made again elsewhere with the same id).
+ * Returns the commit id in *commit_id_out (caller frees).
  */
 int kagent_variant_repository_commit(struct kagent_variant_repository *repository,
 				     const char *run_id, const char *file_name, const char *source,
 				     const char *subject, const char *body,
 				     const struct kagent_trailer *trailers, size_t trailer_count,
-				     char **commit_id_out, char **cause);
+				     long long seconds, char **commit_id_out, char **cause);
 /* Points best/<run_id> at commit_id, which must be on runs/<run_id>. */
 int kagent_variant_repository_move_best(struct kagent_variant_repository *repository,
 					const char *run_id, const char *commit_id, char **cause);

@@ -80,6 +80,17 @@ void kagent_variants_free(struct kagent_variants *variants);
 void kagent_variants_load(struct kagent_variants *variants);
 /* For --resume: takes back what a verdict, commit or best record said; ignores the others. */
 void kagent_variants_replay(struct kagent_variants *variants, const json_t *record);
+/*
+ * Makes a run's variants again from its trace records (an array in seq order), where the
+ * run's files are gone (a session taken over on another machine, docs/store.md): each
+ * evaluate call's source becomes the variant its verdict names (file vN.py), each commit
+ * record is committed again on the run's branch (started from "problem", no commit yet) at
+ * the time it records, so with the same id, and each best record moves best/<run>. Nothing
+ * is recorded. Where a commit comes out with another id (a trace from before committed_at),
+ * the records naming it are changed to name the new one. Returns how many commits got a new
+ * id, or a negative errno with *cause set.
+ */
+int kagent_variants_rebuild(struct kagent_variants *variants, json_t *records, char **cause);
 
 /* Records a new variant (numbered, written to disk). Returns NULL with *cause on a bad source. */
 struct kagent_variant *kagent_variants_add(struct kagent_variants *variants, const char *source,

@@ -29,6 +29,11 @@ struct kagent_session_options {
 	const char *problem_path;
 	const char *run_id;   /* NULL: a new id from the time and random bits */
 	int resume;	      /* continue run_id from its trace and git history */
+	/* With resume: the run's trace records kept elsewhere (kagentd's store; borrowed, may be
+	 * NULL), from which the trace, variants and branches are rebuilt where the run's trace
+	 * is not on this machine; none at all (an empty array): the run starts afresh here
+	 * under its id. */
+	const json_t *trace_records;
 	const char *gpu_name; /* for the prompt; NULL when unknown */
 	/* The kagent binary whose `kagent worker` keeps torch warm for the run's evaluations;
 	 * NULL: each evaluation starts a worker of its own. */

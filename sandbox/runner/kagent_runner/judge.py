@@ -19,7 +19,7 @@ import traceback
 
 import torch
 
-from . import compare, cuda_ipc, device_record, harness, kernel_trace, problem, tensors
+from . import compare, cuda_ipc, device_record, gpu_lock, harness, kernel_trace, problem, tensors
 from .problem import CandidateFailure
 from .channel import Channel, ChannelClosed, ChannelProtocolError, ChannelTimeout
 
@@ -72,7 +72,8 @@ class Judge:
     def __init__(self, channel, request, candidate_pid, children):
         """children: the worker's sockets and pids for the timed children: "candidate_record"
         (the candidate's device record), and, when the baselines are not cached, "reference"
-        (the reference's timed child's channel), "reference_pid" and "reference_record"."""
+        (the reference's timed child's channel), "reference_pid" and "reference_record";
+        "timing_lock" (gpu_lock.TimingLock, opened before privileges were dropped)."""
         self.channel = channel
         self.request = request
         self.candidate_pid = candidate_pid
@@ -89,6 +90,7 @@ class Judge:
         self.flush_buffer = None
         self.l2_reset_error = None
         self.children = children
+        self.timing_lock = children.get("timing_lock") or gpu_lock.TimingLock(None)
         self.candidate = harness.TimedChild(self, channel, candidate_pid,
                                             children.get("candidate_record"), "candidate")
         # the reference's timed child (eager and torch.compile), when the baselines are not
@@ -779,6 +781,9 @@ class Judge:
             self.enter("trials")
             cached = self.request.get("baselines") or {}
             probe = not isinstance(cached.get("degenerate"), dict)
+            # from here the candidate runs on the device: beside other evaluations' untimed
+            # work, never during their timed calls (released in finally)
+            self.timing_lock.shared()
             passed = self.trials(probe)
             if not probe:
                 self.result["degenerate"] = cached["degenerate"]
@@ -788,14 +793,22 @@ class Judge:
             self.result_inputs = problem.make_inputs(self.module, 0, "problem", self.device)
             self.result_bytes = tensors.tensor_bytes(self.result_inputs) + tensors.tensor_bytes(
                 value for _, value in compare.flatten(self.reference(self.result_inputs)))
+            # the reference's compile may take long: other evaluations time meanwhile
+            self.timing_lock.release()
             self.wait_for_baselines()
+            self.timing_lock.shared()
             self.enter("profile")
             if self.device == "cuda":
                 self.load_inputs(self.result_inputs)
                 self.result["kernels"] = self.kernels()
             if not self.request.get("profile_reference"):
                 self.result_inputs = None  # only kagent profile runs the reference again
+            self.enter("timing_wait")
+            self.timing_lock.release()
+            self.timing_lock.exclusive()
             self.timing()
+            self.timing_lock.release()
+            self.timing_lock.shared()
             self.result["roofline"] = self.roofline(self.result_bytes)
             if self.request.get("profile_reference"):
                 self.enter("profile_reference")
@@ -828,6 +841,7 @@ class Judge:
                                               "message": failure.message,
                                               "traceback": failure.trace}
         finally:
+            self.timing_lock.release()
             if self.phase != "done":
                 self.result["phase_seconds"][self.phase] = round(
                     time.monotonic() - self.phase_started, 4)

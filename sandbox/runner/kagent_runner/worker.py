@@ -21,7 +21,7 @@ os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 import torch  # noqa: E402
 
-from . import PROTOCOL_VERSION  # noqa: E402
+from . import PROTOCOL_VERSION, gpu_lock  # noqa: E402
 
 MAX_LINE = 64 << 20
 
@@ -274,8 +274,10 @@ def _evaluate_locked(request):
         # the judge's and the problem's prints must never reach the protocol stream
         os.dup2(judge_err_write, 1)
         os.dup2(judge_err_write, 2)
+        # opened while the judge may still read the lock files (as the worker's user)
+        timing_lock = gpu_lock.TimingLock(request.get("timing_lock"))
         _drop_judge_privileges(request)
-        children = {"candidate_record": judge_record_socket}
+        children = {"candidate_record": judge_record_socket, "timing_lock": timing_lock}
         if timing_reference:
             children.update({"reference": judge_reference_socket,
                              "reference_pid": reference_pid,

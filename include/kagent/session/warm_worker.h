@@ -1,7 +1,8 @@
 /*
  * The warm worker of a session (agent/session/warm_worker.c): one `kagent
  * worker` process for the run's evaluations, with its own libuv handles, which
- * it closes itself when its owner lets it go.
+ * it closes itself when its owner lets it go. kagentd's evaluation lanes keep
+ * one each as well.
  */
 #ifndef KAGENT_WARM_WORKER_H
 #define KAGENT_WARM_WORKER_H
@@ -32,8 +33,9 @@ struct kagent_warm_worker {
 
 /* Readies a worker on loop, gone until started. */
 void kagent_warm_worker_init(struct kagent_warm_worker *worker, uv_loop_t *loop);
-/* Starts `executable worker` for run_id on GPU gpu_index, its output going to log_path.
- * Failure only costs speed. */
+/* Starts `executable worker` for run_id on GPU gpu_index (the only GPU it sees, as device 0;
+ * -1: every GPU, as device indexes go), its output going to log_path. Failure only costs
+ * speed. */
 void kagent_warm_worker_start(struct kagent_warm_worker *worker, const char *executable,
 			      const char *run_id, int gpu_index, const char *log_path);
 /* 1 when the worker is still starting: on_ready(data) runs once it is ready or gone. */

@@ -1,0 +1,386 @@
+#!/usr/bin/env python3
+"""The reward service's throughput (issue 13): COUNT distinct correct candidates for one
+level1-sized elementwise problem (ReLU on a SHAPE float32 input), judged three ways in one run:
+serially with `kagent eval --no-daemon --worker SOCKET` (today's path, a warm worker), through
+kagentd's POST /v1/evaluations (evaluation lanes per GPU), and optionally with KernelBench's
+own harness (eval_kernel_against_ref, a fresh process per candidate, as its scripts do).
+Prints evaluations per GPU-hour for each, the statuses (the service's must equal the serial
+path's), the GPU utilisation (nvidia-smi sampled every 0.5 s in each phase) and writes
+everything to --out as JSON. Not a CI test.
+
+On a GPU the candidates are Triton kernels (BLOCK sizes, num_warps, trivially different
+source); on the CPU device (--device cpu, to check the script itself) they are torch-only
+variants, since Triton has no CPU backend here.
+
+The baselines are measured once before the phases (one evaluation through the daemon), so
+that no phase pays for eager and torch.compile timing, as in a training run after its first
+step. Both kagent paths share one cache folder.
+
+Run (GPU machine, from the source tree, as the GPU suite: docs/gpu-suite.md):
+    python3 bench/reward_throughput.py --kagent build/kagent [--count 64] [--lanes 4]
+        [--gpus 0] [--shape 4096x65536] [--serial-count N] [--kernelbench PATH]
+        [--kernelbench-count 4] [--out reward_throughput.json]
+Check it on the CPU:
+    python3 bench/reward_throughput.py --kagent build/kagent --device cpu --count 4"""
+import argparse
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    \"\"\"ReLU of a level1-sized input (KernelBench's 19_ReLU is 4096x393216).\"\"\"
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+batch_size = {rows}
+dim = {columns}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+TRITON = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel_{index}(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, {body}, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        relu_kernel_{index}[(triton.cdiv(n, {block}),)](x, out, n, BLOCK={block},
+                                                        num_warps={warps})
+        return out
+"""
+
+TORCH = """import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    \"\"\"variant {index}\"\"\"
+
+    def forward(self, x):
+        return {body}
+"""
+
+
+def candidates(count, device):
+    """count distinct correct sources."""
+    sources = []
+    if device == "cpu":
+        bodies = ["torch.clamp_min(x, 0.0)", "torch.relu(x)", "x.clamp(min=0.0)",
+                  "torch.where(x > 0, x, torch.zeros_like(x))", "torch.maximum(x, x.new_zeros(()))"]
+        for index in range(count):
+            sources.append(TORCH.format(index=index, body=bodies[index % len(bodies)]))
+        return sources
+    bodies = ["tl.maximum(x, 0.0)", "tl.where(x > 0, x, 0.0)"]
+    shapes = [(block, warps) for block in (512, 1024, 2048, 4096, 8192, 16384)
+              for warps in (2, 4, 8, 16) if block // (32 * warps) >= 1]
+    for index in range(count):
+        block, warps = shapes[index % len(shapes)]
+        body = bodies[(index // len(shapes)) % len(bodies)]
+        sources.append(TRITON.format(index=index, block=block, warps=warps, body=body))
+    return sources
+
+
+class UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=60):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.unix_path)
+
+
+def call(socket_path, method, path, body=None):
+    connection = UnixConnection(socket_path)
+    try:
+        connection.request(method, path, body=json.dumps(body).encode() if body else None,
+                           headers={"Content-Type": "application/json"} if body else {})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read() or b"null")
+    finally:
+        connection.close()
+
+
+class Sampler:
+    """nvidia-smi's utilisation every 0.5 s while a phase runs."""
+
+    def __init__(self, gpus):
+        self.gpus = gpus
+        self.samples = []
+        self.running = False
+
+    def __enter__(self):
+        self.samples = []
+        self.running = shutil.which("nvidia-smi") is not None and bool(self.gpus)
+        if self.running:
+            self.thread = threading.Thread(target=self.loop, daemon=True)
+            self.thread.start()
+        return self
+
+    def loop(self):
+        while self.running:
+            try:
+                out = subprocess.run(
+                    ["nvidia-smi", "--query-gpu=index,utilization.gpu",
+                     "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                    timeout=5).stdout
+                row = {int(i): float(p) for i, p in
+                       (line.split(",") for line in out.strip().splitlines())}
+                self.samples.append([row.get(gpu) for gpu in self.gpus])
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                pass
+            time.sleep(0.5)
+
+    def __exit__(self, *exc):
+        if self.running:
+            self.running = False
+            self.thread.join()
+
+    def mean(self):
+        if not self.samples:
+            return None
+        return [round(sum(s[i] or 0 for s in self.samples) / len(self.samples), 1)
+                for i in range(len(self.gpus))]
+
+
+def per_gpu_hour(count, seconds, gpus):
+    return round(count / seconds * 3600 / max(1, gpus), 1) if seconds > 0 else None
+
+
+KERNELBENCH_CHILD = r"""
+import inspect, json, sys
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, sys.argv[1] + "/src")
+try:
+    from kernelbench.eval import eval_kernel_against_ref
+except ImportError:
+    from src.eval import eval_kernel_against_ref
+reference, candidate = open(sys.argv[2]).read(), open(sys.argv[3]).read()
+wanted = dict(num_correct_trials=5, num_perf_trials=100, measure_performance=True,
+              backend="triton", device=0, verbose=False)
+accepted = inspect.signature(eval_kernel_against_ref).parameters
+result = eval_kernel_against_ref(reference, candidate,
+                                 **{k: v for k, v in wanted.items() if k in accepted})
+status = ("compile_error" if not getattr(result, "compiled", False) else
+          "correct" if getattr(result, "correctness", False) else "incorrect")
+print(json.dumps({"status": status, "runtime": getattr(result, "runtime", None)}))
+"""
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kagent", default=os.path.join(SOURCE, "build", "kagent"))
+    parser.add_argument("--count", type=int, default=64)
+    parser.add_argument("--serial-count", type=int, default=None,
+                        help="candidates judged serially (default: all)")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--gpus", default="0", help="the daemon's GPUs, e.g. 0,1")
+    parser.add_argument("--lanes", type=int, default=None,
+                        help="kagent daemon --evaluation-lanes (default: the daemon's)")
+    parser.add_argument("--shape", default=None,
+                        help="ROWSxCOLUMNS of the input (default 4096x65536, 1 GiB; 64x4096 "
+                             "on the CPU)")
+    parser.add_argument("--kernelbench", help="a KernelBench checkout: also time its harness")
+    parser.add_argument("--kernelbench-count", type=int, default=4)
+    parser.add_argument("--out", default="reward_throughput.json")
+    arguments = parser.parse_args()
+    kagent = os.path.abspath(arguments.kagent)
+    gpus = [] if arguments.device == "cpu" else [int(g) for g in arguments.gpus.split(",")]
+    shape = arguments.shape or ("64x4096" if arguments.device == "cpu" else "4096x65536")
+    rows, columns = (int(part) for part in shape.lower().split("x"))
+    folder = tempfile.mkdtemp(prefix="kagent-reward-bench-")
+    problem_path = os.path.join(folder, "relu_problem.py")
+    with open(problem_path, "w") as handle:
+        handle.write(PROBLEM.format(rows=rows, columns=columns))
+    sources = candidates(arguments.count, arguments.device)
+    paths = []
+    for index, source in enumerate(sources):
+        paths.append(os.path.join(folder, f"candidate_{index:03d}.py"))
+        with open(paths[-1], "w") as handle:
+            handle.write(source)
+    socket_path = os.path.join(folder, "kagentd.sock")
+    worker_socket = os.path.join(folder, "worker.sock")
+    config = os.path.join(folder, "kagent.yaml")
+    with open(config, "w") as handle:
+        handle.write("provider:\n  model: none\n")
+    environment = dict(os.environ, KAGENT_CACHE_DIR=os.path.join(folder, "cache"),
+                       KAGENT_DAEMON_SOCKET=socket_path,
+                       KAGENT_WORKER_SOCKET=os.path.join(folder, "none.sock"),
+                       XDG_STATE_HOME=os.path.join(folder, "state"))
+    daemon_command = [kagent, "daemon", "--device", arguments.device, "--socket", socket_path,
+                      "--store", f"sqlite:{folder}/kagent.db", "--config", config]
+    if gpus:
+        daemon_command += ["--gpus", arguments.gpus]
+    if arguments.lanes:
+        daemon_command += ["--evaluation-lanes", str(arguments.lanes)]
+    result = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+              "device": arguments.device, "gpus": gpus, "shape": [rows, columns],
+              "count": arguments.count, "daemon": " ".join(daemon_command[1:])}
+    processes = []
+    try:
+        daemon_log = open(os.path.join(folder, "daemon.log"), "w")
+        daemon = subprocess.Popen(daemon_command, env=environment, stdout=daemon_log,
+                                  stderr=subprocess.STDOUT)
+        processes.append(daemon)
+        # every GPU visible, as the daemon's lanes see them: --gpu names the same one
+        worker_command = [kagent, "worker", "--socket", worker_socket]
+        worker = subprocess.Popen(worker_command, env=environment, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        processes.append(worker)
+        deadline = time.monotonic() + 300
+        while not (os.path.exists(socket_path) and os.path.exists(worker_socket)):
+            if time.monotonic() > deadline or daemon.poll() is not None:
+                raise RuntimeError("the daemon or the worker did not start; see "
+                                   + daemon_log.name)
+            time.sleep(0.1)
+        status, health = call(socket_path, "GET", "/v1/health")
+        result["lanes_per_gpu"] = health["evaluations"]["lanes_per_gpu"]
+
+        # once: the baselines, into the cache both paths read, and the lanes' workers warm
+        started = time.monotonic()
+        status, warm = call(socket_path, "POST", "/v1/evaluations",
+                            {"problem_path": problem_path, "candidates": [sources[0]]})
+        result["warmup_seconds"] = round(time.monotonic() - started, 2)
+        result["warmup_status"] = warm["verdicts"][0].get("status")
+        print(f"warm-up (baselines measured, lanes started): {result['warmup_seconds']} s, "
+              f"{result['warmup_status']}", flush=True)
+
+        serial_paths = paths[:arguments.serial_count or len(paths)]
+        serial = []
+        gpu_flag = ["--gpu", str(gpus[0])] if gpus else []
+        with Sampler(gpus) as sampler:
+            started = time.monotonic()
+            for path in serial_paths:
+                run = subprocess.run([kagent, "eval", "--no-daemon", "--json", "--device",
+                                      arguments.device, "--worker", worker_socket, *gpu_flag,
+                                      problem_path, path], env=environment,
+                                     capture_output=True, text=True)
+                verdict = json.loads(run.stdout) if run.stdout.strip() else {}
+                serial.append(verdict.get("status") or verdict.get("error"))
+            seconds = time.monotonic() - started
+        result["serial"] = {"count": len(serial_paths), "seconds": round(seconds, 2),
+                            "per_evaluation_seconds": round(seconds / len(serial_paths), 3),
+                            "per_gpu_hour": per_gpu_hour(len(serial_paths), seconds, 1),
+                            "gpu_utilization_mean": sampler.mean(), "statuses": serial}
+        print(f"serial kagent eval: {len(serial_paths)} in {seconds:.1f} s, "
+              f"{result['serial']['per_gpu_hour']} per GPU-hour, "
+              f"GPU {sampler.mean()}%", flush=True)
+
+        with Sampler(gpus) as sampler:
+            started = time.monotonic()
+            status, queued = call(socket_path, "POST", "/v1/evaluations",
+                                  {"problem_path": problem_path, "candidates": sources,
+                                   "async": True})
+            if status != 202:
+                raise RuntimeError(f"POST: {status} {queued}")
+            while True:
+                status, answer = call(socket_path, "GET", f"/v1/evaluations/{queued['id']}")
+                if answer.get("state") == "done":
+                    break
+                time.sleep(0.2)
+            seconds = time.monotonic() - started
+        service = [v.get("status") or v.get("error") for v in answer["verdicts"]]
+        result["service"] = {
+            "count": len(sources), "seconds": round(seconds, 2),
+            "per_evaluation_seconds": round(seconds / len(sources), 3),
+            "per_gpu_hour": per_gpu_hour(len(sources), seconds, len(gpus)),
+            "gpu_utilization_mean": sampler.mean(),
+            "daemon_gpu_utilization": answer.get("gpu_utilization"),
+            "statuses": service,
+            "phase_seconds_median": {
+                phase: sorted((v.get("phase_seconds") or {}).get(phase, 0)
+                              for v in answer["verdicts"])[len(sources) // 2]
+                for phase in ("load", "trials", "timing_wait", "timing")}}
+        same = service[:len(serial)] == serial
+        result["statuses_identical"] = same
+        result["all_correct"] = all(s == "correct" for s in service)
+        print(f"kagentd: {len(sources)} in {seconds:.1f} s, "
+              f"{result['service']['per_gpu_hour']} per GPU-hour, GPU {sampler.mean()}%; "
+              f"statuses identical to the serial path: {same}", flush=True)
+
+        if arguments.kernelbench:
+            child = os.path.join(folder, "kernelbench_child.py")
+            with open(child, "w") as handle:
+                handle.write(KERNELBENCH_CHILD)
+            statuses = []
+            with Sampler(gpus) as sampler:
+                started = time.monotonic()
+                for path in paths[:arguments.kernelbench_count]:
+                    run = subprocess.run([sys.executable, child,
+                                          os.path.abspath(arguments.kernelbench), problem_path,
+                                          path], capture_output=True, text=True,
+                                         cwd=arguments.kernelbench)
+                    lines = run.stdout.strip().splitlines()
+                    try:
+                        statuses.append(json.loads(lines[-1])["status"])
+                    except (IndexError, ValueError, KeyError):
+                        statuses.append("harness_error: " + run.stderr.strip()[-300:])
+                seconds = time.monotonic() - started
+            count = len(statuses)
+            result["kernelbench"] = {"count": count, "seconds": round(seconds, 2),
+                                     "per_evaluation_seconds": round(seconds / count, 3),
+                                     "per_gpu_hour": per_gpu_hour(count, seconds, 1),
+                                     "gpu_utilization_mean": sampler.mean(),
+                                     "statuses": statuses}
+            print(f"KernelBench's harness: {count} in {seconds:.1f} s, "
+                  f"{result['kernelbench']['per_gpu_hour']} per GPU-hour", flush=True)
+    finally:
+        for process in reversed(processes):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(60)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        with open(arguments.out, "w") as handle:
+            json.dump(result, handle, indent=2)
+        if "service" not in result:
+            with open(os.path.join(folder, "daemon.log")) as handle:
+                print("the daemon's log ends:\n" + handle.read()[-3000:], file=sys.stderr)
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"written to {arguments.out}")
+    ok = result.get("statuses_identical") and result.get("all_correct")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
