@@ -26,6 +26,8 @@
 /* One copy of a trace to the store reads at most this much: more than the longest record
  * (records/trace.c's line cap), so a copy always makes progress. */
 #define DAEMON_TRACE_COPY_CAP ((size_t)80 << 20)
+/* How a stream record's line begins (agent/records/trace.c writes "type" first). */
+#define DAEMON_STREAM_PREFIX "{\"type\":\"stream\","
 
 /* The largest request body: POST /v1/evaluations with many candidates (it caps each source and
  * the count itself); every other route's body is small. */
@@ -245,11 +247,17 @@ daemon__trace_copy(struct kagent_store *store, struct kagent_daemon_session *ds,
 	records = json_array();
 	for (line = data; (newline = memchr(line, '\n', done - (size_t)(line - data))) != NULL;
 	     line = newline + 1) {
-		json_t *record = json_loadb(line, (size_t)(newline - line), 0, NULL);
-		const char *type = json_string_value(json_object_get(record, "type"));
+		json_t *record;
+		const char *type;
 
 		/* A stream record is one server-sent event of a reply the reply record holds
-		 * whole (docs/traces.md): the file keeps it for debugging, the store does not. */
+		 * whole (docs/traces.md): the file keeps it for debugging, the store does not.
+		 * The trace writes "type" first, so most are known without parsing them. */
+		if ((size_t)(newline - line) >= sizeof DAEMON_STREAM_PREFIX - 1 &&
+		    memcmp(line, DAEMON_STREAM_PREFIX, sizeof DAEMON_STREAM_PREFIX - 1) == 0)
+			continue;
+		record = json_loadb(line, (size_t)(newline - line), 0, NULL);
+		type = json_string_value(json_object_get(record, "type"));
 		if (json_is_integer(json_object_get(record, "seq")) &&
 		    (type == NULL || strcmp(type, "stream") != 0))
 			json_array_append(records, record);

@@ -31,6 +31,9 @@
 #define HTTP_HEADER_VALUE_CAP 256
 #define HTTP_DEFAULT_CONNECT_TIMEOUT_MS 10000
 #define HTTP_DEFAULT_STALL_SECONDS 120
+/* libcurl's receive buffer per transfer (its default is 16 KB): a daemon holds one per session
+ * waiting on its model, and answers arrive as small server-sent events anyway. */
+#define HTTP_RECEIVE_BUFFER_SIZE 4096L
 
 struct http_client__socket {
 	uv_poll_t poll;
@@ -622,6 +625,7 @@ http_client__request_configure(struct kagent_http_request *request,
 	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms);
 	curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, HTTP_RECEIVE_BUFFER_SIZE);
 	curl_easy_setopt(easy, CURLOPT_USERAGENT, "kagent/" KAGENT_VERSION);
 	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, request->headers);
 	curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, http_client__header_callback);
@@ -639,9 +643,10 @@ http_client__request_configure(struct kagent_http_request *request,
 	if (code == CURLE_OK && strcmp(method, "POST") == 0) {
 		curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
 				 (curl_off_t)options->body_length);
-		/* A copy: the caller's body need not outlive this call. */
-		code = curl_easy_setopt(easy, CURLOPT_COPYPOSTFIELDS,
-					options->body != NULL ? options->body : "");
+		/* A copy unless the caller keeps the body: then it need not outlive this call. */
+		code = curl_easy_setopt(
+		    easy, options->body_kept ? CURLOPT_POSTFIELDS : CURLOPT_COPYPOSTFIELDS,
+		    options->body != NULL ? options->body : "");
 	}
 	if (code != CURLE_OK) {
 		*cause =

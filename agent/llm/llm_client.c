@@ -33,6 +33,9 @@ struct kagent_llm_call {
 
 	char *url;
 	char **headers;
+	/* The request as sent. The tree only until the first attempt is observed: a waiting
+	 * session would otherwise hold its conversation once more (and libcurl borrows the text).
+	 */
 	json_t *body;
 	char *body_text;
 
@@ -487,6 +490,7 @@ llm_client__attempt_start(struct kagent_llm_call *call, char **cause)
 	    .headers = (const char *const *)call->headers,
 	    .body = call->body_text,
 	    .body_length = strlen(call->body_text),
+	    .body_kept = 1,
 	    .connect_timeout_ms = call->provider.connect_timeout_ms,
 	    .stall_seconds = call->provider.stall_seconds,
 	    .on_head = llm_client__on_head,
@@ -496,9 +500,16 @@ llm_client__attempt_start(struct kagent_llm_call *call, char **cause)
 	};
 
 	call->attempt++;
-	if (call->observer.on_attempt != NULL)
-		call->observer.on_attempt(call->attempt, call->url, call->body,
-					  call->observer.data);
+	if (call->observer.on_attempt != NULL) {
+		/* A retry parses the text again: retries are rare, waiting sessions are many. */
+		json_t *body = call->body != NULL ? json_incref(call->body)
+						  : json_loads(call->body_text, 0, NULL);
+
+		call->observer.on_attempt(call->attempt, call->url, body, call->observer.data);
+		json_decref(body);
+	}
+	json_decref(call->body);
+	call->body = NULL;
 	/* Cancelled from on_attempt: the timer already carries the cancellation. */
 	if (call->cancelled)
 		return 0;

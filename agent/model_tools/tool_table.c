@@ -39,6 +39,13 @@ const struct kagent_tool *const kagent_tool_table[] = {
 /* A tool description file is prose for the model; anything larger is a mistake. */
 #define TOOL_DESCRIPTION_CAP (64 * 1024)
 
+/*
+ * The definitions last built, handed out again while they come out the same: a daemon's
+ * sessions would otherwise each hold a copy of their own (tens of KB each). They are still
+ * built each time, so that an edited description reaches the next session.
+ */
+static json_t *tool_table__last;
+
 const struct kagent_tool *
 kagent_tool_find(const char *name)
 {
@@ -83,6 +90,12 @@ kagent_tool_definitions(const char *prompts_directory, char **cause)
 		free(description);
 		path = description = NULL;
 	}
+	if (tool_table__last != NULL && json_equal(tool_table__last, definitions)) {
+		json_decref(definitions);
+		return json_incref(tool_table__last);
+	}
+	json_decref(tool_table__last);
+	tool_table__last = json_incref(definitions);
 	return definitions;
 fail:
 	free(path);

@@ -361,6 +361,67 @@ session__host_init(struct kagent_session *session)
 
 /* ---- turns ---- */
 
+#define SESSION_HASH_BASIS 0xcbf29ce484222325ULL /* FNV-1a's offset basis */
+
+/* 64-bit FNV-1a over bytes, from a running hash. */
+static uint64_t
+session__hash_bytes(uint64_t hash, const void *bytes, size_t size)
+{
+	const unsigned char *byte = bytes;
+	size_t index;
+
+	for (index = 0; index < size; index++)
+		hash = (hash ^ byte[index]) * 0x100000001b3ULL;
+	return hash;
+}
+
+/*
+ * A hash of a JSON value that agrees with json_equal: equal values hash alike (an object's
+ * members are summed, so their order does not count; 0.0 and -0.0 alike), and different
+ * values collide with a chance of about 2^-64.
+ */
+static uint64_t
+session__hash_json(const json_t *value)
+{
+	uint64_t hash = SESSION_HASH_BASIS, sum = 0, member, item_hash;
+	unsigned char type = (unsigned char)json_typeof(value);
+	const char *key;
+	const json_t *item;
+	json_int_t integer;
+	double real;
+	size_t index;
+
+	hash = session__hash_bytes(hash, &type, 1);
+	switch (json_typeof(value)) {
+	case JSON_OBJECT:
+		json_object_foreach((json_t *)value, key, item)
+		{
+			item_hash = session__hash_json(item);
+			member = session__hash_bytes(SESSION_HASH_BASIS, key, strlen(key) + 1);
+			sum += session__hash_bytes(member, &item_hash, sizeof item_hash);
+		}
+		return session__hash_bytes(hash, &sum, sizeof sum);
+	case JSON_ARRAY:
+		json_array_foreach(value, index, item)
+		{
+			item_hash = session__hash_json(item);
+			hash = session__hash_bytes(hash, &item_hash, sizeof item_hash);
+		}
+		return hash;
+	case JSON_STRING:
+		return session__hash_bytes(hash, json_string_value(value),
+					   json_string_length(value));
+	case JSON_INTEGER:
+		integer = json_integer_value(value);
+		return session__hash_bytes(hash, &integer, sizeof integer);
+	case JSON_REAL:
+		real = json_real_value(value) == 0 ? 0 : json_real_value(value);
+		return session__hash_bytes(hash, &real, sizeof real);
+	default: /* true, false, null: the type says it all */
+		return hash;
+	}
+}
+
 /*
  * A request record carries the body as sent, but its message list ("messages", or the
  * Responses API's "input") only from where it differs from the previous request's: "earlier"
@@ -374,17 +435,21 @@ session__request_fields(struct kagent_session *session, int attempt, const char 
 {
 	const char *key = json_is_array(json_object_get(body, "messages")) ? "messages" : "input";
 	json_t *list = json_object_get(body, key), *tail, *shown;
-	size_t earlier = 0, index;
+	size_t earlier = 0, index, count;
+	uint64_t *hashes;
 
 	if (!json_is_array(list))
 		return json_pack("{s:i, s:s, s:O}", "attempt", attempt, "url", url, "body", body);
-	while (earlier < json_array_size(list) &&
-	       earlier < json_array_size(session->recorded_list) &&
-	       json_equal(json_array_get(list, earlier),
-			  json_array_get(session->recorded_list, earlier)))
+	count = json_array_size(list);
+	hashes = kagent_calloc(count > 0 ? count : 1, sizeof *hashes);
+	for (index = 0; index < count; index++)
+		hashes[index] = session__hash_json(json_array_get(list, index));
+	while (earlier < count && earlier < session->recorded_count &&
+	       hashes[earlier] == session->recorded_hashes[earlier])
 		earlier++;
-	json_decref(session->recorded_list);
-	session->recorded_list = json_incref(list);
+	free(session->recorded_hashes);
+	session->recorded_hashes = hashes;
+	session->recorded_count = count;
 	shown = json_copy((json_t *)body); /* shallow: the other members are shared */
 	tail = json_array();
 	for (index = earlier; index < json_array_size(list); index++)
@@ -712,8 +777,8 @@ session__evaluated_json(struct kagent_session *session)
 			 json_object_get(variant->verdict, "reason"), "speedup_vs_eager",
 			 session__number_or_null(timing, "speedup_vs_eager"), "speedup_vs_compile",
 			 session__number_or_null(timing, "speedup_vs_compile"), "credited",
-			 !json_is_false(json_object_get(
-			     json_object_get(variant->verdict, "credit"), "credited")));
+			 !json_is_false(json_object_get(json_object_get(variant->verdict, "credit"),
+							"credited")));
 }
 
 static void
@@ -949,7 +1014,7 @@ session__release(void *data)
 
 	kagent_variants_free(session->variants);
 	json_decref(session->messages);
-	json_decref(session->recorded_list);
+	free(session->recorded_hashes);
 	json_decref(session->tools);
 	json_decref(session->reply_message);
 	json_decref(session->pending_call);

@@ -9,6 +9,8 @@
 #include "kagent/model_tools/tool_table.h"
 #include "kagent/session/warm_worker.h"
 
+#include <stdint.h>
+
 struct kagent_llm_call;
 struct kagent_otlp_exporter;
 struct kagent_trace;
@@ -58,7 +60,10 @@ struct kagent_session {
 	char *problem_prompt;
 	json_t *tools;
 	json_t *messages;
-	json_t *recorded_list; /* the message list of the last request traced, for the next one */
+	/* A hash of each item of the message list of the last request traced, for the next one
+	 * (the list itself would keep a second copy of the conversation). */
+	uint64_t *recorded_hashes;
+	size_t recorded_count;
 
 	struct kagent_variants *variants;
 	struct kagent_variant *target_variant; /* reached the target; confirmed at turn end */

@@ -216,6 +216,15 @@ class Daemon:
         finally:
             connection.close()
 
+    def stored_trace_seqs(self, session_id):
+        connection = sqlite3.connect(self.database)
+        try:
+            return [row[0] for row in connection.execute(
+                "SELECT seq FROM trace_records WHERE session_id = ? ORDER BY seq",
+                (session_id,))]
+        finally:
+            connection.close()
+
     def close(self):
         self.stop(signal.SIGKILL, timeout=10)
         if self.log_file:
@@ -284,6 +293,15 @@ def batch_with_broken_problem():
                 problems.append(f"{name} has no best_speedup: {session.get('result')}")
         if batch["state"] != "done":
             problems.append(f"batch state {batch['state']}")
+        # The store holds the trace's records but its stream records (which the file keeps).
+        relu = states.get("relu", {})
+        if relu.get("trace_path"):
+            with open(relu["trace_path"]) as f:
+                records = [json.loads(line) for line in f if line.strip()]
+            expected = sorted(r["seq"] for r in records if r["type"] != "stream")
+            stored = daemon.stored_trace_seqs(relu["id"])
+            if not any(r["type"] == "stream" for r in records) or stored != expected:
+                problems.append(f"stored trace seqs {stored}, expected {expected}")
         status, report = daemon.request("GET", f"/v1/batches/{created['batch']}/report")
         rows = (report or {}).get("rows", []) if status == 200 else []
         if sorted(row["problem"] for row in rows) != ["relu", "softmax_wide", "syntax_error"]:

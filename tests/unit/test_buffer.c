@@ -3,6 +3,7 @@
 
 #include "test.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,9 +33,15 @@ test_take_hands_over(void)
 
 	CHECK_STRING(text, "");
 	free(text);
-	kagent_buffer_append(&buffer, "hello", 5);
+	{
+		static const char long_text[4000];
+
+		kagent_buffer_append(&buffer, long_text, sizeof long_text);
+	}
+	kagent_buffer_set(&buffer, "hello", 5); /* in the 4 KB grown for the long text */
 	text = kagent_buffer_take(&buffer);
 	CHECK_STRING(text, "hello");
+	CHECK(malloc_usable_size(text) < 1024); /* fitted: what is taken may be kept long */
 	CHECK(buffer.data == NULL && buffer.length == 0 && buffer.capacity == 0);
 	free(text);
 }

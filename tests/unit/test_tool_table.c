@@ -3,12 +3,14 @@
 #include "kagent/model_tools/tool_table.h"
 
 #include "kagent/base/alloc.h"
+#include "kagent/base/fileio.h"
 #include "kagent/base/paths.h"
 #include "kagent/records/variant_repository.h"
 #include "test.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 static char *
 prompts_directory(void)
@@ -44,6 +46,46 @@ test_definitions_cover_the_table(void)
 	CHECK(kagent_tool_find("launch_rockets") == NULL);
 	json_decref(definitions);
 	free(directory);
+}
+
+/* Equal definitions are one shared value; an edited description makes new ones. */
+static void
+test_equal_definitions_are_shared(void)
+{
+	char *source = prompts_directory(), *directory = kagent_test_make_directory();
+	char *tools = kagent_asprintf("%s/tools", directory), *path, *text, *error = NULL;
+	const struct kagent_tool *const *entry;
+	json_t *first, *second, *edited;
+	size_t length;
+
+	CHECK_INT(mkdir(tools, 0700), 0);
+	for (entry = kagent_tool_table; *entry != NULL; entry++) {
+		path = kagent_asprintf("%s/tools/%s.md", source, (*entry)->name);
+		CHECK_INT(kagent_fileio_read(path, 1 << 20, &text, &length, &error), 0);
+		free(path);
+		path = kagent_asprintf("%s/%s.md", tools, (*entry)->name);
+		CHECK_INT(kagent_fileio_write_atomic(path, text, length, &error), 0);
+		free(path);
+		free(text);
+	}
+	first = kagent_tool_definitions(directory, &error);
+	second = kagent_tool_definitions(directory, &error);
+	CHECK(first != NULL && first == second);
+	path = kagent_asprintf("%s/read_problem.md", tools);
+	CHECK_INT(kagent_fileio_write_atomic(path, "Reads it again.\n", 16, &error), 0);
+	edited = kagent_tool_definitions(directory, &error);
+	CHECK(edited != NULL && edited != first);
+	CHECK_STRING(json_string_value(json_object_get(json_array_get(edited, 0), "description")),
+		     "Reads it again.");
+	CHECK(!json_equal(first, edited));
+	json_decref(first);
+	json_decref(second);
+	json_decref(edited);
+	kagent_paths_remove_tree(directory, NULL);
+	free(path);
+	free(tools);
+	free(directory);
+	free(source);
 }
 
 static void
@@ -352,6 +394,7 @@ test_tools_act_through_the_host(void)
 
 static const struct kagent_test tests[] = {
     {"definitions_cover_the_table", test_definitions_cover_the_table},
+    {"equal_definitions_are_shared", test_equal_definitions_are_shared},
     {"missing_description_is_an_error", test_missing_description_is_an_error},
     {"arguments_are_checked", test_arguments_are_checked},
     {"render_verdict", test_render_verdict},

@@ -59,7 +59,9 @@ kagent_buffer_appendf(struct kagent_buffer *buffer, const char *format, ...)
 char *
 kagent_buffer_take(struct kagent_buffer *buffer)
 {
-	char *data = buffer->data != NULL ? buffer->data : kagent_strdup("");
+	/* Fitted: what is taken may be kept for long (a session's prompts). */
+	char *data = buffer->data != NULL ? kagent_realloc(buffer->data, buffer->length + 1)
+					  : kagent_strdup("");
 
 	memset(buffer, 0, sizeof *buffer);
 	return data;

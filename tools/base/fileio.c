@@ -50,8 +50,8 @@ kagent_fileio_read(const char *path, size_t cap, char **data_out, size_t *size_o
 			goto out;
 		}
 	}
-	if (data == NULL)
-		data = kagent_malloc(1);
+	/* Fitted: what is read may be kept for long (a session's problem, in a 64 KB buffer). */
+	data = kagent_realloc(data, size + 1);
 	data[size] = '\0';
 	*data_out = data;
 	*size_out = size;

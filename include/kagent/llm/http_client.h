@@ -51,6 +51,7 @@ struct kagent_http_request_options {
 	const char *const *headers; /* NULL-terminated "Name: value" lines, or NULL */
 	const char *body;	    /* may be NULL */
 	size_t body_length;
+	int body_kept; /* non-zero: body outlives the request (until on_done), so is not copied */
 	long connect_timeout_ms; /* 0: 10 s */
 	long stall_seconds;	 /* 0: 120 s */
 	/* Called once when the head of a 2xx response arrives; may be NULL. */

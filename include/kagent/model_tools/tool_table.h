@@ -18,7 +18,8 @@ const struct kagent_tool *kagent_tool_find(const char *name);
 /*
  * The tool definitions the model is offered: [{"name", "description",
  * "parameters"}], descriptions read from <prompts>/tools/NAME.md. The caller
- * releases it; NULL with *cause when a description is missing.
+ * releases it and must not change it (equal definitions are shared); NULL with *cause when a
+ * description is missing.
  */
 json_t *kagent_tool_definitions(const char *prompts_directory, char **cause);
 
