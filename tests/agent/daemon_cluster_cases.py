@@ -87,7 +87,11 @@ def two_daemons_one_killed():
         path = os.path.join(problems_folder, f"relu_{index}.py")
         shutil.copy(daemon_cases.RELU, path)
         problems.append(path)
+    # Turn 1 evaluates and commits; the model then takes 5 s to finish, so that a session seen
+    # with a commit is still running when the first daemon is killed, however loaded the
+    # machine (with the same 1.5 s as turn 1, a busy CI machine let it finish in between).
     model = daemon_cases.script(delay_ms=1500)
+    model["by_turn"][1]["delay_ms"] = 5000
     first = ClusterDaemon(model)
     second = ClusterDaemon(model)
     failures = []
