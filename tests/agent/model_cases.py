@@ -36,6 +36,16 @@ for name in ("KAGENT_CONFIG", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "KAGENT_R
     ENVIRONMENT.pop(name, None)
 
 results = []
+# A sanitized build's sandbox library cannot be loaded by the real runner's Python, so the
+# cases that judge a candidate are skipped there (the analysis and the sub-problems still run).
+SANITIZED = os.environ.get("KAGENT_SANITIZE", "none") != "none"
+SANITIZED_REASON = "a sanitized build: the real runner cannot load its sandbox library"
+
+
+def skip(name):
+    results.append(True)
+    print(f"ok {len(results)} - {name} # SKIP {SANITIZED_REASON}")
+    sys.stdout.flush()
 
 
 def check(name, condition, detail=""):
@@ -123,6 +133,9 @@ def attention_plan():
           "attention" in table and "Attention" in table and "aten::" in table
           and "Amdahl bound" in table, table)
     if not written[0]:
+        return
+    if SANITIZED:
+        skip("the attention sub-problem is judged as any problem (a stand-in is correct)")
         return
     candidate = os.path.join(MODELS, "candidates", "attention.py")
     evaluation = subprocess.run([KAGENT, "eval", written[0], candidate, "--device", "cpu",
@@ -280,9 +293,15 @@ def main():
         usage_errors()
         bad_factories()
         attention_plan()
-        composition()
+        if SANITIZED:
+            skip("composition judged end to end, with a stand-in and with a wrong variant")
+        else:
+            composition()
         batch()
-        whole_path()
+        if SANITIZED:
+            skip("the whole path: the confirmed variant is composed, correct end to end")
+        else:
+            whole_path()
     finally:
         worker.terminate()
         worker.wait(timeout=30)
