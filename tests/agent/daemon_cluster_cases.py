@@ -64,11 +64,16 @@ def git(repository, *arguments):
 
 
 def run_commits(runs, problem, run_id):
-    """The commits of runs/RUN_ID in the problem's repository under runs, oldest first."""
+    """The commits of runs/RUN_ID in the problem's repository under runs, oldest first; none
+    when the run has no branch there (a session killed before it started its branch, or a
+    repository of another run of the same problem)."""
     repository = os.path.join(runs, problem, "repository.git")
     if not os.path.isdir(repository):
         return []
-    return git(repository, "rev-list", "--reverse", f"runs/{run_id}", "^problem")
+    try:
+        return git(repository, "rev-list", "--reverse", f"runs/{run_id}", "^problem")
+    except subprocess.CalledProcessError:
+        return []
 
 
 def owner_pid(session):
