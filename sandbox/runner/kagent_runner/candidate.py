@@ -1,4 +1,5 @@
-"""The sandboxed timed child: the candidate's, or the reference's (eager and torch.compile).
+"""The sandboxed timed child: the candidate's, or one of the reference's (eager PyTorch, or
+torch.compile in a child of its own that the judge may abandon past its cap).
 
 Forked by the worker, it confines itself through libkagent-sandbox.so and opens its device
 record (device_record.py) before any untrusted code is imported, then loads ModelNew (or the
@@ -117,7 +118,7 @@ class CandidateRunner:
         self.tf32 = {}
         self.watched = []
         self.watched_identity = {}
-        # the models this child times, by arm: {"candidate"} or {"eager", "compile"}
+        # the models this child times, by arm: {"candidate"}, {"eager"} or {"compile"}
         self.arm = request.get("arm", "candidate")
         self.models = {}
         self.compile_error = None
@@ -228,14 +229,16 @@ class CandidateRunner:
         return copied
 
     def load_reference(self, setup):
-        """The reference's arms: the problem's Model as eager PyTorch and, when asked, the same
-        module under torch.compile, compiled and called once now (beside the judge's
-        trials), so its timing starts warm."""
+        """The reference's arm: the problem's Model as eager PyTorch, or (reference_arm
+        "compile") the same module under torch.compile, compiled and called once now (beside
+        the judge's trials), so its timing starts warm. The compile has a child of its own so
+        that the judge can end it past its cap without losing the eager arm."""
         module = problem.load_problem(self.request["problem_path"])
         self.model_class = module.Model
         copied = self.build(setup)
-        self.models = {"eager": self.model}
-        if self.request.get("measure_compile"):
+        if self.request.get("reference_arm") != "compile":
+            self.models = {"eager": self.model}
+        else:
             try:
                 compiled = torch.compile(self.model)
                 # through forward, as the timed calls run it: the same TF32 flags and grad
