@@ -119,6 +119,8 @@ command_replay__variant(const struct kagent_run_log *log, const struct kagent_ru
 	    .credit_threshold = json_number_value(json_object_get(config, "credit_threshold")),
 	    .call_timeout_seconds =
 		(int)json_integer_value(json_object_get(config, "call_timeout_seconds")),
+	    .compile_timeout_seconds =
+		(int)json_integer_value(json_object_get(config, "compile_timeout_seconds")),
 	};
 	char *path = kagent_asprintf("%s/%s.py", folder, variant->id), *cause = NULL;
 	json_t *now = NULL, *row;

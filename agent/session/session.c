@@ -275,6 +275,7 @@ session__evaluation_options(const struct kagent_session *session)
 				 : kagent_warm_worker_socket(&session->worker),
 	    .measure_compile = evaluation_config->measure_compile,
 	    .call_timeout_seconds = evaluation_config->call_timeout_seconds,
+	    .compile_timeout_seconds = evaluation_config->compile_timeout_seconds,
 	    .credit_threshold = evaluation_config->credit_threshold,
 	    .speedup_basis = evaluation_config->speedup_basis,
 	};

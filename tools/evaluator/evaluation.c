@@ -231,12 +231,16 @@ evaluation__string_or_null(const char *value)
 	return value != NULL ? json_string(value) : json_null();
 }
 
-/* The cap on waiting for the torch.compile baseline, in seconds. */
+/* The cap on waiting for the torch.compile baseline, in seconds (a larger one would outlast
+ * the evaluation's wall time). */
 static int
 evaluation__compile_timeout(const struct kagent_evaluation_options *options)
 {
-	return options->compile_timeout_seconds > 0 ? options->compile_timeout_seconds
-						    : KAGENT_EVALUATION_COMPILE_TIMEOUT_SECONDS;
+	if (options->compile_timeout_seconds <= 0)
+		return KAGENT_EVALUATION_COMPILE_TIMEOUT_SECONDS;
+	return options->compile_timeout_seconds < KAGENT_EVALUATION_COMPILE_TIMEOUT_MAX
+		   ? options->compile_timeout_seconds
+		   : KAGENT_EVALUATION_COMPILE_TIMEOUT_MAX;
 }
 
 /* The request's "limits": what the worker and the sandbox allow the candidate. */

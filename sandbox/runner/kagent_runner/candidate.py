@@ -14,6 +14,7 @@ import ctypes
 import json
 import os
 import sys
+import tempfile
 import time
 import traceback
 
@@ -155,6 +156,9 @@ class CandidateRunner:
         if cuda_library and os.path.exists(cuda_library):
             os.environ["KAGENT_CUDA_LIBRARY"] = cuda_library
         os.environ["TMPDIR"] = scratch
+        # the worker's process may have chosen /tmp already, which the sandbox cannot write
+        # (inductor's first compile of the reference makes a temporary folder there)
+        tempfile.tempdir = scratch
         # compile workers would be processes beside the candidate's timed calls (the seal
         # forbids new ones, and a process holding the GPU is a finding); the reference's
         # child compiles in parallel, long before anything is timed (DenseNet121's compile
