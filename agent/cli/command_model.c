@@ -894,7 +894,7 @@ static const char command_model__composed_template[] =
     "        module.__file__ = filename\n"
     "        sys.modules[module_name] = module\n"
     "        try:\n"
-    "            exec(compile(source, filename, \"exec\"), module.__dict__)\n"
+    "            exec(compile(source, filename, \"exec\", dont_inherit=True), module.__dict__)\n"
     "        except BaseException:\n"
     "            del sys.modules[module_name]\n"
     "            raise\n"
