@@ -2,8 +2,8 @@
  * `kagent verify DIR`: re-runs the evaluation an evidence bundle (kagent eval --evidence DIR)
  * records, from the bundle's own files and seeds, on this machine, and prints then against
  * now. Exit status: 0 when verified (the status matches and, on the same GPU model, the
- * speedup's intervals overlap once widened to --interval-floor), 1 when not, 2 for a bundle that is missing, not whole or
- * changed, or an evaluation that reached no verdict.
+ * speedup's intervals overlap once widened to --interval-floor), 1 when not, 2 for a bundle that is
+ * missing, not whole or changed, or an evaluation that reached no verdict.
  */
 #include "kagent/base/alloc.h"
 #include "kagent/cli/command.h"

@@ -173,14 +173,14 @@ test_unwritable(void)
 static void
 test_compile_retry(void)
 {
-	json_t *abandoned = json_pack("{s:{s:f}, s:n, s:s, s:i}", "eager", "median_ms", 3.0,
-				      "compile", "compile_error", "exceeded 60 s",
-				      "compile_timeout_seconds", 60);
-	json_t *failed = json_pack("{s:{s:f}, s:n, s:s, s:n}", "eager", "median_ms", 3.0,
-				   "compile", "compile_error", "BackendCompilerFailed",
-				   "compile_timeout_seconds");
-	json_t *measured = json_pack("{s:{s:f}, s:{s:f}}", "eager", "median_ms", 3.0, "compile",
-				     "median_ms", 2.0);
+	json_t *abandoned =
+	    json_pack("{s:{s:f}, s:n, s:s, s:i}", "eager", "median_ms", 3.0, "compile",
+		      "compile_error", "exceeded 60 s", "compile_timeout_seconds", 60);
+	json_t *failed =
+	    json_pack("{s:{s:f}, s:n, s:s, s:n}", "eager", "median_ms", 3.0, "compile",
+		      "compile_error", "BackendCompilerFailed", "compile_timeout_seconds");
+	json_t *measured =
+	    json_pack("{s:{s:f}, s:{s:f}}", "eager", "median_ms", 3.0, "compile", "median_ms", 2.0);
 
 	CHECK_INT(kagent_baseline_cache_compile_retry(abandoned, 60), 0);
 	CHECK_INT(kagent_baseline_cache_compile_retry(abandoned, 30), 0);

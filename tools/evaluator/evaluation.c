@@ -561,8 +561,8 @@ evaluation__on_ready(kagent_worker_client_t *worker, int status, const json_t *h
 		kagent_baseline_cache_lookup(state->cache_dir, state->cache_key,
 					     &state->cached_baselines);
 		/* A compile abandoned at a smaller cap is tried again under this larger one. */
-		if (kagent_baseline_cache_compile_retry(state->cached_baselines,
-							evaluation__compile_timeout(&state->options))) {
+		if (kagent_baseline_cache_compile_retry(
+			state->cached_baselines, evaluation__compile_timeout(&state->options))) {
 			json_decref(state->cached_baselines);
 			state->cached_baselines = NULL;
 		}

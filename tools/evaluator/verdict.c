@@ -530,8 +530,8 @@ verdict__collect_warnings(struct verdict__state *state, const json_t *judge, con
 	if (compile_error != NULL) {
 		char *why = verdict__first_line(compile_error);
 		/* past the cap on waiting for it, the compile was given up, not broken */
-		int abandoned = json_is_number(
-		    json_object_get(json_object_get(judge, "baselines"), "compile_timeout_seconds"));
+		int abandoned = json_is_number(json_object_get(json_object_get(judge, "baselines"),
+							       "compile_timeout_seconds"));
 
 		json_array_append_new(state->warnings,
 				      json_sprintf("the torch.compile baseline %s: %s",
