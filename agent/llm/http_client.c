@@ -35,6 +35,9 @@
 /* libcurl's receive buffer per transfer (its default is 16 KB): a daemon holds one per session
  * waiting on its model, and answers arrive as small server-sent events anyway. */
 #define HTTP_RECEIVE_BUFFER_SIZE 4096L
+/* libcurl's buffer for a body read as it is sent (its default is 64 KB, this is its minimum): it
+ * is kept until the transfer ends, so a session waiting on its model holds one. */
+#define HTTP_UPLOAD_BUFFER_SIZE 16384L
 
 struct http_client__socket {
 	uv_poll_t poll;
@@ -675,6 +678,7 @@ http_client__request_configure(struct kagent_http_request *request,
 				 (curl_off_t)options->body_length);
 		if (options->read_body != NULL) {
 			request->read_body = options->read_body;
+			curl_easy_setopt(easy, CURLOPT_UPLOAD_BUFFERSIZE, HTTP_UPLOAD_BUFFER_SIZE);
 			curl_easy_setopt(easy, CURLOPT_READFUNCTION, http_client__read_callback);
 			curl_easy_setopt(easy, CURLOPT_READDATA, request);
 			curl_easy_setopt(easy, CURLOPT_SEEKFUNCTION, http_client__seek_callback);
