@@ -54,6 +54,7 @@ struct kagent_llm_conversation {
 	/* ,"instructions":"..." (Responses) or ,"system":"..." (Anthropic); "" otherwise (Chat
 	 * Completions carries the system prompt as its first item). */
 	char *system_field;
+	const char *system_key; /* "instructions" or "system"; NULL when system_field is "" */
 	struct llm_request__item *items;
 	size_t item_count, item_capacity;
 	/* Hashes of the tool-call ids so far: a tool result must answer one of them. */
@@ -583,12 +584,12 @@ kagent_llm_conversation_create(enum kagent_llm_format format, const char *system
 				      json_pack("{s:s, s:s}", "role", "system", "content", system));
 		break;
 	case KAGENT_LLM_FORMAT_RESPONSES:
-		free(conversation->system_field);
-		conversation->system_field = kagent_asprintf(",\"instructions\":%s", text);
-		break;
 	case KAGENT_LLM_FORMAT_ANTHROPIC:
+		conversation->system_key =
+		    format == KAGENT_LLM_FORMAT_RESPONSES ? "instructions" : "system";
 		free(conversation->system_field);
-		conversation->system_field = kagent_asprintf(",\"system\":%s", text);
+		conversation->system_field =
+		    kagent_asprintf(",\"%s\":%s", conversation->system_key, text);
 		break;
 	}
 	free(text);
@@ -954,6 +955,107 @@ kagent_llm_body_item_hash(const struct kagent_llm_body *body, size_t index)
 	return body->conversation->items[index].hash;
 }
 
+/* The four hex digits at text as a number, or -1. */
+static long
+llm_request__hex4(const char *text)
+{
+	long value = 0;
+
+	for (int i = 0; i < 4; i++) {
+		char digit = text[i];
+
+		if (digit >= '0' && digit <= '9')
+			value = value * 16 + (digit - '0');
+		else if ((digit | 0x20) >= 'a' && (digit | 0x20) <= 'f')
+			value = value * 16 + ((digit | 0x20) - 'a' + 10);
+		else
+			return -1;
+	}
+	return value;
+}
+
+/* Appends code point as UTF-8. */
+static void
+llm_request__append_utf8(struct kagent_buffer *out, long code)
+{
+	char bytes[4];
+	size_t size;
+
+	if (code < 0x80) {
+		bytes[0] = (char)code;
+		size = 1;
+	} else if (code < 0x800) {
+		bytes[0] = (char)(0xc0 | code >> 6);
+		bytes[1] = (char)(0x80 | (code & 0x3f));
+		size = 2;
+	} else if (code < 0x10000) {
+		bytes[0] = (char)(0xe0 | code >> 12);
+		bytes[1] = (char)(0x80 | (code >> 6 & 0x3f));
+		bytes[2] = (char)(0x80 | (code & 0x3f));
+		size = 3;
+	} else {
+		bytes[0] = (char)(0xf0 | code >> 18);
+		bytes[1] = (char)(0x80 | (code >> 12 & 0x3f));
+		bytes[2] = (char)(0x80 | (code >> 6 & 0x3f));
+		bytes[3] = (char)(0x80 | (code & 0x3f));
+		size = 4;
+	}
+	kagent_buffer_append(out, bytes, size);
+}
+
+/* The text of a JSON string literal that json_dumps wrote (literal starts at its quote), into
+ * out. */
+static void
+llm_request__unescape(const char *literal, struct kagent_buffer *out)
+{
+	const char *at = literal + 1, *run;
+	long code, low;
+
+	kagent_buffer_append(out, "", 0);
+	while (*at != '"' && *at != '\0') {
+		for (run = at; *at != '"' && *at != '\\' && *at != '\0'; at++)
+			;
+		kagent_buffer_append(out, run, (size_t)(at - run));
+		if (*at != '\\')
+			break;
+		switch (at[1]) {
+		case 'b':
+			kagent_buffer_append(out, "\b", 1);
+			break;
+		case 'f':
+			kagent_buffer_append(out, "\f", 1);
+			break;
+		case 'n':
+			kagent_buffer_append(out, "\n", 1);
+			break;
+		case 'r':
+			kagent_buffer_append(out, "\r", 1);
+			break;
+		case 't':
+			kagent_buffer_append(out, "\t", 1);
+			break;
+		case 'u':
+			if ((code = llm_request__hex4(at + 2)) < 0) {
+				kagent_buffer_append(out, "?", 1);
+				break;
+			}
+			at += 4;
+			/* A surrogate pair: one code point. */
+			if (code >= 0xd800 && code < 0xdc00 && at[2] == '\\' && at[3] == 'u' &&
+			    (low = llm_request__hex4(at + 4)) >= 0xdc00 && low < 0xe000) {
+				code = 0x10000 + ((code - 0xd800) << 10) + (low - 0xdc00);
+				at += 6;
+			}
+			llm_request__append_utf8(out, code);
+			break;
+		default: /* \" \\ \/ */
+			kagent_buffer_append(out, at + 1, 1);
+			break;
+		}
+		at += 2;
+	}
+}
+
 json_t *
 kagent_llm_body_json(const struct kagent_llm_body *body, size_t first)
 {
@@ -962,7 +1064,6 @@ kagent_llm_body_json(const struct kagent_llm_body *body, size_t first)
 	json_t *value;
 
 	kagent_buffer_append(&text, body->head, body->head_length);
-	kagent_buffer_append_string(&text, conversation->system_field);
 	kagent_buffer_append_string(&text, body->list_open);
 	for (size_t i = first; i < conversation->item_count; i++) {
 		if (i > first)
@@ -973,6 +1074,17 @@ kagent_llm_body_json(const struct kagent_llm_body *body, size_t first)
 	kagent_buffer_append_string(&text, "]}");
 	value = json_loadb(text.data, text.length, 0, NULL);
 	kagent_buffer_free(&text);
+	/* The system prompt read back without jansson's parser, which takes longer over its
+	 * tens of KB than everything else here. */
+	if (value != NULL && conversation->system_key != NULL) {
+		const char *literal = conversation->system_field +
+				      strlen(conversation->system_key) + strlen(",\"\":");
+
+		llm_request__unescape(literal, &text);
+		json_object_set_new(value, conversation->system_key,
+				    json_stringn(text.data, text.length));
+		kagent_buffer_free(&text);
+	}
 	/* The tools as one shared value, not parsed again for every request. */
 	if (value != NULL && body->tools != NULL)
 		json_object_set(value, "tools", body->tools->wire);

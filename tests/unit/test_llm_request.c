@@ -694,6 +694,8 @@ items_of(const struct kagent_provider_config *provider,
 	return count;
 }
 
+#define SYSTEM "Be \"brief\" \\ /\n\t\r\b\f\x01\x1f caf\xc3\xa9 \xf0\x9f\x98\x80."
+
 /* Items once written stay as they are (their hashes with them), except an Anthropic user
  * message that later user content joins; the JSON from an item on carries only the rest. */
 static void
@@ -712,14 +714,15 @@ test_items_written_once(void)
 	char *error = NULL;
 
 	provider_init(&provider, KAGENT_LLM_FORMAT_ANTHROPIC, "http://h");
-	anthropic = kagent_llm_conversation_create(KAGENT_LLM_FORMAT_ANTHROPIC, "S");
+	/* A system prompt with what JSON escapes: the trace's JSON reads it back whole. */
+	anthropic = kagent_llm_conversation_create(KAGENT_LLM_FORMAT_ANTHROPIC, SYSTEM);
 	for (size_t i = 0; i < 3; i++) {
 		message = json_from(messages[i]);
 		CHECK_INT(kagent_llm_conversation_add(anthropic, message, &error), 0);
 		json_decref(message);
 	}
 	CHECK_INT(items_of(&provider, anthropic, before, 0, &json), 3);
-	CHECK_STRING(json_string_value(json_object_get(json, "system")), "S");
+	CHECK_STRING(json_string_value(json_object_get(json, "system")), SYSTEM);
 	json_decref(json);
 	message = json_from(messages[3]);
 	CHECK_INT(kagent_llm_conversation_add(anthropic, message, &error), 0);
