@@ -307,6 +307,7 @@ test_body_read_as_sent(void)
 	pad = json_object_get(json_object_get(json_array_get(log, 0), "body"), "pad");
 	CHECK_INT(json_string_length(pad), READ_BODY_PAD);
 	json_decref(log);
+	outcome_free(&outcome);
 	kagent_test_llm_server_stop(&fixture.server);
 }
 
