@@ -93,6 +93,14 @@ request_body(const struct neutral_request *request, char **error)
 		offset += copied;
 	CHECK_INT(offset, length);
 	CHECK_INT(kagent_llm_body_read(body, 0, text, length), length);
+	/* Back to the middle after the end, and nothing past the end. */
+	{
+		char middle[16];
+		size_t count = kagent_llm_body_read(body, length / 2, middle, sizeof middle);
+
+		CHECK(count > 0 && memcmp(middle, text + length / 2, count) == 0);
+		CHECK_INT(kagent_llm_body_read(body, length, middle, sizeof middle), 0);
+	}
 	parsed = json_loadb(text, length, 0, NULL);
 	CHECK(parsed != NULL);
 	json = kagent_llm_body_json(body, 0);
