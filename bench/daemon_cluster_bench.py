@@ -238,6 +238,7 @@ class Bench:
             "KAGENT_CLUSTER_BENCH": self.folder,
             "KAGENT_RUNNER_DIR": os.path.join(SOURCE, "tests", "fixtures", "fake_runner"),
             "FAKE_WORKER_MODE": "scripted", "FAKE_WORKER_BACKLOG": backlog,
+            "FAKE_WORKER_THREADS": "1",
             "KAGENT_WORKER_SOCKET": self.worker_socket,
             "KAGENT_CACHE_DIR": os.path.join(self.folder, "cache"),
             "XDG_CONFIG_HOME": os.path.join(self.folder, "config"),
