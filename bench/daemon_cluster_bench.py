@@ -293,7 +293,11 @@ class Bench:
                       "postgresql": server_processes(self.server_port),
                       "model and worker": [p.pid for p in self.helpers]}
             prober = Prober(cluster.sockets[:PROBES])
+            # Idle first: what N daemons cost the server with nothing to do (heartbeats).
+            idle_before = cpu_of(groups)
+            time.sleep(self.arguments.idle_window)
             before = cpu_of(groups)
+            idle = cpu_used(idle_before, before)
             posted = time.monotonic()
             status, created = daemon_load.request(cluster.sockets[0], "POST", "/v1/batches", {
                 "problems": problems, "settings": {"max_turns": 2}})
@@ -302,15 +306,24 @@ class Bench:
             batch = created["batch"]
             prober.start()
             deadline = posted + self.arguments.timeout
+            ended = None
             while True:
                 status, view = daemon_load.request(cluster.sockets[0], "GET",
                                                    f"/v1/batches/{batch}")
                 if status == 200 and view["state"] in ("done", "cancelled"):
+                    ended = ended or time.monotonic()
                     break
+                if status == 200 and all(s["state"] not in ("queued", "running")
+                                         for s in view["sessions"]):
+                    ended = ended or time.monotonic()
+                    # The batch's state follows its last session's end at once.
+                    if time.monotonic() - ended > 5:
+                        failures.append(f"the batch stays {view['state']} with every"
+                                        f" session ended")
+                        break
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the batch did not end in {self.arguments.timeout} s")
                 time.sleep(0.5)
-            ended = time.monotonic()
             groups["postgresql"] = server_processes(self.server_port)
             after = cpu_of(groups)
             prober.stopping = True
@@ -349,6 +362,8 @@ class Bench:
             "health_failures": prober.failures,
             "daemons_that_claimed": len({c[1] for c in claims}),
             "cpu_percent": {name: 100 * value / seconds for name, value in used.items()},
+            "idle_cpu_percent": {name: 100 * value / self.arguments.idle_window
+                                 for name, value in idle.items()},
             "rss_mib": statistics.mean(rss) / 1024,
             "failures": failures}
 
@@ -410,6 +425,8 @@ def main():
     parser.add_argument("--slots", type=int, default=2, help="--max-sessions of each daemon")
     parser.add_argument("--delay-ms", type=int, default=100, help="the model's answer delay")
     parser.add_argument("--timeout", type=float, default=900, help="seconds a batch may take")
+    parser.add_argument("--idle-window", type=float, default=5,
+                        help="seconds of CPU sampled before the batch, the daemons idle")
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     arguments = parser.parse_args()
@@ -430,20 +447,21 @@ def main():
         print("| daemons | sessions | s | claims/s | sessions/s | claim median / p99 (ms) |"
               " pool queue median / p99 | store median / p99 | loop wait median / p99 |"
               " GET /v1/health median / p99 (ms) | CPU % daemons / PostgreSQL /"
-              " model+worker | daemon RSS (MiB) |")
+              " model+worker | idle CPU % daemons / PostgreSQL | daemon RSS (MiB) |")
         print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-              " ---: |")
+              " ---: | ---: |")
         for daemons in arguments.counts:
             row = bench.run_round(daemons)
             rows.append(row)
-            cpu = row["cpu_percent"]
+            cpu, idle = row["cpu_percent"], row["idle_cpu_percent"]
             print(f"| {daemons} | {row['sessions']} | {row['seconds']:.0f} |"
                   f" {row['claims_per_second']:.1f} | {row['sessions_per_second']:.1f} |"
                   + "".join(f" {row[k][0]:.1f} / {row[k][1]:.1f} |"
                             for k in ("claim_ms", "pool_ms", "store_ms", "loop_ms",
                                       "health_ms"))
                   + f" {cpu['daemons']:.0f} / {cpu['postgresql']:.0f} /"
-                  f" {cpu['model and worker']:.0f} | {row['rss_mib']:.1f} |", flush=True)
+                  f" {cpu['model and worker']:.0f} | {idle['daemons']:.1f} /"
+                  f" {idle['postgresql']:.1f} | {row['rss_mib']:.1f} |", flush=True)
             for failure in row["failures"]:
                 print(f"# FAILED at {daemons} daemons: {failure}", flush=True)
                 code = 1

@@ -6,8 +6,8 @@ their own socket, model server and log. In the first case each has its own outpu
 machines with nothing shared but the database): a batch of 8 problems is posted to the first;
 once both daemons run sessions and one of the first's has a commit on its branch and in the
 store (the first's model never finishes a session in time, so that one is still running), the
-first is killed with -9. The survivor must take the dead daemon's sessions over within its lease (plus
-one heartbeat), rebuild their runs from the store (trace, variants, runs/ and best/ branches
+first is killed with -9. The survivor must take the dead daemon's sessions over within its
+lease (plus one heartbeat), rebuild their runs from the store (trace, variants, runs/ and best/ branches
 with the same commit ids) and resume them, and end every problem exactly once: one result, one
 final record, no variant committed twice. The survivor's API sees the whole batch (it was
 posted to the other daemon) and its report has all 8 rows; the store holds every session's
