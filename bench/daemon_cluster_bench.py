@@ -14,7 +14,8 @@ Per N it reports: claims per second in the middle 80 % of the claims (by the tim
 daemon's log line arrived), sessions per second over the whole batch, the claim's latency as
 the daemon logs it (`session ID claimed in X ms (Y queued on the pool, Z in the store, W
 waiting for the loop)`, median and p99 of each part), the latency of GET /v1/health on a few
-daemons during the batch (the event loop's lag, on top of the HTTP round trip), and where the
+daemons during the batch (the event loop's lag, on top of the HTTP round trip), the server's
+committed transactions per session (pg_stat_database), and where the
 CPU went (the daemons, the PostgreSQL server's processes, the model server and the worker).
 It checks that every session was claimed exactly once, ended done with one final record in
 the store, and that no variant was committed twice.
@@ -298,6 +299,7 @@ class Bench:
             time.sleep(self.arguments.idle_window)
             before = cpu_of(groups)
             idle = cpu_used(idle_before, before)
+            commits_before = self.commits()
             posted = time.monotonic()
             status, created = daemon_load.request(cluster.sockets[0], "POST", "/v1/batches", {
                 "problems": problems, "settings": {"max_turns": 2}})
@@ -326,6 +328,7 @@ class Bench:
                 time.sleep(0.5)
             groups["postgresql"] = server_processes(self.server_port)
             after = cpu_of(groups)
+            commits = self.commits() - commits_before
             prober.stopping = True
             prober.join()
             rss = [daemon_load.proc_sample(p.pid)[1] for p in cluster.processes]
@@ -361,11 +364,18 @@ class Bench:
             "health_ms": spread(prober.latencies) if prober.latencies else (float("nan"),) * 2,
             "health_failures": prober.failures,
             "daemons_that_claimed": len({c[1] for c in claims}),
+            "transactions_per_session": commits / sessions,
+            "transactions_per_second": commits / seconds,
             "cpu_percent": {name: 100 * value / seconds for name, value in used.items()},
             "idle_cpu_percent": {name: 100 * value / self.arguments.idle_window
                                  for name, value in idle.items()},
             "rss_mib": statistics.mean(rss) / 1024,
             "failures": failures}
+
+    def commits(self):
+        """The server's committed transactions so far (the bench's own queries included)."""
+        return int(self.psql("SELECT xact_commit FROM pg_stat_database"
+                             " WHERE datname = current_database()")[0][0])
 
     def check(self, sessions, claims, view):
         """Every session claimed once and ended done once; no variant committed twice."""
@@ -447,9 +457,10 @@ def main():
         print("| daemons | sessions | s | claims/s | sessions/s | claim median / p99 (ms) |"
               " pool queue median / p99 | store median / p99 | loop wait median / p99 |"
               " GET /v1/health median / p99 (ms) | CPU % daemons / PostgreSQL /"
-              " model+worker | idle CPU % daemons / PostgreSQL | daemon RSS (MiB) |")
+              " model+worker | server ms CPU / session | transactions / session |"
+              " idle CPU % daemons / PostgreSQL | daemon RSS (MiB) |")
         print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-              " ---: | ---: |")
+              " ---: | ---: | ---: | ---: |")
         for daemons in arguments.counts:
             row = bench.run_round(daemons)
             rows.append(row)
@@ -460,7 +471,9 @@ def main():
                             for k in ("claim_ms", "pool_ms", "store_ms", "loop_ms",
                                       "health_ms"))
                   + f" {cpu['daemons']:.0f} / {cpu['postgresql']:.0f} /"
-                  f" {cpu['model and worker']:.0f} | {idle['daemons']:.1f} /"
+                  f" {cpu['model and worker']:.0f} |"
+                  f" {10 * cpu['postgresql'] * row['seconds'] / row['sessions']:.1f} |"
+                  f" {row['transactions_per_session']:.1f} | {idle['daemons']:.1f} /"
                   f" {idle['postgresql']:.1f} | {row['rss_mib']:.1f} |", flush=True)
             for failure in row["failures"]:
                 print(f"# FAILED at {daemons} daemons: {failure}", flush=True)
