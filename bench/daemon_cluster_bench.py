@@ -328,9 +328,10 @@ class Bench:
                 time.sleep(0.5)
             groups["postgresql"] = server_processes(self.server_port)
             after = cpu_of(groups)
-            commits = self.commits() - commits_before
             prober.stopping = True
             prober.join()
+            time.sleep(1.5)  # the server publishes its counters at most once a second
+            commits = self.commits() - commits_before
             rss = [daemon_load.proc_sample(p.pid)[1] for p in cluster.processes]
         finally:
             failed_exits = cluster.stop()
