@@ -615,6 +615,10 @@ struct daemon__claim_job {
 	size_t slot;
 	struct kagent_store_claim *claim;
 	json_t *trace_records; /* a resumed session's, for a run whose files are elsewhere */
+	/* uv_hrtime (any thread): submitted on the loop, begun and ended on a pool thread. The
+	 * claim's log line splits its latency into the pool's queue, the store (the lock on the
+	 * daemon's one connection included) and the wait for the loop (docs/store.md). */
+	uint64_t submitted, begun, ended;
 };
 
 static int
@@ -624,19 +628,20 @@ daemon__claim_work(struct kagent_store *store, void *data, char **cause)
 	char *read_cause = NULL;
 	int status;
 
+	job->begun = uv_hrtime();
 	status = kagent_store_session_claim(store, job->daemon->slot_names[job->slot], &job->claim,
 					    cause);
-	if (status < 0 || job->claim == NULL || !job->claim->resume)
-		return status;
 	/* Read here, on the pool; the session rebuilds its run from them only where its files
 	 * are missing. Without them it resumes from its files, or says they are missing. */
-	if (kagent_store_trace_read(store, job->claim->session_id, &job->trace_records,
+	if (status == 0 && job->claim != NULL && job->claim->resume &&
+	    kagent_store_trace_read(store, job->claim->session_id, &job->trace_records,
 				    &read_cause) < 0) {
 		kagent_daemon_log("session %s: reading its trace from the store: %s",
 				  job->claim->session_id, read_cause);
 		free(read_cause);
 	}
-	return 0;
+	job->ended = uv_hrtime();
+	return status;
 }
 
 static void
@@ -645,6 +650,7 @@ daemon__claimed(int status, const char *cause, void *data)
 	struct daemon__claim_job *job = data;
 	struct kagent_daemon *daemon = job->daemon;
 	struct kagent_daemon_session *ds;
+	uint64_t now = uv_hrtime();
 
 	daemon->jobs--;
 	if (status < 0 || job->claim == NULL) {
@@ -655,6 +661,12 @@ daemon__claimed(int status, const char *cause, void *data)
 		kagent_daemon_maybe_exit(daemon);
 		return;
 	}
+	kagent_daemon_log("session %s claimed in %.1f ms (%.1f queued on the pool, %.1f in the "
+			  "store, %.1f waiting for the loop)",
+			  job->claim->session_id, (double)(now - job->submitted) / 1e6,
+			  (double)(job->begun - job->submitted) / 1e6,
+			  (double)(job->ended - job->begun) / 1e6,
+			  (double)(now - job->ended) / 1e6);
 	ds = kagent_calloc(1, sizeof *ds);
 	ds->daemon = daemon;
 	ds->claim = job->claim;
@@ -690,6 +702,7 @@ daemon__claim(size_t slot, void *data)
 
 	job->daemon = daemon;
 	job->slot = slot;
+	job->submitted = uv_hrtime();
 	if (daemon__submit(daemon, daemon__claim_work, daemon__claimed, job) < 0) {
 		kagent_daemon_log("claim: the thread pool refused a job");
 		free(job);

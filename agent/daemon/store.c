@@ -1091,9 +1091,23 @@ store__finish(struct kagent_store *store, void *data, char **cause)
 	char *result_text = NULL;
 	int status;
 
-	status = store__query(store, "reading a session",
-			      "SELECT state, batch_id, owner FROM sessions WHERE id = $1", values,
-			      1, &rows, NULL, cause);
+	/* The session's row, then its batch's (the order of the claim and the heartbeat, so
+	 * that none of them waits on another in a cycle): the ends of one batch's sessions take
+	 * turns, and the last one sees every other ended when it refreshes the batch's state.
+	 * Without the batch's lock, two ends at once on PostgreSQL (READ COMMITTED) each saw the
+	 * other's session still running, and the batch stayed 'running' for good. */
+	status = store__query(store, "locking a session",
+			      "UPDATE sessions SET state = state WHERE id = $1", values, 1, NULL,
+			      NULL, cause);
+	if (status == 0)
+		status = store__query(store, "locking a session's batch",
+				      "UPDATE batches SET state = state"
+				      " WHERE id = (SELECT batch_id FROM sessions WHERE id = $1)",
+				      values, 1, NULL, NULL, cause);
+	if (status == 0)
+		status = store__query(store, "reading a session",
+				      "SELECT state, batch_id, owner FROM sessions WHERE id = $1",
+				      values, 1, &rows, NULL, cause);
 	if (status < 0)
 		goto out;
 	if (rows.row_count == 0) {

@@ -4,9 +4,10 @@
 Both run `kagent daemon --device cpu --store $KAGENT_TEST_POSTGRES_URL --lease 3` with
 their own socket, model server and log. In the first case each has its own output folder (two
 machines with nothing shared but the database): a batch of 8 problems is posted to the first;
-once both daemons run sessions and one of the first's has committed a variant, the first is
-killed with -9. The survivor must take the dead daemon's sessions over within its lease (plus
-one heartbeat), rebuild their runs from the store (trace, variants, runs/ and best/ branches
+once both daemons run sessions and one of the first's has a commit on its branch and in the
+store (the first's model never finishes a session in time, so that one is still running), the
+first is killed with -9. The survivor must take the dead daemon's sessions over within its
+lease (plus one heartbeat), rebuild their runs from the store (trace, variants, runs/ and best/ branches
 with the same commit ids) and resume them, and end every problem exactly once: one result, one
 final record, no variant committed twice. The survivor's API sees the whole batch (it was
 posted to the other daemon) and its report has all 8 rows; the store holds every session's
@@ -93,12 +94,18 @@ def two_daemons_one_killed():
         path = os.path.join(problems_folder, f"relu_{index}.py")
         shutil.copy(daemon_cases.RELU, path)
         problems.append(path)
-    # Turn 1 evaluates and commits; the model then takes 5 s to finish, so that a session seen
-    # with a commit is still running when the first daemon is killed, however loaded the
-    # machine (with the same 1.5 s as turn 1, a busy CI machine let it finish in between).
+    # Turn 1 evaluates and commits. On the first daemon the candidate is 1.2x, below the
+    # target (a 2x one ends the session at once: target_reached), and the model then takes
+    # longer to finish than the test waits (and less than the stall limit, 120 s): a session
+    # of the first daemon with a commit is still running when it is killed, however loaded
+    # the machine, so the survivor rebuilds a branch every time. The survivor's model
+    # answers in 1.5 s.
     model = daemon_cases.script(delay_ms=1500)
-    model["by_turn"][1]["delay_ms"] = 5000
-    first = ClusterDaemon(model)
+    slow = {"by_turn": [
+        daemon_cases.chat_reply([("evaluate", {"source": daemon_cases.candidate(
+            {"speedup": 1.2})})], 1500),
+        daemon_cases.chat_reply([("finish", {"summary": "done"})], 100000)]}
+    first = ClusterDaemon(slow)
     second = ClusterDaemon(model)
     failures = []
     try:
@@ -109,30 +116,35 @@ def two_daemons_one_killed():
             return [f"POST: {status} {created}"]
         batch_id = created["batch"]
         # Until each daemon runs a session whose trace is known (so it resumes, not restarts)
-        # and one of the first's has a commit in the store (so its branch is rebuilt).
+        # and one of the first's has a commit both on its branch and in the store (so the
+        # survivor rebuilds that branch from the store).
         deadline = time.monotonic() + 90
-        mine = []
-        while time.monotonic() < deadline:
+        batch = None
+        committed = None
+        while time.monotonic() < deadline and committed is None:
             batch = second.request("GET", f"/v1/batches/{batch_id}")[1]
             running = [s for s in batch["sessions"]
                        if s["state"] == "running" and s.get("trace_path")]
-            mine = [s for s in running if owner_pid(s) == first.process.pid]
             theirs = [s for s in running if owner_pid(s) == second.process.pid]
-            committed = mine and psql(
-                "SELECT COUNT(*) FROM trace_records WHERE record LIKE '{\"type\":\"commit\"%'"
-                " AND session_id IN (" + ",".join(f"'{s['id']}'" for s in mine) + ")")
-            if mine and theirs and committed and int(committed[0][0]) > 0:
-                break
-            time.sleep(0.1)
-        else:
-            return [f"both daemons never ran at once: {batch}\n{first.log()}\n{second.log()}"]
+            for s in running if theirs else []:
+                if owner_pid(s) == first.process.pid and run_commits(
+                        first.output, s["problem"], s["id"]) and psql(
+                        "SELECT 1 FROM trace_records WHERE record LIKE"
+                        f" '{{\"type\":\"commit\"%' AND session_id = '{s['id']}'"):
+                    committed = s["id"]
+                    break
+            else:
+                time.sleep(0.1)
+        if committed is None:
+            return [f"both daemons never ran at once with a commit on the first: {batch}\n"
+                    f"{first.log()}\n{second.log()}"]
         first.process.send_signal(signal.SIGKILL)
         first.process.wait(timeout=10)
         killed_at = time.monotonic()
         # What it ran when it died (one of them may have ended since the check above); the
         # store stays so for a lease.
-        batch = second.request("GET", f"/v1/batches/{batch_id}")[1]
-        mine = [s for s in batch["sessions"]
+        at_kill = second.request("GET", f"/v1/batches/{batch_id}")[1]
+        mine = [s for s in at_kill["sessions"]
                 if s["state"] == "running" and owner_pid(s) == first.process.pid]
         killed = {s["id"] for s in mine}
         # What the store held of each killed session's trace, and the commits it names (the
@@ -163,7 +175,9 @@ def two_daemons_one_killed():
             time.sleep(0.1)
         if len(taken) < len(killed):
             failures.append(f"not taken over: {killed - set(taken)}\n{second.log()}")
-        limit = LEASE + LEASE / 3 + 2.0  # the lease, one heartbeat, a claim on 2 busy cores
+        # The lease, one heartbeat, and a claim on 2 busy cores: up to 4.8 s was seen with the
+        # 100 daemons of bench/daemon_cluster_bench.py on the same 2 cores.
+        limit = LEASE + LEASE / 3 + 3.0
         slow = {session: round(seconds, 1) for session, seconds in taken.items()
                 if seconds > limit}
         if slow:
@@ -225,12 +239,13 @@ def two_daemons_one_killed():
                       " WHERE record LIKE '{\"type\":\"final\"%'")
         if int(finals[0][0]) != PROBLEM_COUNT:
             failures.append(f"final records in the store: {finals}")
-        # Whether a killed run had a commit of the first machine's to rebuild depends on where
-        # the kill fell (2 of 3 CI runs had none); the rebuild itself is checked every time by
-        # tests/unit/test_variants.c (rebuild_makes_the_same_commits_elsewhere), and here
-        # whenever it happens (the branch against the trace, above).
+        if committed not in killed:
+            failures.append(f"the session with a commit, {committed}, was not running when "
+                            f"the first daemon was killed: {killed}\n"
+                            f"{[s for s in at_kill['sessions'] if s['id'] == committed]}\n"
+                            f"{first.log()}\n{second.log()}")
         if not any(rebuilt):
-            print(f"# no taken-over run had a commit to rebuild this time: {rebuilt}")
+            failures.append(f"no taken-over run had a commit to rebuild: {rebuilt}")
         print(f"# commits of the first machine rebuilt on the survivor, per taken-over run: "
               f"{rebuilt}")
         status, report = second.request("GET", f"/v1/batches/{batch_id}/report")

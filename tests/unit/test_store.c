@@ -877,6 +877,80 @@ test_claim_is_atomic_across_connections(void)
 	fixture_close(&fixture);
 }
 
+/* ---- the last sessions of a batch ending at once ---- */
+
+#define ENDING_ROUNDS 20
+#define ENDING_THREADS 4
+
+static pthread_barrier_t ending_barrier;
+
+struct ender {
+	struct kagent_store *store;
+	char *session_id;
+	int status;
+};
+
+static void *
+end_session(void *data)
+{
+	struct ender *ender = data;
+	char *cause = NULL;
+
+	pthread_barrier_wait(&ending_barrier);
+	ender->status = kagent_store_session_finish(ender->store, ender->session_id,
+						    KAGENT_STORE_DONE, NULL, &cause);
+	if (ender->status != 0)
+		fprintf(stderr, "finish: %s\n", cause);
+	free(cause);
+	return NULL;
+}
+
+/* Daemons on other connections ending a batch's last sessions at the same moment: the batch
+ * is done once they have all ended. (Each end refreshes the batch's state; on PostgreSQL two
+ * at once each saw the other's session still running, and the batch stayed 'running' for
+ * good: bench/daemon_cluster_bench.py with 50 daemons.) */
+static void
+test_last_sessions_ending_at_once_end_the_batch(void)
+{
+	struct fixture fixture = {0};
+	struct ender enders[ENDING_THREADS] = {{0}};
+	pthread_t threads[ENDING_THREADS];
+	size_t index, round;
+
+	fixture_open(&fixture);
+	for (index = 0; index < ENDING_THREADS; index++)
+		enders[index].store = open_store(fixture.url);
+	for (round = 0; round < ENDING_ROUNDS; round++) {
+		char *batch_id = make_batch(fixture.store, ENDING_THREADS, 1);
+		json_t *batch;
+
+		for (index = 0; index < ENDING_THREADS; index++) {
+			struct kagent_store_claim *claimed = claim(enders[index].store);
+
+			CHECK(claimed != NULL);
+			enders[index].session_id = kagent_strdup(claimed->session_id);
+			kagent_store_claim_free(claimed);
+		}
+		CHECK_INT(pthread_barrier_init(&ending_barrier, NULL, ENDING_THREADS), 0);
+		for (index = 0; index < ENDING_THREADS; index++)
+			CHECK_INT(
+			    pthread_create(&threads[index], NULL, end_session, &enders[index]), 0);
+		for (index = 0; index < ENDING_THREADS; index++) {
+			CHECK_INT(pthread_join(threads[index], NULL), 0);
+			CHECK_INT(enders[index].status, 0);
+			free(enders[index].session_id);
+		}
+		pthread_barrier_destroy(&ending_barrier);
+		batch = get_batch(fixture.store, batch_id);
+		CHECK_STRING(batch_state(batch), "done");
+		json_decref(batch);
+		free(batch_id);
+	}
+	for (index = 0; index < ENDING_THREADS; index++)
+		kagent_store_close(enders[index].store);
+	fixture_close(&fixture);
+}
+
 /* ---- from a loop ---- */
 
 struct loop_run {
@@ -1378,6 +1452,7 @@ static const struct kagent_test tests[] = {
     {"variants_are_recorded_once", test_variants_are_recorded_once},
     {"baselines", test_baselines},
     {"claim_is_atomic_across_connections", test_claim_is_atomic_across_connections},
+    {"last_sessions_ending_at_once_end_the_batch", test_last_sessions_ending_at_once_end_the_batch},
     {"submit_from_a_loop", test_submit_from_a_loop},
     {"takeover_after_the_lease", test_takeover_after_the_lease},
     {"heartbeat_keeps_the_lease", test_heartbeat_keeps_the_lease},
