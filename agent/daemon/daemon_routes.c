@@ -33,8 +33,8 @@ struct routes__call {
 	json_t *body;			     /* the request's JSON, kept for the work */
 	json_t *result;			     /* what the work found */
 	json_t *live; /* session id -> its live view, copied on the loop for the work */
-	int running;			     /* a cancelled session runs here: interrupt it */
-	int created;			     /* answer 201 */
+	int running;  /* a cancelled session runs here: interrupt it */
+	int created;  /* answer 201 */
 	/* A file of the web viewer, answered as itself rather than as JSON: */
 	enum kagent_viewer_folder folder;
 	const char *content_type; /* set once read */
@@ -303,8 +303,8 @@ routes__health_describe(struct routes__call *call)
 static void
 routes__health_answer(struct routes__call *call)
 {
-	routes__queued_set(call->daemon, json_integer_value(
-					     json_object_get(call->result, "sessions_queued")));
+	routes__queued_set(call->daemon,
+			   json_integer_value(json_object_get(call->result, "sessions_queued")));
 	routes__health_describe(call);
 }
 

@@ -1331,14 +1331,12 @@ test_trace_lines_of_several_sessions(void)
 		    {first->session_id, 2, "{\"type\":\"turn_end\",\"seq\":2,\"n\":1.5}"},
 		};
 
-		CHECK_INT(kagent_store_trace_append_lines(fixture.store, lines, 3, &appended,
-							  &cause),
-			  0);
+		CHECK_INT(
+		    kagent_store_trace_append_lines(fixture.store, lines, 3, &appended, &cause), 0);
 		CHECK_INT(appended, 3);
 		/* Again: stored once. */
-		CHECK_INT(kagent_store_trace_append_lines(fixture.store, lines, 3, &appended,
-							  &cause),
-			  0);
+		CHECK_INT(
+		    kagent_store_trace_append_lines(fixture.store, lines, 3, &appended, &cause), 0);
 		CHECK_INT(appended, 0);
 	}
 	CHECK_INT(kagent_store_trace_read(fixture.store, first->session_id, &records, &cause), 0);
@@ -1357,24 +1355,24 @@ test_trace_lines_of_several_sessions(void)
 		    {"nobody", 1, "{\"type\":\"start\",\"seq\":1}"},
 		};
 
-		CHECK_INT(kagent_store_trace_append_lines(fixture.store, lines, 2, &appended,
-							  &cause),
-			  -ENOENT);
+		CHECK_INT(
+		    kagent_store_trace_append_lines(fixture.store, lines, 2, &appended, &cause),
+		    -ENOENT);
 		CHECK_CONTAINS(cause, "no session nobody");
 		free(cause);
 		cause = NULL;
-		CHECK_INT(kagent_store_trace_read(fixture.store, second->session_id, &records,
-						  &cause),
-			  0);
+		CHECK_INT(
+		    kagent_store_trace_read(fixture.store, second->session_id, &records, &cause),
+		    0);
 		CHECK_INT(json_array_size(records), 1);
 		json_decref(records);
 	}
 	{
 		const struct kagent_store_trace_line lines[] = {{first->session_id, 0, "{}"}};
 
-		CHECK_INT(kagent_store_trace_append_lines(fixture.store, lines, 1, &appended,
-							  &cause),
-			  -EINVAL);
+		CHECK_INT(
+		    kagent_store_trace_append_lines(fixture.store, lines, 1, &appended, &cause),
+		    -EINVAL);
 		CHECK_CONTAINS(cause, "seq");
 		free(cause);
 	}
@@ -1399,8 +1397,8 @@ write_lock_take(const struct fixture *fixture, struct write_lock *lock)
 
 		lock->postgresql = PQconnectdb(fixture->url);
 		CHECK(PQstatus(lock->postgresql) == CONNECTION_OK);
-		result = PQexec(lock->postgresql,
-				"BEGIN; LOCK TABLE trace_records IN EXCLUSIVE MODE");
+		result =
+		    PQexec(lock->postgresql, "BEGIN; LOCK TABLE trace_records IN EXCLUSIVE MODE");
 		CHECK(PQresultStatus(result) == PGRES_COMMAND_OK);
 		PQclear(result);
 		return;
