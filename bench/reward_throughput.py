@@ -329,13 +329,22 @@ def main():
             "phase_seconds_median": {
                 phase: sorted((v.get("phase_seconds") or {}).get(phase, 0)
                               for v in answer["verdicts"])[len(sources) // 2]
-                for phase in ("load", "trials", "timing_wait", "timing")}}
+                for phase in sorted({phase for v in answer["verdicts"]
+                                     for phase in (v.get("phase_seconds") or {})})},
+            # why a verdict was not correct: the statuses must be explained, not only counted
+            "not_correct": [{"index": index, "status": v.get("status") or v.get("error"),
+                             "reason": v.get("reason"), "violations": v.get("violations")}
+                            for index, v in enumerate(answer["verdicts"])
+                            if v.get("status") != "correct"]}
         same = service[:len(serial)] == serial
         result["statuses_identical"] = same
         result["all_correct"] = all(s == "correct" for s in service)
         print(f"kagentd: {len(sources)} in {seconds:.1f} s, "
               f"{result['service']['per_gpu_hour']} per GPU-hour, GPU {sampler.mean()}%; "
               f"statuses identical to the serial path: {same}", flush=True)
+        for entry in result["service"]["not_correct"]:
+            print(f"  candidate {entry['index']}: {entry['status']}: {entry['reason']}",
+                  flush=True)
 
         if arguments.kernelbench:
             child = os.path.join(folder, "kernelbench_child.py")

@@ -807,24 +807,67 @@ command_model__variant(const json_t *final, const char **why)
 	return *why == NULL ? path : NULL;
 }
 
+/*
+ * A variant's source as a Python string literal that keeps its lines where they are, each at
+ * a line's start (a triple-quoted literal opened with a backslash-newline): the judge finds a
+ * candidate's kernels in its source by their decorators at a line's start and their
+ * __global__ signatures. Backslashes are doubled; a quote followed by another or ending the
+ * source is escaped, so no three close the literal; line ends become newlines, as Python
+ * reads them from a file; a NUL (no valid variant has one) is spelled as an escape.
+ */
+static char *
+command_model__python_block(const char *data, size_t size)
+{
+	struct kagent_buffer text = {0};
+	size_t index;
+
+	kagent_buffer_append_string(&text, "\"\"\"\\\n");
+	for (index = 0; index < size; index++) {
+		char character = data[index];
+
+		if (character == '\\')
+			kagent_buffer_append_string(&text, "\\\\");
+		else if (character == '"' && (index + 1 == size || data[index + 1] == '"'))
+			kagent_buffer_append_string(&text, "\\\"");
+		else if (character == '\r' && index + 1 < size && data[index + 1] == '\n')
+			continue;
+		else if (character == '\r')
+			kagent_buffer_append_string(&text, "\n");
+		else if (character == '\0')
+			kagent_buffer_append_string(&text, "\\x00");
+		else
+			kagent_buffer_append(&text, &character, 1);
+	}
+	kagent_buffer_append_string(&text, "\"\"\"");
+	return kagent_buffer_take(&text);
+}
+
 static const char command_model__composed_template[] =
     "\"\"\"A drop-in ModelNew for the model of %s, written by `kagent model`\n"
     "(docs/whole-models.md): the model as its problem builds it, with each hot spot of SWAPS\n"
-    "replaced by the best credited variant of its sub-problem (the variant's parameters are\n"
+    "replaced by the best credited variant of its sub-problem. The variants' sources are\n"
+    "inlined at the end of this file, because the judge knows a candidate's own kernels by the\n"
+    "candidate's own source; each runs as a module of its own built from its source, so two\n"
+    "variants' ModelNew or kernels of the same name never meet. A variant's parameters are\n"
     "copied in from the module it replaces, by name under \"module.\", as the judge copies\n"
-    "them). Judge it as any candidate: kagent eval %s %s\"\"\"\n"
+    "them. Judge it as any candidate: kagent eval %s %s\"\"\"\n"
     "import importlib.util\n"
+    "import linecache\n"
     "import sys\n"
+    "import types\n"
     "\n"
     "import torch\n"
     "\n"
     "MODEL_PROBLEM = %s\n"
-    "# [module path, the variant's file, the module's tensor keyword arguments in order]\n"
-    "SWAPS = %s\n"
     "\n"
     "\n"
-    "def _load(path):\n"
-    "    name = \"kagent_model_\" + \"\".join(c if c.isalnum() else \"_\" for c in path)\n"
+    "def _module_name(prefix, text):\n"
+    "    return prefix + \"\".join(c if c.isalnum() else \"_\" for c in text)\n"
+    "\n"
+    "\n"
+    "def _load_problem(path):\n"
+    "    \"\"\"The model's problem, from its file (the model's own code is no variant's).\"\"\"\n"
+    "    name = _module_name(\"kagent_model_\", path)\n"
     "    if name not in sys.modules:\n"
     "        sys.path.insert(0, path.rsplit(\"/\", 1)[0])\n"
     "        spec = importlib.util.spec_from_file_location(name, path)\n"
@@ -836,6 +879,26 @@ static const char command_model__composed_template[] =
     "            del sys.modules[name]\n"
     "            raise\n"
     "    return sys.modules[name]\n"
+    "\n"
+    "\n"
+    "def _load_variant(name, source):\n"
+    "    \"\"\"A variant as a module of its own, run from its inlined source. The source is\n"
+    "    registered in linecache under the module's file name, so inspect finds it (Triton's\n"
+    "    @jit reads its kernels' source); no file is read, so a variant that reads files next\n"
+    "    to itself does not work here.\"\"\"\n"
+    "    module_name = _module_name(\"kagent_variant_\", name)\n"
+    "    if module_name not in sys.modules:\n"
+    "        filename = f\"<kagent variant {name}>\"\n"
+    "        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)\n"
+    "        module = types.ModuleType(module_name)\n"
+    "        module.__file__ = filename\n"
+    "        sys.modules[module_name] = module\n"
+    "        try:\n"
+    "            exec(compile(source, filename, \"exec\", dont_inherit=True), module.__dict__)\n"
+    "        except BaseException:\n"
+    "            del sys.modules[module_name]\n"
+    "            raise\n"
+    "    return sys.modules[module_name]\n"
     "\n"
     "\n"
     "class Swapped(torch.nn.Module):\n"
@@ -856,29 +919,57 @@ static const char command_model__composed_template[] =
     "\n"
     "class ModelNew(torch.nn.Module):\n"
     "    def __new__(cls, *init_inputs):\n"
-    "        model = _load(MODEL_PROBLEM).Model(*init_inputs)\n"
-    "        for path, variant_path, keywords in SWAPS:\n"
+    "        model = _load_problem(MODEL_PROBLEM).Model(*init_inputs)\n"
+    "        for path, keywords, name, source in SWAPS:\n"
     "            original = model.get_submodule(path)\n"
-    "            variant = _load(variant_path).ModelNew()\n"
+    "            variant = _load_variant(name, source).ModelNew()\n"
     "            own = variant.state_dict()\n"
     "            with torch.no_grad():\n"
-    "                for name, value in original.state_dict().items():\n"
-    "                    target = own.get(\"module.\" + name)\n"
+    "                for key, value in original.state_dict().items():\n"
+    "                    target = own.get(\"module.\" + key)\n"
     "                    if (isinstance(target, torch.Tensor) and target.shape == value.shape\n"
     "                            and target.dtype == value.dtype):\n"
     "                        target.copy_(value)\n"
     "            model.set_submodule(path, Swapped(variant, keywords))\n"
-    "        return model\n";
+    "        return model\n"
+    "\n"
+    "\n"
+    "# Each swapped hot spot: [its module path, the module's tensor keyword arguments in order,\n"
+    "# the variant's name (its copy in variants/), the variant's source].\n"
+    "SWAPS = [\n"
+    "%s]\n";
 
-/* Writes DIR/optimized_model.py from the runs' results; sets each hot spot's "variant" or
- * "kept" (why the model's own module stays). */
+/* One entry of SWAPS: the hot spot's path, tensor keywords, the variant's name and source. */
+static char *
+command_model__swap_entry(const json_t *spot, const char *name, const char *data, size_t size)
+{
+	char *path = json_dumps(json_object_get(spot, "path"), JSON_ENCODE_ANY);
+	char *keywords = json_dumps(json_object_get(spot, "tensor_keywords"), JSON_ENCODE_ANY);
+	char *stem = kagent_strndup(name, strcspn(name, "."));
+	char *literal = command_model__python_string(stem);
+	char *source = command_model__python_block(data, size);
+	char *entry = kagent_asprintf("    [%s, %s, %s, %s],\n", path, keywords ? keywords : "[]",
+				      literal, source);
+
+	free(path);
+	free(keywords);
+	free(stem);
+	free(literal);
+	free(source);
+	return entry;
+}
+
+/* Writes DIR/optimized_model.py from the runs' results, each variant's source inlined (and
+ * copied to DIR/variants/); sets each hot spot's "variant" or "kept" (why the model's own
+ * module stays). */
 static int
 command_model__write_composed(const struct command_model *model, const json_t *batch,
 			      char **composed_out, char **cause)
 {
-	json_t *swaps = json_array(), *spot;
+	struct kagent_buffer swaps = {0};
+	json_t *spot;
 	char *variants = kagent_asprintf("%s/variants", model->output);
-	char *problem_literal = NULL, *text = NULL, *swaps_text = NULL;
+	char *problem_literal = NULL, *text = NULL;
 	size_t index;
 	int error;
 
@@ -890,7 +981,7 @@ command_model__write_composed(const struct command_model *model, const json_t *b
 		json_t *final = command_model__final(model, spot, batch);
 		const char *why = NULL, *source = command_model__variant(final, &why);
 		const char *name = json_string_value(json_object_get(spot, "file"));
-		char *data = NULL, *copy = NULL;
+		char *data = NULL, *copy = NULL, *entry;
 		size_t size = 0;
 
 		if (json_object_get(spot, "problem") == NULL)
@@ -900,17 +991,17 @@ command_model__write_composed(const struct command_model *model, const json_t *b
 			error = kagent_fileio_read(source, MODEL_FILE_CAP, &data, &size, cause);
 			if (error == 0)
 				error = kagent_fileio_write_atomic(copy, data, size, cause);
-			free(data);
 			if (error != 0) {
+				free(data);
 				free(copy);
 				json_decref(final);
 				goto out;
 			}
+			entry = command_model__swap_entry(spot, name, data, size);
+			kagent_buffer_append_string(&swaps, entry);
 			json_object_set_new(spot, "variant", json_string(copy));
-			json_array_append_new(
-			    swaps,
-			    json_pack("[s, s, O]", json_string_value(json_object_get(spot, "path")),
-				      copy, json_object_get(spot, "tensor_keywords")));
+			free(entry);
+			free(data);
 			free(copy);
 		} else {
 			json_object_set_new(spot, "kept", json_string(why));
@@ -919,16 +1010,15 @@ command_model__write_composed(const struct command_model *model, const json_t *b
 			json_object_set(spot, "final", final);
 		json_decref(final);
 	}
-	swaps_text = json_dumps(swaps, JSON_COMPACT);
 	problem_literal = command_model__python_string(model->problem_path);
 	text = kagent_asprintf(command_model__composed_template, model->model_path,
-			       model->problem_path, *composed_out, problem_literal, swaps_text);
+			       model->problem_path, *composed_out, problem_literal,
+			       kagent_buffer_string(&swaps));
 	error = command_model__write(*composed_out, text, cause);
 out:
-	json_decref(swaps);
+	kagent_buffer_free(&swaps);
 	free(variants);
 	free(problem_literal);
-	free(swaps_text);
 	free(text);
 	return error;
 }

@@ -7,6 +7,7 @@ whole path with the scripted model server (tests/fixtures/llm_server.py) proposi
 for the MLP's hottest layer through `kagent optimize`. Uses the sandbox: run it under
 /tmp/kagent-sandbox.lock (docs/whole-models.md). Prints TAP.
 Run: KAGENT=build/kagent KAGENT_SOURCE_DIR=. python3 tests/agent/model_cases.py"""
+import inspect
 import json
 import os
 import shutil
@@ -22,6 +23,9 @@ SERVER = os.path.join(SOURCE, "tests", "fixtures", "llm_server.py")
 MLP = os.path.join(MODELS, "mlp.py")
 ATTENTION = os.path.join(MODELS, "attention.py")
 BAD = os.path.join(MODELS, "bad_factories.py")
+# the judge's own rules, read in the runner's package (this runs on the runner's Python)
+sys.path.insert(0, os.path.join(SOURCE, "sandbox", "runner"))
+from kagent_runner import problem  # noqa: E402
 FOLDER = tempfile.mkdtemp(prefix="kagent-model-cases-")
 # as root, the judge runs as the sandbox's uid and reads the model's files where they lie
 os.chmod(FOLDER, 0o755)
@@ -151,8 +155,9 @@ def attention_plan():
           + evaluation.stderr)
 
 
-def compose(variant, folder):
-    """The MLP analysed, then composed as if its `down` run had confirmed `variant`."""
+def compose(variants, folder):
+    """The MLP analysed, then composed as if the runs of its hot spots {path: variant} had
+    confirmed those variants (the others did not finish)."""
     run = model(MLP, "--top", "2", "--device", "cpu", "--worker", SOCKET, "--plan",
                 "--output", folder)
     if run.returncode != 0:
@@ -160,39 +165,98 @@ def compose(variant, folder):
     os.makedirs(os.path.join(folder, "runs"), exist_ok=True)
     with open(os.path.join(folder, "analysis.json")) as handle:
         # the rank, so the file's number, of two layers this close is the clock's to decide
-        down = next(spot["file"] for spot in json.load(handle)["chosen"]
-                    if spot["path"] == "down")
-    with open(os.path.join(folder, "runs", down.replace(".py", ".json")), "w") as handle:
-        json.dump({"path": variant, "confirmation": {"credited": True, "speedup_vs_eager": 1.5,
-                                                     "speedup_vs_compile": 1.2}}, handle)
+        files = {spot["path"]: spot["file"] for spot in json.load(handle)["chosen"]}
+    for path, variant in variants.items():
+        with open(os.path.join(folder, "runs", files[path].replace(".py", ".json")),
+                  "w") as handle:
+            json.dump({"path": variant, "confirmation": {"credited": True,
+                                                         "speedup_vs_eager": 1.5,
+                                                         "speedup_vs_compile": 1.2}}, handle)
     run = model(MLP, "--compose", "--device", "cpu", "--worker", SOCKET, "--output", folder,
                 "--json")
     return run, last_json(run.stdout)
 
 
+# Ends the `down` stand-in written for the composition: a backslash, quotes in runs of three
+# and a quote as the file's last character, which the inlined literal must keep as they are.
+TRICKY = r'TRICKY = "a backslash \\, a tab \t, three quotes \"\"\" and a last quote \""'
+TRICKY_VALUE = 'a backslash \\, a tab \t, three quotes """ and a last quote "'
+
+
+def inlined(folder, variants):
+    """optimized_model.py loaded here as the judge loads a candidate: its own kernel names
+    (the judge's rule, kagent_runner.problem.own_kernel_names, on its text), and each swapped
+    variant a module of its own whose source, read back through inspect as Triton reads it, is
+    the variant's file."""
+    composed = os.path.join(folder, "optimized_model.py")
+    with open(composed) as handle:
+        names = set(problem.own_kernel_names(handle.read()))
+    expected = set()
+    for variant in variants.values():
+        with open(variant) as handle:
+            expected |= set(problem.own_kernel_names(handle.read()))
+    check("optimized_model.py inlines the variants: its own kernel names are both variants' "
+          "(the same names in both, and one of each's own)",
+          names == expected and {"scale", "bias_add", "up_only", "down_only"} <= names,
+          f"{sorted(names)} != {sorted(expected)}")
+    sys.path.insert(0, MODELS)
+    try:
+        module = problem.load_module(composed, "kagent_composed_check")
+        built = module.ModelNew(256, 1024)
+        sources = {}
+        for path, variant in variants.items():
+            swapped = built.get_submodule(path).variant
+            own = sys.modules[type(swapped).__module__]
+            with open(variant) as handle:  # universal newlines, as Python reads a file
+                sources[path] = (inspect.getsource(own) == handle.read(), own)
+        up, down = sources["up"][1], sources["down"][1]
+        check("each variant is a module of its own, its source intact (CRLF line ends, "
+              "backslashes, runs of quotes, a last quote)",
+              all(same for same, _ in sources.values()) and up is not down
+              and up.SHAPE == (256, 1024) and down.SHAPE == (1024, 256)
+              and getattr(down, "TRICKY", None) == TRICKY_VALUE,
+              json.dumps({path: same for path, (same, _) in sources.items()}))
+    except Exception as error:  # noqa: B902 - the check reports it
+        check("each variant is a module of its own, its source intact", False,
+              f"{type(error).__name__}: {error}")
+    finally:
+        sys.path.remove(MODELS)
+
+
 def composition():
     folder = output("mlp-compose")
-    run, report = compose(os.path.join(MODELS, "candidates", "mlp_down.py"), folder)
+    down = os.path.join(FOLDER, "mlp_down_tricky.py")
+    with open(os.path.join(MODELS, "candidates", "mlp_down_kernels.py")) as handle:
+        text = handle.read() + TRICKY
+    with open(down, "w", newline="\r\n") as handle:
+        handle.write(text)
+    variants = {"up": os.path.join(MODELS, "candidates", "mlp_up_kernels.py"), "down": down}
+    run, report = compose(variants, folder)
     report = report or {}
     spots = {spot["path"]: spot for spot in report.get("hotspots", [])}
-    check("composed with a stand-in variant: correct end to end, exit 0",
+    check("composed with two stand-in variants whose names meet: correct end to end, exit 0",
           run.returncode == 0 and report.get("end_to_end", {}).get("correct") is True,
           run.stdout[-3000:] + run.stderr)
-    check("the report: the variant swapped in, the other hot spot kept with its reason",
-          (spots.get("down", {}).get("variant") or "").endswith("_down.py")
-          and spots.get("down", {}).get("speedup_vs_eager") == 1.5
-          and "did not finish" in (spots.get("up", {}).get("kept") or ""), json.dumps(report)[:3000])
+    check("the report: both variants swapped in, with their runs' speedups",
+          all((spots.get(path, {}).get("variant") or "").endswith(f"_{path}.py")
+              and spots.get(path, {}).get("speedup_vs_eager") == 1.5 for path in variants),
+          json.dumps(report)[:3000])
     check("the report times eager and torch.compile and states the Amdahl bound",
           report.get("end_to_end", {}).get("eager") is not None
           and "compile" in report.get("end_to_end", {})
           and report.get("amdahl_bound", 0) > 1
           and os.path.exists(os.path.join(folder, "report.md"))
           and os.path.exists(os.path.join(folder, "optimized_model.py")), json.dumps(report)[:3000])
-    run, report = compose(os.path.join(MODELS, "candidates", "mlp_down_no_bias.py"),
+    inlined(folder, variants)
+    run, report = compose({"down": os.path.join(MODELS, "candidates", "mlp_down_no_bias.py")},
                           output("mlp-wrong"))
+    report = report or {}
+    spots = {spot["path"]: spot for spot in report.get("hotspots", [])}
     check("composed with a wrong variant: judged incorrect, exit 1",
-          run.returncode == 1 and (report or {}).get("end_to_end", {}).get("status")
-          == "incorrect", run.stdout[-3000:] + run.stderr)
+          run.returncode == 1 and report.get("end_to_end", {}).get("status") == "incorrect",
+          run.stdout[-3000:] + run.stderr)
+    check("the report: a hot spot without a result kept with its reason",
+          "did not finish" in (spots.get("up", {}).get("kept") or ""), json.dumps(report)[:3000])
 
 
 def batch():

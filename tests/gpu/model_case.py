@@ -3,9 +3,10 @@
 (tests/gpu/models/transformer.py) profiled on the device, two hot spots chosen (a LayerNorm and
 a GELU: `--only LayerNorm,GELU --top 2`), each optimized by `kagent optimize` against the
 scripted model server proposing a Triton kernel of ours (tests/gpu/candidates/model_*.py),
-then composed into optimized_model.py and judged end to end, eager and torch.compile side by
-side. Each hot spot gets its own server, so the two runs go one after the other here and are
-composed with --compose, the path `kagent model` takes after a batch.
+then composed into optimized_model.py (the variants' sources inlined) and judged end to end,
+eager and torch.compile side by side: correct, its own kernels the variants'. Each hot spot
+gets its own server, so the two runs go one after the other here and are composed with
+--compose, the path `kagent model` takes after a batch.
 Run on the GPU machine: KAGENT=build/kagent KAGENT_SOURCE_DIR=. python3 tests/gpu/model_case.py
 Prints TAP, the per-hot-spot and end-to-end speedups, and leaves the files in $KAGENT_OUTPUT
 (default kagent-model-gpu)."""
@@ -21,6 +22,8 @@ MODEL = os.path.join(GPU, "models", "transformer.py")
 SERVER = os.path.join(SOURCE, "tests", "fixtures", "llm_server.py")
 OUTPUT = os.path.abspath(os.environ.get("KAGENT_OUTPUT", "kagent-model-gpu"))
 CANDIDATES = {"LayerNorm": "model_layernorm.py", "GELU": "model_gelu.py"}
+# the Triton kernel each candidate defines
+KERNELS = {"LayerNorm": "layer_norm_rows", "GELU": "gelu_erf"}
 
 results = []
 
@@ -109,6 +112,14 @@ def main():
     check("both hot spots were swapped for their variants",
           len([spot for spot in report.get("hotspots", []) if spot.get("variant")]) == 2,
           json.dumps(report.get("hotspots"))[:3000])
+    # optimized_model.py inlines the variants, so the judge knows their kernels as its own
+    kernels = (report.get("verdict") or {}).get("kernels") or {}
+    expected = {KERNELS[spot["class"]] for spot in report.get("hotspots", [])
+                if spot.get("variant")}
+    check("end to end, the variants' Triton kernels are the composed model's own, and ran",
+          expected and expected <= set(kernels.get("own_names") or [])
+          and any(launch.get("own") for launch in kernels.get("launches", [])),
+          json.dumps(kernels)[:3000])
     for spot in report.get("hotspots", []):
         print(f"# {spot['path']} ({spot['class']}, {100 * spot['share']:.1f}% of the forward): "
               f"{spot.get('speedup_vs_eager')} vs eager, {spot.get('speedup_vs_compile')} vs "

@@ -79,19 +79,21 @@ def _compare_fast(reference, candidate, tolerance):
     reference_flat = _flat(reference)
     candidate_flat = _flat(candidate)
     chunk = chunk_elements()
-    max_abs, max_rel, squared_difference, squared_reference = [], [], [], []
+    max_abs, max_rel, squared_difference, squared_reference, within = [], [], [], [], []
     for start in range(0, count, chunk):
         r = reference_flat[start:start + chunk].to(work)
         # a new tensor: .to() of the same dtype is the caller's data, which must not change
         difference = torch.sub(_piece(candidate_flat, start, chunk, work, r.device), r).abs_()
         magnitude = r.abs()
-        within = difference <= magnitude.mul(rtol).add_(atol)
-        if not bool(within.all()):
-            return None
+        # read once after the loop, not per chunk: each read waits for the device, which
+        # cost about half of a 6.4 GB comparison on an H100 (a mismatch is rare)
+        within.append((difference <= magnitude.mul(rtol).add_(atol)).all())
         max_abs.append(difference.max())
         squared_difference.append(torch.linalg.vector_norm(difference, dtype=torch.float64))
         squared_reference.append(torch.linalg.vector_norm(magnitude, dtype=torch.float64))
         max_rel.append(difference.div_(magnitude.clamp_min_(1e-30)).max())
+    if not bool(torch.stack(within).all()):
+        return None
     difference_norm = float(torch.linalg.vector_norm(torch.stack(squared_difference)).item())
     reference_norm = float(torch.linalg.vector_norm(torch.stack(squared_reference)).item())
     metrics = _empty_metrics()
