@@ -26,6 +26,10 @@
 /* One copy of a trace to the store reads at most this much: more than the longest record
  * (records/trace.c's line cap), so a copy always makes progress. */
 #define DAEMON_TRACE_COPY_CAP ((size_t)80 << 20)
+/* A group of copies reads no more sessions once it holds this much (the first always goes):
+ * after a restart every resumed session's first copy reads its whole trace. The others wait
+ * for the next group. */
+#define DAEMON_TRACE_GROUP_CAP ((size_t)64 << 20)
 /* How a stream record's line begins (agent/records/trace.c writes "type" first). */
 #define DAEMON_STREAM_PREFIX "{\"type\":\"stream\","
 
@@ -217,6 +221,7 @@ struct daemon__trace_chunk {
 	long long consumed; /* up to the end of the last complete line */
 	int status;	    /* of its copy, and why it failed */
 	char *cause;
+	int deferred; /* not read: the group was full; it waits for the next */
 };
 
 /*
@@ -364,13 +369,18 @@ daemon__trace_group_work(struct kagent_store *store, void *data, char **cause)
 {
 	struct daemon__trace_group *group = data;
 	struct kagent_store_trace_line *lines;
-	size_t count = 0, index;
+	size_t count = 0, held = 0, index;
 	char *group_cause = NULL;
 
 	(void)cause;
 	for (index = 0; index < group->count; index++) {
+		if (held >= DAEMON_TRACE_GROUP_CAP) {
+			group->chunks[index].deferred = 1;
+			continue;
+		}
 		daemon__trace_read(&group->chunks[index]);
 		count += group->chunks[index].line_count;
+		held += (size_t)group->chunks[index].consumed;
 	}
 	lines = kagent_calloc(count + 1, sizeof *lines);
 	count = 0;
@@ -398,6 +408,7 @@ daemon__trace_group_work(struct kagent_store *store, void *data, char **cause)
 
 static void daemon__end(struct kagent_daemon_session *ds);
 static void daemon__trace_group_start(struct kagent_daemon *daemon);
+static void daemon__trace_enqueue(struct kagent_daemon_session *ds);
 
 static void
 daemon__trace_group_done(int status, const char *cause, void *data)
@@ -423,6 +434,8 @@ daemon__trace_group_done(int status, const char *cause, void *data)
 		if (ds->end_waiting) {
 			ds->end_waiting = 0;
 			daemon__end(ds);
+		} else if (chunk->deferred) {
+			daemon__trace_enqueue(ds);
 		}
 	}
 	free(group->chunks);
@@ -464,9 +477,9 @@ daemon__trace_group_start(struct kagent_daemon *daemon)
 	free(group);
 }
 
-/* A turn ended: the session waits for the next group (once, however many turns end first). */
+/* The session waits for the next group (once, however many turns end first). */
 static void
-daemon__trace_sync(struct kagent_daemon_session *ds)
+daemon__trace_enqueue(struct kagent_daemon_session *ds)
 {
 	struct kagent_daemon *daemon = ds->daemon;
 
@@ -475,7 +488,15 @@ daemon__trace_sync(struct kagent_daemon_session *ds)
 	ds->trace_queued = 1;
 	ds->trace_next = daemon->trace_waiting;
 	daemon->trace_waiting = ds;
-	daemon__trace_group_start(daemon);
+}
+
+/* A turn ended: the session's copy goes with the next group, started now if none is being
+ * written. */
+static void
+daemon__trace_sync(struct kagent_daemon_session *ds)
+{
+	daemon__trace_enqueue(ds);
+	daemon__trace_group_start(ds->daemon);
 }
 
 /* The session's end copies the rest itself: it leaves the group waiting. */
