@@ -40,6 +40,7 @@ enum {
 	COMMAND_EVAL_COLD,
 	COMMAND_EVAL_NO_CACHE,
 	COMMAND_EVAL_NO_COMPILE,
+	COMMAND_EVAL_COMPILE_TIMEOUT,
 	COMMAND_EVAL_SPEEDUP_BASIS,
 	COMMAND_EVAL_TRIALS,
 	COMMAND_EVAL_SIGNED_TRIALS,
@@ -67,6 +68,9 @@ const struct kagent_command_option kagent_command_eval_options[] = {
 		"neither read nor write cached baseline timings", NULL, NULL},
 	[COMMAND_EVAL_NO_COMPILE] = {"no-compile-baseline", 0, NULL,
 		"do not time torch.compile as a baseline", NULL, NULL},
+	[COMMAND_EVAL_COMPILE_TIMEOUT] = {"compile-timeout", 0, "SECONDS",
+		"how long to wait for the torch.compile baseline (compiled beside the trials), "
+		"1 to 240; past it the verdict goes without it and says why", "60", NULL},
 	[COMMAND_EVAL_SPEEDUP_BASIS] = {"speedup-basis", 0, "device|wall",
 		"the clock speedups are read in: device (CUPTI's kernel and copy time per call; "
 		"wall time where the judge measured none) or wall (the judge's clock around each "
@@ -124,6 +128,9 @@ command_eval__remote_options(const struct kagent_evaluation_options *options)
 	if (options->call_timeout_seconds != 0)
 		json_object_set_new(object, "call_timeout",
 				    json_integer(options->call_timeout_seconds));
+	if (options->compile_timeout_seconds != 0)
+		json_object_set_new(object, "compile_timeout",
+				    json_integer(options->compile_timeout_seconds));
 	return object;
 }
 
@@ -273,6 +280,14 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 			break;
 		case COMMAND_EVAL_NO_COMPILE:
 			options.measure_compile = 0;
+			break;
+		case COMMAND_EVAL_COMPILE_TIMEOUT:
+			if (!command_eval__parse_number(optarg, 1, &number) ||
+			    number > KAGENT_EVALUATION_COMPILE_TIMEOUT_MAX)
+				return kagent_command_fail(
+				    command, json, "usage",
+				    "--compile-timeout needs seconds, 1 to 240");
+			options.compile_timeout_seconds = (int)number;
 			break;
 		case COMMAND_EVAL_SPEEDUP_BASIS:
 			basis = optarg; /* checked after the loop, as --device */

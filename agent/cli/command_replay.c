@@ -3,7 +3,8 @@
  * variant of a finished run on this machine, in the order the run evaluated them, with the
  * seeds and trial counts its verdicts record, through the evaluation `kagent eval` runs
  * (evaluation.h), and compares each with its original verdict as `kagent verify` does
- * (kagent_evidence_compare: the status, and the speedup's intervals on the same GPU model).
+ * (kagent_evidence_compare: the status, and the speedup's intervals on the same GPU model,
+ * each widened to at least --interval-floor of its speedup).
  * It also says whether the run's best would still be its best. No model is called: the
  * variants come from the trace (run_log.h).
  */
@@ -30,6 +31,7 @@
 enum {
 	COMMAND_REPLAY_DEVICE,
 	COMMAND_REPLAY_GPU,
+	COMMAND_REPLAY_INTERVAL_FLOOR,
 	COMMAND_REPLAY_STORE,
 };
 
@@ -38,6 +40,9 @@ static const struct kagent_command_option command_replay__options[] = {
 	[COMMAND_REPLAY_DEVICE] = {"device", 0, "cuda|cpu", "where the kernels run",
 		"the device of the original verdicts", NULL},
 	[COMMAND_REPLAY_GPU] = {"gpu", 0, "N", "the index of the GPU to use", "0", NULL},
+	[COMMAND_REPLAY_INTERVAL_FLOOR] = {"interval-floor", 0, "PERCENT",
+		"the least half-width of a speedup's interval when then and now are compared, "
+		"in percent of the speedup, 0 to 100 (0: the intervals as measured)", "2", NULL},
 	[COMMAND_REPLAY_STORE] = KAGENT_RUN_SOURCE_STORE_OPTION,
 	/* --json prints the comparison and the new verdicts as one object */
 	KAGENT_DAEMON_CALL_OPTIONS,
@@ -48,6 +53,7 @@ static const struct kagent_command_option command_replay__options[] = {
 struct command_replay__settings {
 	const char *device; /* NULL: each verdict's own */
 	int gpu_index;
+	double interval_floor; /* a fraction of the speedup (kagent_evidence_compare) */
 	int json;
 };
 
@@ -113,6 +119,8 @@ command_replay__variant(const struct kagent_run_log *log, const struct kagent_ru
 	    .credit_threshold = json_number_value(json_object_get(config, "credit_threshold")),
 	    .call_timeout_seconds =
 		(int)json_integer_value(json_object_get(config, "call_timeout_seconds")),
+	    .compile_timeout_seconds =
+		(int)json_integer_value(json_object_get(config, "compile_timeout_seconds")),
 	};
 	char *path = kagent_asprintf("%s/%s.py", folder, variant->id), *cause = NULL;
 	json_t *now = NULL, *row;
@@ -126,7 +134,7 @@ command_replay__variant(const struct kagent_run_log *log, const struct kagent_ru
 	    0) {
 		now = kagent_verdict_error_json("io", cause);
 	} else if (kagent_evaluation_run_sync(&options, &now) == 0) {
-		row = kagent_evidence_compare(variant->verdict, now);
+		row = kagent_evidence_compare(variant->verdict, now, settings->interval_floor);
 		json_object_del(row, "schema");
 		json_object_set_new(row, "variant", json_string(variant->id));
 		json_object_set_new(
@@ -253,7 +261,7 @@ command_replay__handler(int argc, char **argv)
 	struct kagent_daemon_call call;
 	struct kagent_run_source *source = NULL;
 	struct kagent_run_log *log = NULL;
-	const char *kind = "replay", *usage = NULL, *gpu;
+	const char *kind = "replay", *usage = NULL, *gpu, *floor;
 	json_t *traces = json_array(), *result = NULL;
 	char *cause = NULL, *folder = NULL, *cache = NULL, *end = NULL;
 	int status = 0, skipped = 0;
@@ -264,10 +272,15 @@ command_replay__handler(int argc, char **argv)
 	settings.json = call.json;
 	settings.device = call.values[COMMAND_REPLAY_DEVICE];
 	gpu = call.values[COMMAND_REPLAY_GPU];
+	floor = call.values[COMMAND_REPLAY_INTERVAL_FLOOR];
+	settings.interval_floor = KAGENT_EVIDENCE_INTERVAL_FLOOR;
 	if (gpu != NULL)
 		number = strtoll(gpu, &end, 10);
 	if (gpu != NULL && (*end != '\0' || end == gpu || number < 0 || number > INT_MAX))
 		usage = "--gpu needs a GPU index";
+	else if (floor != NULL &&
+		 kagent_evidence_interval_floor_parse(floor, &settings.interval_floor) < 0)
+		usage = "--interval-floor needs a percentage, 0 to 100";
 	else if (settings.device != NULL && strcmp(settings.device, "cuda") != 0 &&
 		 strcmp(settings.device, "cpu") != 0)
 		usage = "--device must be cuda or cpu";

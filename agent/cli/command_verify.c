@@ -2,8 +2,8 @@
  * `kagent verify DIR`: re-runs the evaluation an evidence bundle (kagent eval --evidence DIR)
  * records, from the bundle's own files and seeds, on this machine, and prints then against
  * now. Exit status: 0 when verified (the status matches and, on the same GPU model, the
- * speedup's intervals overlap), 1 when not, 2 for a bundle that is missing, not whole or
- * changed, or an evaluation that reached no verdict.
+ * speedup's intervals overlap once widened to --interval-floor), 1 when not, 2 for a bundle that is
+ * missing, not whole or changed, or an evaluation that reached no verdict.
  */
 #include "kagent/base/alloc.h"
 #include "kagent/cli/command.h"
@@ -21,6 +21,7 @@ enum {
 	COMMAND_VERIFY_GPU,
 	COMMAND_VERIFY_WORKER,
 	COMMAND_VERIFY_COLD,
+	COMMAND_VERIFY_INTERVAL_FLOOR,
 };
 
 /* clang-format off */
@@ -33,12 +34,16 @@ static const struct kagent_command_option command_verify__options[] = {
 		"the default socket if a worker serves it, else a new worker", NULL},
 	[COMMAND_VERIFY_COLD] = {"cold", 0, NULL, "never use a running worker: start a new one",
 		NULL, NULL},
+	[COMMAND_VERIFY_INTERVAL_FLOOR] = {"interval-floor", 0, "PERCENT",
+		"the least half-width of a speedup's interval when then and now are compared, "
+		"in percent of the speedup, 0 to 100 (0: the intervals as measured)", "2", NULL},
 	{0},
 };
 /* clang-format on */
 
 static int
-command_verify__parse(int argc, char **argv, int json, struct kagent_evaluation_options *options)
+command_verify__parse(int argc, char **argv, int json, struct kagent_evaluation_options *options,
+		      double *interval_floor)
 {
 	struct kagent_command_parser parser;
 	char *end, *message;
@@ -62,6 +67,12 @@ command_verify__parse(int argc, char **argv, int json, struct kagent_evaluation_
 			break;
 		case COMMAND_VERIFY_COLD:
 			options->cold = 1;
+			break;
+		case COMMAND_VERIFY_INTERVAL_FLOOR:
+			if (kagent_evidence_interval_floor_parse(optarg, interval_floor) < 0)
+				return kagent_command_fail(
+				    &kagent_command_verify, json, "usage",
+				    "--interval-floor needs a percentage, 0 to 100");
 			break;
 		case KAGENT_COMMAND_HELP:
 			kagent_command_print_help(&kagent_command_verify, stdout);
@@ -91,13 +102,14 @@ command_verify__handler(int argc, char **argv)
 	json_t *now = NULL, *comparison;
 	char *cause = NULL;
 	int json = 0, status, index, gpu_index, cold;
+	double interval_floor = KAGENT_EVIDENCE_INTERVAL_FLOOR;
 	const char *worker;
 
 	for (index = 1; index < argc; index++) {
 		if (strcmp(argv[index], "--json") == 0)
 			json = 1;
 	}
-	status = command_verify__parse(argc, argv, json, &options);
+	status = command_verify__parse(argc, argv, json, &options, &interval_floor);
 	if (status >= 0)
 		return status;
 	if (kagent_evidence_load(argv[optind], &bundle, &cause) < 0) {
@@ -125,7 +137,7 @@ command_verify__handler(int argc, char **argv)
 					     json_string_value(json_object_get(now, "message")));
 		goto out;
 	}
-	comparison = kagent_evidence_compare(bundle.verdict, now);
+	comparison = kagent_evidence_compare(bundle.verdict, now, interval_floor);
 	status = json_is_true(json_object_get(comparison, "verified")) ? 0 : 1;
 	if (json) {
 		json_object_set(comparison, "verdict", now);

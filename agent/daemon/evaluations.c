@@ -657,6 +657,9 @@ evaluations__parse_options(const struct kagent_daemon_evaluations_options *daemo
 		} else if (strcmp(key, "call_timeout") == 0 && json_is_integer(value) &&
 			   number >= 1 && number <= 3600) {
 			group->options.call_timeout_seconds = (int)number;
+		} else if (strcmp(key, "compile_timeout") == 0 && json_is_integer(value) &&
+			   number >= 1 && number <= KAGENT_EVALUATION_COMPILE_TIMEOUT_MAX) {
+			group->options.compile_timeout_seconds = (int)number;
 		} else if (strcmp(key, "speedup_basis") == 0 && json_is_string(value) &&
 			   kagent_verdict_basis_from_name(json_string_value(value)) >= 0) {
 			group->options.speedup_basis =
@@ -692,9 +695,9 @@ evaluations__parse_options(const struct kagent_daemon_evaluations_options *daemo
 		} else {
 			*cause = kagent_asprintf(
 			    "option \"%s\" is unknown or its value is wrong (trials 1-1000, "
-			    "signed_trials 0-1000, seed >= 1, call_timeout 1-3600, speedup_basis "
-			    "device|wall, no_compile_baseline, no_cache, generalise: booleans, "
-			    "device, gpu)",
+			    "signed_trials 0-1000, seed >= 1, call_timeout 1-3600, compile_timeout "
+			    "1-240, speedup_basis device|wall, no_compile_baseline, no_cache, "
+			    "generalise: booleans, device, gpu)",
 			    key);
 			return -EINVAL;
 		}

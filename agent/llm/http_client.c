@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,6 +35,9 @@
 /* libcurl's receive buffer per transfer (its default is 16 KB): a daemon holds one per session
  * waiting on its model, and answers arrive as small server-sent events anyway. */
 #define HTTP_RECEIVE_BUFFER_SIZE 4096L
+/* libcurl's buffer for a body read as it is sent (its default is 64 KB, this is its minimum): it
+ * is kept until the transfer ends, so a session waiting on its model holds one. */
+#define HTTP_UPLOAD_BUFFER_SIZE 16384L
 
 struct http_client__socket {
 	uv_poll_t poll;
@@ -62,6 +66,9 @@ struct kagent_http_request {
 	uint64_t stall_ms;
 	uint64_t last_activity_ms; /* loop time of the last byte moved */
 	curl_off_t uploaded;
+	/* A body read as it is sent (options.read_body), and where the next read starts. */
+	size_t (*read_body)(size_t offset, char *buffer, size_t size, void *data);
+	size_t body_offset;
 	uint64_t started_ns;
 	char *description; /* "POST http://host/path" (no query: it may hold a key) */
 	struct kagent_buffer error_body;
@@ -509,6 +516,31 @@ http_client__write_callback(char *bytes, size_t size, size_t count, void *data)
 	return length;
 }
 
+/* The next bytes of a body read as it is sent. */
+static size_t
+http_client__read_callback(char *buffer, size_t size, size_t count, void *data)
+{
+	struct kagent_http_request *request = data;
+	size_t copied =
+	    request->read_body(request->body_offset, buffer, size * count, request->data);
+
+	request->body_offset += copied;
+	return copied;
+}
+
+/* curl sends the body again (a reused connection that turned out closed, a redirect): from
+ * where it says. */
+static int
+http_client__seek_callback(void *data, curl_off_t offset, int origin)
+{
+	struct kagent_http_request *request = data;
+
+	if (origin != SEEK_SET || offset < 0)
+		return CURL_SEEKFUNC_CANTSEEK;
+	request->body_offset = (size_t)offset;
+	return CURL_SEEKFUNC_OK;
+}
+
 /* Upload progress counts as activity, so a large body on a slow link is not a stall. */
 static int
 http_client__progress_callback(void *data, curl_off_t download_total, curl_off_t downloaded,
@@ -554,7 +586,7 @@ http_client__check_options(const struct kagent_http_request_options *options, co
 		*cause = kagent_asprintf("HTTP method %s is not supported (POST or GET)", method);
 		return -EINVAL;
 	}
-	if (options->body == NULL && options->body_length > 0) {
+	if (options->body == NULL && options->read_body == NULL && options->body_length > 0) {
 		*cause = kagent_strdup("an HTTP request body has a length but no bytes");
 		return -EINVAL;
 	}
@@ -641,12 +673,20 @@ http_client__request_configure(struct kagent_http_request *request,
 	curl_easy_setopt(easy, CURLOPT_CLOSESOCKETDATA, request->client);
 	code = curl_easy_setopt(easy, CURLOPT_URL, options->url);
 	if (code == CURLE_OK && strcmp(method, "POST") == 0) {
+		curl_easy_setopt(easy, CURLOPT_POST, 1L);
 		curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
 				 (curl_off_t)options->body_length);
-		/* A copy unless the caller keeps the body: then it need not outlive this call. */
-		code = curl_easy_setopt(
-		    easy, options->body_kept ? CURLOPT_POSTFIELDS : CURLOPT_COPYPOSTFIELDS,
-		    options->body != NULL ? options->body : "");
+		if (options->read_body != NULL) {
+			request->read_body = options->read_body;
+			curl_easy_setopt(easy, CURLOPT_UPLOAD_BUFFERSIZE, HTTP_UPLOAD_BUFFER_SIZE);
+			curl_easy_setopt(easy, CURLOPT_READFUNCTION, http_client__read_callback);
+			curl_easy_setopt(easy, CURLOPT_READDATA, request);
+			curl_easy_setopt(easy, CURLOPT_SEEKFUNCTION, http_client__seek_callback);
+			code = curl_easy_setopt(easy, CURLOPT_SEEKDATA, request);
+		} else {
+			code = curl_easy_setopt(easy, CURLOPT_COPYPOSTFIELDS,
+						options->body != NULL ? options->body : "");
+		}
 	}
 	if (code != CURLE_OK) {
 		*cause =

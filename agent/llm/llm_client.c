@@ -33,11 +33,9 @@ struct kagent_llm_call {
 
 	char *url;
 	char **headers;
-	/* The request as sent. The tree only until the first attempt is observed: a waiting
-	 * session would otherwise hold its conversation once more (and libcurl borrows the text).
-	 */
-	json_t *body;
-	char *body_text;
+	/* The request's body, read from the conversation as it is sent: a waiting session holds
+	 * no copy of its conversation. */
+	struct kagent_llm_body *body;
 
 	/* Retry waits, and the delivery of a cancellation that came during one. */
 	uv_timer_t timer;
@@ -235,8 +233,7 @@ llm_client__free(struct kagent_llm_call *call)
 	llm_client__end_stream(call);
 	free(call->url);
 	kagent_llm_request_headers_free(call->headers);
-	json_decref(call->body);
-	free(call->body_text);
+	kagent_llm_body_free(call->body);
 	free(call);
 }
 
@@ -266,6 +263,9 @@ llm_client__deliver(struct kagent_llm_call *call, enum kagent_llm_call_failure f
 		   message != NULL ? ": " : "", message != NULL ? message : "");
 	/* A cancel from the callback (too late) must not touch the closing timer. */
 	call->cancelled = 1;
+	/* The caller may add to the conversation the body reads from. */
+	kagent_llm_body_free(call->body);
+	call->body = NULL;
 	uv_close((uv_handle_t *)&call->timer, llm_client__closed);
 	call->callback(outcome, call->data);
 }
@@ -481,6 +481,14 @@ llm_client__attempt_done(const struct kagent_http_result *result, void *data)
 	free(verdict.message);
 }
 
+static size_t
+llm_client__read_body(size_t offset, char *buffer, size_t size, void *data)
+{
+	struct kagent_llm_call *call = data;
+
+	return kagent_llm_body_read(call->body, offset, buffer, size);
+}
+
 static int
 llm_client__attempt_start(struct kagent_llm_call *call, char **cause)
 {
@@ -488,9 +496,8 @@ llm_client__attempt_start(struct kagent_llm_call *call, char **cause)
 	    .method = "POST",
 	    .url = call->url,
 	    .headers = (const char *const *)call->headers,
-	    .body = call->body_text,
-	    .body_length = strlen(call->body_text),
-	    .body_kept = 1,
+	    .body_length = kagent_llm_body_length(call->body),
+	    .read_body = llm_client__read_body,
 	    .connect_timeout_ms = call->provider.connect_timeout_ms,
 	    .stall_seconds = call->provider.stall_seconds,
 	    .on_head = llm_client__on_head,
@@ -500,16 +507,9 @@ llm_client__attempt_start(struct kagent_llm_call *call, char **cause)
 	};
 
 	call->attempt++;
-	if (call->observer.on_attempt != NULL) {
-		/* A retry parses the text again: retries are rare, waiting sessions are many. */
-		json_t *body = call->body != NULL ? json_incref(call->body)
-						  : json_loads(call->body_text, 0, NULL);
-
-		call->observer.on_attempt(call->attempt, call->url, body, call->observer.data);
-		json_decref(body);
-	}
-	json_decref(call->body);
-	call->body = NULL;
+	if (call->observer.on_attempt != NULL)
+		call->observer.on_attempt(call->attempt, call->url, call->body,
+					  call->observer.data);
 	/* Cancelled from on_attempt: the timer already carries the cancellation. */
 	if (call->cancelled)
 		return 0;
@@ -545,12 +545,11 @@ kagent_llm_call_start(struct kagent_http_client *client, const struct kagent_llm
 		*cause = kagent_strdup("no endpoint is configured (set provider.base_url)");
 		goto failed;
 	}
-	if ((call->body = kagent_llm_request_body(request, &detail)) == NULL) {
+	if (kagent_llm_body_build(request, &call->body, &detail) < 0) {
 		*cause = kagent_asprintf("cannot build the request: %s", detail);
 		free(detail);
 		goto failed;
 	}
-	call->body_text = json_dumps(call->body, JSON_COMPACT);
 	call->headers = kagent_llm_request_headers(request->provider);
 	uv_timer_init(call->loop, &call->timer);
 	call->timer.data = call;

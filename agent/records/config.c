@@ -157,6 +157,10 @@ static const struct config__key config__keys[] = {
 	{.name = "evaluation.measure_compile", .kind = CONFIG__BOOLEAN,
 	 CONFIG__FIELD(evaluation.measure_compile),
 	 .help = "also time torch.compile as a baseline: true or false"},
+	{.name = "evaluation.compile_timeout_seconds", .kind = CONFIG__INTEGER,
+	 CONFIG__FIELD(evaluation.compile_timeout_seconds),
+	 .help = "seconds an evaluation waits for the torch.compile baseline before it goes "
+		 "without it (the verdict says why), up to 240; 0: the evaluator's default, 60"},
 	{.name = "evaluation.credit_threshold", .kind = CONFIG__NUMBER,
 	 CONFIG__FIELD(evaluation.credit_threshold), .maximum = 1,
 	 .help = "the share of GPU time a candidate's own kernels need for its speedup to count "

@@ -297,51 +297,89 @@ trace__redact_string(const struct kagent_trace *trace, const char *text, size_t 
 	}
 }
 
+/* Whether text holds anything trace__redact_string would replace. */
+static int
+trace__needs_redaction(const struct kagent_trace *trace, const char *text, size_t length)
+{
+	if (trace__secret_header_length(text, length) > 0)
+		return 1;
+	for (size_t i = 0; i < trace->secret_count; i++) {
+		if (memmem(text, length, trace->secrets[i], strlen(trace->secrets[i])) != NULL)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Most of a record holds no secret (a request's system prompt and tool definitions, the
+ * conversation): its parts are shared with the result rather than copied, and only what holds
+ * one is made anew.
+ */
 json_t *
 kagent_trace_redact(const struct kagent_trace *trace, const json_t *value)
 {
 	struct kagent_buffer buffer = {0};
-	json_t *copy;
+	json_t *copy, *parts, *part;
+	const char *key;
+	size_t index;
+	int changed = 0;
 
 	if (value == NULL)
 		return NULL;
 	switch (json_typeof(value)) {
-	case JSON_OBJECT: {
-		const char *key;
-		json_t *member;
+	case JSON_OBJECT:
+		parts = json_array();
+		json_object_foreach((json_t *)value, key, part)
+		{
+			json_t *redacted = trace__is_secret_key(key)
+					       ? json_string(TRACE_REDACTED)
+					       : kagent_trace_redact(trace, part);
 
+			changed |=
+			    redacted != part || trace__needs_redaction(trace, key, strlen(key));
+			json_array_append_new(parts, redacted);
+		}
+		if (!changed) {
+			json_decref(parts);
+			return json_incref((json_t *)value);
+		}
 		copy = json_object();
-		json_object_foreach((json_t *)value, key, member)
+		index = 0;
+		json_object_foreach((json_t *)value, key, part)
 		{
 			trace__redact_string(trace, key, strlen(key), &buffer);
-			json_object_set_new(copy, kagent_buffer_string(&buffer),
-					    trace__is_secret_key(key)
-						? json_string(TRACE_REDACTED)
-						: kagent_trace_redact(trace, member));
+			json_object_set(copy, kagent_buffer_string(&buffer),
+					json_array_get(parts, index++));
 		}
 		kagent_buffer_free(&buffer);
+		json_decref(parts);
 		return copy;
-	}
-	case JSON_ARRAY: {
-		size_t index;
-		json_t *element;
-
-		copy = json_array();
-		json_array_foreach(value, index, element)
+	case JSON_ARRAY:
+		parts = json_array();
+		json_array_foreach(value, index, part)
 		{
-			json_array_append_new(copy, kagent_trace_redact(trace, element));
+			json_t *redacted = kagent_trace_redact(trace, part);
+
+			changed |= redacted != part;
+			json_array_append_new(parts, redacted);
 		}
-		return copy;
-	}
+		if (!changed) {
+			json_decref(parts);
+			return json_incref((json_t *)value);
+		}
+		return parts;
 	case JSON_STRING:
+		if (!trace__needs_redaction(trace, json_string_value(value),
+					    json_string_length(value)))
+			return json_incref((json_t *)value);
 		trace__redact_string(trace, json_string_value(value), json_string_length(value),
 				     &buffer);
 		copy = json_stringn(kagent_buffer_string(&buffer), buffer.length);
 		kagent_buffer_free(&buffer);
 		/* Only a secret that is not UTF-8 itself could break the text: drop it all then. */
 		return copy != NULL ? copy : json_string(TRACE_REDACTED);
-	default:
-		return json_deep_copy(value);
+	default: /* numbers, true, false, null: nothing to redact */
+		return json_incref((json_t *)value);
 	}
 }
 

@@ -33,7 +33,9 @@
 
 /* Used by one thread at a time: libgit2 wants one git_repository per thread. */
 struct kagent_variant_repository {
+	/* Open only during an operation (see variant_repository__acquire), else NULL. */
 	git_repository *git;
+	int open_count;
 	char *directory; /* <output>/<problem>, absolute */
 };
 
@@ -234,6 +236,38 @@ variant_repository__commit_problem(git_repository *git, const char *problem_sour
 	return result;
 }
 
+/*
+ * Opens the repository for an operation, released after it: a daemon's sessions would
+ * otherwise each keep one open for their whole run (libgit2 holds a snapshot of its
+ * configuration and caches for every open repository), to commit now and then.
+ */
+static int
+variant_repository__acquire(struct kagent_variant_repository *repository, char **cause)
+{
+	char *path;
+	int code, result = 0;
+
+	if (repository->open_count++ > 0)
+		return 0;
+	path = kagent_asprintf("%s/repository.git", repository->directory);
+	if ((code = git_repository_open_bare(&repository->git, path)) < 0) {
+		repository->open_count = 0;
+		repository->git = NULL;
+		result = variant_repository__git_failure(code, cause, "cannot open %s", path);
+	}
+	free(path);
+	return result;
+}
+
+static void
+variant_repository__release(struct kagent_variant_repository *repository)
+{
+	if (--repository->open_count > 0)
+		return;
+	git_repository_free(repository->git);
+	repository->git = NULL;
+}
+
 /* Opens the bare repository at path, or creates it when nothing is there. */
 static int
 variant_repository__open_or_create(const char *path, git_repository **git_out, char **cause)
@@ -328,10 +362,14 @@ kagent_variant_repository_open(const char *output_directory, const char *problem
 		goto out;
 	}
 out:
-	if (result < 0)
+	if (result < 0) {
 		kagent_variant_repository_close(repository);
-	else
+	} else {
+		/* Checked: from now on it is opened for each operation only. */
+		git_repository_free(repository->git);
+		repository->git = NULL;
 		*repository_out = repository;
+	}
 	free(existing);
 	free(repository_path);
 	free(directory);
@@ -475,6 +513,8 @@ kagent_variant_repository_start_run(struct kagent_variant_repository *repository
 	int result, code;
 
 	*path_out = NULL;
+	if ((result = variant_repository__acquire(repository, cause)) < 0)
+		return result;
 	if ((result = variant_repository__validate_run_id(run_id, cause)) < 0)
 		goto out;
 	branch_name = kagent_asprintf("runs/%s", run_id);
@@ -524,6 +564,7 @@ out:
 	git_reference_free(branch);
 	free(branch_name);
 	free(path);
+	variant_repository__release(repository);
 	return result;
 }
 
@@ -537,6 +578,8 @@ kagent_variant_repository_forget_run(struct kagent_variant_repository *repositor
 	char *names[2] = {NULL, NULL};
 	int result, code;
 
+	if ((result = variant_repository__acquire(repository, cause)) < 0)
+		return result;
 	if ((result = variant_repository__validate_run_id(run_id, cause)) < 0)
 		goto out;
 	code = git_worktree_lookup(&worktree, repository->git, run_id);
@@ -565,6 +608,7 @@ out:
 	free(names[0]);
 	free(names[1]);
 	git_worktree_free(worktree);
+	variant_repository__release(repository);
 	return result;
 }
 
@@ -654,6 +698,8 @@ kagent_variant_repository_commit(struct kagent_variant_repository *repository, c
 	int result, code;
 
 	*commit_id_out = NULL;
+	if ((result = variant_repository__acquire(repository, cause)) < 0)
+		return result;
 	if ((result = variant_repository__validate_run_id(run_id, cause)) < 0 ||
 	    (result = variant_repository__validate_name("file name", file_name, cause)) < 0 ||
 	    (result = variant_repository__build_message(subject, body, trailers, trailer_count,
@@ -715,6 +761,7 @@ out:
 	free(file_path);
 	free(worktree_path);
 	free(reference_name);
+	variant_repository__release(repository);
 	return result;
 }
 
@@ -727,6 +774,8 @@ kagent_variant_repository_move_best(struct kagent_variant_repository *repository
 	git_oid oid, tip;
 	int result, code;
 
+	if ((result = variant_repository__acquire(repository, cause)) < 0)
+		return result;
 	if ((result = variant_repository__validate_run_id(run_id, cause)) < 0 ||
 	    (result = variant_repository__parse_commit_id(commit_id, &oid, cause)) < 0)
 		goto out;
@@ -765,6 +814,7 @@ out:
 	free(log_message);
 	free(best_reference);
 	free(run_reference);
+	variant_repository__release(repository);
 	return result;
 }
 
@@ -777,6 +827,8 @@ kagent_variant_repository_best(struct kagent_variant_repository *repository, con
 	int result, code;
 
 	*commit_id_out = NULL;
+	if ((result = variant_repository__acquire(repository, cause)) < 0)
+		return result;
 	if ((result = variant_repository__validate_run_id(run_id, cause)) < 0)
 		goto out;
 	best_reference = kagent_asprintf("refs/heads/best/%s", run_id);
@@ -788,6 +840,7 @@ kagent_variant_repository_best(struct kagent_variant_repository *repository, con
 		    variant_repository__git_failure(code, cause, "cannot read %s", best_reference);
 out:
 	free(best_reference);
+	variant_repository__release(repository);
 	return result;
 }
 
@@ -831,6 +884,8 @@ kagent_variant_repository_list_run(struct kagent_variant_repository *repository,
 
 	*commits_out = NULL;
 	*count_out = 0;
+	if ((result = variant_repository__acquire(repository, cause)) < 0)
+		return result;
 	if ((result = variant_repository__validate_run_id(run_id, cause)) < 0)
 		goto out;
 	run_reference = kagent_asprintf("refs/heads/runs/%s", run_id);
@@ -876,6 +931,7 @@ out:
 	}
 	git_revwalk_free(walk);
 	free(run_reference);
+	variant_repository__release(repository);
 	return result;
 }
 
@@ -905,10 +961,13 @@ kagent_variant_repository_read(struct kagent_variant_repository *repository, con
 	int result;
 
 	*source_out = NULL;
+	if ((result = variant_repository__acquire(repository, cause)) < 0)
+		return result;
 	result = variant_repository__parse_commit_id(commit_id, &oid, cause);
 	if (result == 0)
 		result = variant_repository__read_file(repository->git, &oid, file_name, source_out,
 						       &size, cause);
+	variant_repository__release(repository);
 	return result;
 }
 

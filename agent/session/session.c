@@ -81,7 +81,12 @@ session__schedule(struct kagent_session *session, enum kagent_session_step step)
 void
 kagent_session_add_message(struct kagent_session *session, json_t *message)
 {
-	json_array_append_new(session->messages, message);
+	char *cause = NULL;
+
+	/* An error stays with the conversation and fails the next request, which reports it. */
+	kagent_llm_conversation_add(session->conversation, message, &cause);
+	free(cause);
+	json_decref(message);
 }
 
 /* A message from kagent to the model: in the conversation and in the trace. */
@@ -275,6 +280,7 @@ session__evaluation_options(const struct kagent_session *session)
 				 : kagent_warm_worker_socket(&session->worker),
 	    .measure_compile = evaluation_config->measure_compile,
 	    .call_timeout_seconds = evaluation_config->call_timeout_seconds,
+	    .compile_timeout_seconds = evaluation_config->compile_timeout_seconds,
 	    .credit_threshold = evaluation_config->credit_threshold,
 	    .speedup_basis = evaluation_config->speedup_basis,
 	};
@@ -361,67 +367,6 @@ session__host_init(struct kagent_session *session)
 
 /* ---- turns ---- */
 
-#define SESSION_HASH_BASIS 0xcbf29ce484222325ULL /* FNV-1a's offset basis */
-
-/* 64-bit FNV-1a over bytes, from a running hash. */
-static uint64_t
-session__hash_bytes(uint64_t hash, const void *bytes, size_t size)
-{
-	const unsigned char *byte = bytes;
-	size_t index;
-
-	for (index = 0; index < size; index++)
-		hash = (hash ^ byte[index]) * 0x100000001b3ULL;
-	return hash;
-}
-
-/*
- * A hash of a JSON value that agrees with json_equal: equal values hash alike (an object's
- * members are summed, so their order does not count; 0.0 and -0.0 alike), and different
- * values collide with a chance of about 2^-64.
- */
-static uint64_t
-session__hash_json(const json_t *value)
-{
-	uint64_t hash = SESSION_HASH_BASIS, sum = 0, member, item_hash;
-	unsigned char type = (unsigned char)json_typeof(value);
-	const char *key;
-	const json_t *item;
-	json_int_t integer;
-	double real;
-	size_t index;
-
-	hash = session__hash_bytes(hash, &type, 1);
-	switch (json_typeof(value)) {
-	case JSON_OBJECT:
-		json_object_foreach((json_t *)value, key, item)
-		{
-			item_hash = session__hash_json(item);
-			member = session__hash_bytes(SESSION_HASH_BASIS, key, strlen(key) + 1);
-			sum += session__hash_bytes(member, &item_hash, sizeof item_hash);
-		}
-		return session__hash_bytes(hash, &sum, sizeof sum);
-	case JSON_ARRAY:
-		json_array_foreach(value, index, item)
-		{
-			item_hash = session__hash_json(item);
-			hash = session__hash_bytes(hash, &item_hash, sizeof item_hash);
-		}
-		return hash;
-	case JSON_STRING:
-		return session__hash_bytes(hash, json_string_value(value),
-					   json_string_length(value));
-	case JSON_INTEGER:
-		integer = json_integer_value(value);
-		return session__hash_bytes(hash, &integer, sizeof integer);
-	case JSON_REAL:
-		real = json_real_value(value) == 0 ? 0 : json_real_value(value);
-		return session__hash_bytes(hash, &real, sizeof real);
-	default: /* true, false, null: the type says it all */
-		return hash;
-	}
-}
-
 /*
  * A request record carries the body as sent, but its message list ("messages", or the
  * Responses API's "input") only from where it differs from the previous request's: "earlier"
@@ -431,36 +376,25 @@ session__hash_json(const json_t *value)
  */
 static json_t *
 session__request_fields(struct kagent_session *session, int attempt, const char *url,
-			const json_t *body)
+			const struct kagent_llm_body *body)
 {
-	const char *key = json_is_array(json_object_get(body, "messages")) ? "messages" : "input";
-	json_t *list = json_object_get(body, key), *tail, *shown;
-	size_t earlier = 0, index, count;
-	uint64_t *hashes;
+	size_t earlier = 0, index, count = kagent_llm_body_item_count(body);
+	uint64_t *hashes = kagent_calloc(count > 0 ? count : 1, sizeof *hashes);
 
-	if (!json_is_array(list))
-		return json_pack("{s:i, s:s, s:O}", "attempt", attempt, "url", url, "body", body);
-	count = json_array_size(list);
-	hashes = kagent_calloc(count > 0 ? count : 1, sizeof *hashes);
 	for (index = 0; index < count; index++)
-		hashes[index] = session__hash_json(json_array_get(list, index));
+		hashes[index] = kagent_llm_body_item_hash(body, index);
 	while (earlier < count && earlier < session->recorded_count &&
 	       hashes[earlier] == session->recorded_hashes[earlier])
 		earlier++;
 	free(session->recorded_hashes);
 	session->recorded_hashes = hashes;
 	session->recorded_count = count;
-	shown = json_copy((json_t *)body); /* shallow: the other members are shared */
-	tail = json_array();
-	for (index = earlier; index < json_array_size(list); index++)
-		json_array_append(tail, json_array_get(list, index));
-	json_object_set_new(shown, key, tail);
-	return json_pack("{s:i, s:s, s:o, s:I}", "attempt", attempt, "url", url, "body", shown,
-			 "earlier", (json_int_t)earlier);
+	return json_pack("{s:i, s:s, s:o?, s:I}", "attempt", attempt, "url", url, "body",
+			 kagent_llm_body_json(body, earlier), "earlier", (json_int_t)earlier);
 }
 
 static void
-session__llm_attempt(int attempt, const char *url, const json_t *body, void *data)
+session__llm_attempt(int attempt, const char *url, const struct kagent_llm_body *body, void *data)
 {
 	struct kagent_session *session = data;
 
@@ -658,8 +592,7 @@ session__ask_model(struct kagent_session *session)
 {
 	struct kagent_llm_request request = {
 	    .provider = &session->config->provider,
-	    .system = session->system_prompt,
-	    .messages = session->messages,
+	    .conversation = session->conversation,
 	    .tools = session->tools,
 	};
 	struct kagent_llm_call_observer observer = {
@@ -945,6 +878,8 @@ session__problem_checked(int status, const json_t *object, void *data)
 				      json_pack("{s:s, s:f}", "status", "ok", "seconds", seconds));
 		if (!session->resumed)
 			session__tell_model(session, session->problem_prompt);
+		free(session->problem_prompt);
+		session->problem_prompt = NULL;
 		session__schedule(session, KAGENT_SESSION_STEP_NEXT_TURN);
 		return;
 	}
@@ -988,6 +923,8 @@ kagent_session_start(struct kagent_session *session)
 		free(log_path);
 	}
 	kagent_session_record(session, "run_start", session__run_start_fields(session));
+	free(session->system_prompt);
+	session->system_prompt = NULL;
 	/* No request before the problem is known to work: the check waits for the worker. */
 	if (!kagent_warm_worker_wait(&session->worker, session__check_problem, session))
 		session__check_problem(session);
@@ -1013,7 +950,7 @@ session__release(void *data)
 		return;
 
 	kagent_variants_free(session->variants);
-	json_decref(session->messages);
+	kagent_llm_conversation_free(session->conversation);
 	free(session->recorded_hashes);
 	json_decref(session->tools);
 	json_decref(session->reply_message);

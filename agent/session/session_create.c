@@ -16,6 +16,7 @@
 #include "kagent/records/otlp_exporter.h"
 #include "kagent/records/prompt.h"
 #include "kagent/base/sha256.h"
+#include "kagent/llm/llm_request.h"
 #include "kagent/records/trace.h"
 #include "kagent/records/variant_repository.h"
 #include "kagent/records/variants.h"
@@ -138,6 +139,8 @@ session_create__prompts(struct kagent_session *session, char **cause)
 		if (status < 0)
 			return status;
 	}
+	session->conversation =
+	    kagent_llm_conversation_create(config->provider.format, session->system_prompt);
 	session->tools = kagent_tool_definitions(session->prompts_directory, cause);
 	return session->tools != NULL ? 0 : -ENOENT;
 }
@@ -148,6 +151,8 @@ struct session_create__resume {
 	struct kagent_session *session;
 	char *cause;
 	int saw_turn_end;
+	json_t *last_calls; /* the tool calls of the last reply */
+	json_t *answered;   /* the ids of the tool results after it */
 };
 
 static void
@@ -193,7 +198,11 @@ session_create__replay(const json_t *record, void *data)
 	} else if (strcmp(type, "reply") == 0 &&
 		   json_is_object(json_object_get(record, "message"))) {
 		kagent_session_add_message(session,
-					   json_deep_copy(json_object_get(record, "message")));
+					   json_incref(json_object_get(record, "message")));
+		json_decref(resume->last_calls);
+		resume->last_calls =
+		    json_incref(json_object_get(json_object_get(record, "message"), "tool_calls"));
+		json_array_clear(resume->answered);
 		usage = json_object_get(record, "usage");
 		session->totals.input_tokens +=
 		    json_integer_value(json_object_get(usage, "input_tokens")) > 0
@@ -211,6 +220,7 @@ session_create__replay(const json_t *record, void *data)
 				       json_object_get(record, "name"), "content",
 				       json_object_get(record, "content"), "is_error",
 				       json_is_true(json_object_get(record, "is_error"))));
+		json_array_append(resume->answered, json_object_get(record, "id"));
 		session->totals.gpu_seconds +=
 		    json_number_value(json_object_get(record, "gpu_seconds"));
 	} else if (strcmp(type, "turn_end") == 0) {
@@ -225,37 +235,25 @@ session_create__replay(const json_t *record, void *data)
 
 /* A tool call the killed run never answered gets an answer, so the conversation is whole. */
 static void
-session_create__answer_dangling_calls(struct kagent_session *session)
+session_create__answer_dangling_calls(struct session_create__resume *resume)
 {
-	json_t *last_assistant = NULL, *message, *call;
-	size_t index, call_index, answered_from = 0;
+	json_t *call, *answer;
+	size_t call_index, index;
 
-	json_array_foreach(session->messages, index, message)
-	{
-		const char *role = json_string_value(json_object_get(message, "role"));
-
-		if (role != NULL && strcmp(role, "assistant") == 0) {
-			last_assistant = message;
-			answered_from = index + 1;
-		}
-	}
-	if (last_assistant == NULL)
-		return;
-	json_array_foreach(json_object_get(last_assistant, "tool_calls"), call_index, call)
+	json_array_foreach(resume->last_calls, call_index, call)
 	{
 		const char *id = json_string_value(json_object_get(call, "id"));
 		int answered = 0;
 
-		for (index = answered_from; index < json_array_size(session->messages); index++) {
-			const char *answer = json_string_value(json_object_get(
-			    json_array_get(session->messages, index), "tool_call_id"));
-
-			if (id != NULL && answer != NULL && strcmp(id, answer) == 0)
+		json_array_foreach(resume->answered, index, answer)
+		{
+			if (id != NULL && json_is_string(answer) &&
+			    strcmp(id, json_string_value(answer)) == 0)
 				answered = 1;
 		}
 		if (!answered)
 			kagent_session_add_message(
-			    session,
+			    resume->session,
 			    json_pack("{s:s, s:s, s:O, s:s, s:b}", "role", "tool", "tool_call_id",
 				      id != NULL ? id : "", "name", json_object_get(call, "name"),
 				      "content",
@@ -268,7 +266,7 @@ session_create__answer_dangling_calls(struct kagent_session *session)
 static int
 session_create__resume(struct kagent_session *session, char **cause)
 {
-	struct session_create__resume resume = {.session = session};
+	struct session_create__resume resume = {.session = session, .answered = json_array()};
 	int status, truncated = 0;
 
 	/* Variants first, from their files: a verdict or commit record refers to them by id. */
@@ -280,10 +278,14 @@ session_create__resume(struct kagent_session *session, char **cause)
 			free(*cause);
 			*cause = resume.cause;
 		}
-		return status < 0 ? status : -EINVAL;
+		status = status < 0 ? status : -EINVAL;
+		goto out;
 	}
-	session_create__answer_dangling_calls(session);
-	return 0;
+	session_create__answer_dangling_calls(&resume);
+out:
+	json_decref(resume.last_calls);
+	json_decref(resume.answered);
+	return status;
 }
 
 /* ---- rebuild ---- */
@@ -455,7 +457,6 @@ kagent_session_create(const struct kagent_session_options *options,
 	session->gpu_name = options->gpu_name != NULL ? kagent_strdup(options->gpu_name) : NULL;
 	session->worker_executable =
 	    options->worker_executable != NULL ? kagent_strdup(options->worker_executable) : NULL;
-	session->messages = json_array();
 	uv_timer_init(session->loop, &session->step_timer);
 	session->step_timer.data = session;
 	kagent_warm_worker_init(&session->worker, session->loop);

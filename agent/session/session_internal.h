@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 struct kagent_llm_call;
+struct kagent_llm_conversation;
 struct kagent_otlp_exporter;
 struct kagent_trace;
 struct kagent_variant_repository;
@@ -56,10 +57,12 @@ struct kagent_session {
 	int trace_failed;
 	struct kagent_otlp_exporter *exporter; /* telemetry.otlp_endpoint's, or NULL */
 	char *prompts_directory;
+	/* Until the run_start record and the first message carry them (the conversation holds
+	 * the system prompt in its wire form). */
 	char *system_prompt;
 	char *problem_prompt;
 	json_t *tools;
-	json_t *messages;
+	struct kagent_llm_conversation *conversation;
 	/* A hash of each item of the message list of the last request traced, for the next one
 	 * (the list itself would keep a second copy of the conversation). */
 	uint64_t *recorded_hashes;
@@ -98,6 +101,8 @@ struct kagent_session {
 };
 
 void kagent_session_record(struct kagent_session *session, const char *type, json_t *fields);
+/* Adds a message (stolen) in the neutral form of kagent/llm/llm_request.h to the conversation.
+ * One it cannot carry fails the next request, with the reason. */
 void kagent_session_add_message(struct kagent_session *session, json_t *message);
 /*
  * Runs an evaluation of the variant (session_data: the session), accounts its GPU time and

@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from tap_cases import run_cases
+
 KAGENT = os.path.abspath(os.environ["KAGENT"])
 SOURCE = os.path.abspath(os.environ["KAGENT_SOURCE_DIR"])
 sys.path.insert(0, os.path.join(SOURCE, "tests", "fixtures"))
@@ -524,23 +526,7 @@ CASES = [
 
 
 def main():
-    print(f"1..{len(CASES)}")
-    failures = 0
-    for number, (name, scenario) in enumerate(CASES, 1):
-        started = time.monotonic()
-        try:
-            problems = scenario()
-        except Exception as error:  # noqa: BLE001 - a broken case is a failed case
-            problems = [f"{type(error).__name__}: {error}"]
-        print(f"{'ok' if not problems else 'not ok'} {number} - {name} "
-              f"({time.monotonic() - started:.1f} s)")
-        for problem in problems:
-            for line in str(problem).splitlines()[:40]:
-                print(f"# {line}")
-        failures += bool(problems)
-        sys.stdout.flush()
-    print(f"# {len(CASES) - failures} passed, {failures} failed")
-    return 1 if failures else 0
+    return run_cases(CASES)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daemon_cases  # noqa: E402  (the Daemon harness, the scripted model)
+from tap_cases import run_cases  # noqa: E402 - the shared TAP runner, beside this file
 
 URL = os.environ.get("KAGENT_TEST_POSTGRES_URL", "")
 LEASE = 3.0
@@ -317,23 +318,7 @@ def main():
         print("1..0 # SKIP KAGENT_TEST_POSTGRES_URL is not set (run under "
               "tests/fixtures/postgres_server.py)")
         return 77
-    print(f"1..{len(CASES)}")
-    failed = 0
-    for number, (name, scenario) in enumerate(CASES, 1):
-        started = time.monotonic()
-        try:
-            problems = scenario()
-        except Exception as error:  # noqa: BLE001 - a broken case is a failed case
-            problems = [f"{type(error).__name__}: {error}"]
-        print(f"{'ok' if not problems else 'not ok'} {number} - {name} "
-              f"({time.monotonic() - started:.1f} s)")
-        for problem in problems:
-            for line in str(problem).splitlines()[:60]:
-                print(f"# {line}")
-        failed += bool(problems)
-        sys.stdout.flush()
-    print(f"# {len(CASES) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return run_cases(CASES, lines=60)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daemon_cases  # noqa: E402 - the kagentd driver, beside this file
 import optimize_cases  # noqa: E402 - the scripted runs, beside this file
 from optimize_cases import KAGENT, SECRET, SOURCE, Run, candidate, chat_reply  # noqa: E402
+from tap_cases import run_cases  # noqa: E402 - the shared TAP runner, beside this file
 
 CANDIDATES = os.path.join(SOURCE, "tests", "fixtures", "candidates")
 SLOW = candidate({"speedup": 1.2}, "slow")
@@ -375,24 +376,7 @@ CASES = [
 
 
 def main():
-    print(f"1..{len(CASES)}")
-    failures = 0
-    for number, (name, scenario) in enumerate(CASES, 1):
-        try:
-            problems = scenario()
-        except Exception as error:  # noqa: BLE001 - a broken case is a failed case
-            problems = [f"{type(error).__name__}: {error}"]
-        if isinstance(problems, str):  # skipped, and why
-            print(f"ok {number} - {name} # SKIP {problems}")
-            continue
-        print(f"{'ok' if not problems else 'not ok'} {number} - {name}")
-        for problem in problems:
-            for line in str(problem).splitlines()[:40]:
-                print(f"# {line}")
-        failures += bool(problems)
-        sys.stdout.flush()
-    print(f"# {len(CASES) - failures} passed, {failures} failed")
-    return 1 if failures else 0
+    return run_cases(CASES)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,11 @@ import socket
 import subprocess
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daemon_cases  # noqa: E402 - the daemon harness lives beside this file
 from daemon_cases import KAGENT, RELU, SECRET, Daemon, chat_reply, candidate  # noqa: E402
+from tap_cases import run_cases  # noqa: E402 - the shared TAP runner, beside this file
 
 
 def slow_script(delay_ms, content=""):
@@ -507,23 +507,7 @@ def main():
     if hard == resource.RLIM_INFINITY or hard > 4096:
         hard = max(soft, 4096)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, hard), hard))
-    print(f"1..{len(CASES)}")
-    failures = 0
-    for number, (name, scenario) in enumerate(CASES, 1):
-        started = time.monotonic()
-        try:
-            problems = scenario()
-        except Exception as error:  # noqa: BLE001 - a broken case is a failed case
-            problems = [f"{type(error).__name__}: {error}", traceback.format_exc()]
-        print(f"{'ok' if not problems else 'not ok'} {number} - {name} "
-              f"({time.monotonic() - started:.1f} s)")
-        for problem in problems:
-            for line in str(problem).splitlines()[:40]:
-                print(f"# {line}")
-        failures += bool(problems)
-        sys.stdout.flush()
-    print(f"# {len(CASES) - failures} passed, {failures} failed")
-    return 1 if failures else 0
+    return run_cases(CASES)
 
 
 if __name__ == "__main__":

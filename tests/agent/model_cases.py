@@ -26,6 +26,7 @@ BAD = os.path.join(MODELS, "bad_factories.py")
 # the judge's own rules, read in the runner's package (this runs on the runner's Python)
 sys.path.insert(0, os.path.join(SOURCE, "sandbox", "runner"))
 from kagent_runner import problem  # noqa: E402
+from tap_cases import Tap  # noqa: E402 - the shared TAP runner, beside this file
 FOLDER = tempfile.mkdtemp(prefix="kagent-model-cases-")
 # as root, the judge runs as the sandbox's uid and reads the model's files where they lie
 os.chmod(FOLDER, 0o755)
@@ -39,7 +40,7 @@ ENVIRONMENT = dict(os.environ, KAGENT_CACHE_DIR=os.path.join(FOLDER, "cache"),
 for name in ("KAGENT_CONFIG", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "KAGENT_RUNNER_DIR"):
     ENVIRONMENT.pop(name, None)
 
-results = []
+TAP = Tap()  # the plan comes last: the cases are learned as they run
 # A sanitized build's sandbox library cannot be loaded by the real runner's Python, so the
 # cases that judge a candidate are skipped there (the analysis and the sub-problems still run).
 SANITIZED = os.environ.get("KAGENT_SANITIZE", "none") != "none"
@@ -47,18 +48,11 @@ SANITIZED_REASON = "a sanitized build: the real runner cannot load its sandbox l
 
 
 def skip(name):
-    results.append(True)
-    print(f"ok {len(results)} - {name} # SKIP {SANITIZED_REASON}")
-    sys.stdout.flush()
+    TAP.skip(name, SANITIZED_REASON)
 
 
 def check(name, condition, detail=""):
-    results.append(bool(condition))
-    print(f"{'ok' if condition else 'not ok'} {len(results)} - {name}")
-    if not condition:
-        for line in str(detail).splitlines()[-40:]:
-            print(f"# {line}")
-    sys.stdout.flush()
+    TAP.report(bool(condition), name, [] if condition else [detail], tail=True)
 
 
 def model(*arguments, timeout=300):
@@ -370,9 +364,7 @@ def main():
         worker.terminate()
         worker.wait(timeout=30)
         shutil.rmtree(FOLDER, ignore_errors=True)
-    print(f"1..{len(results)}")
-    print(f"# {sum(results)} passed, {len(results) - sum(results)} failed")
-    return 0 if all(results) else 1
+    return TAP.finish()
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(os.environ["KAGENT_SOURCE_DIR"], "tests", "fixtu
 from daemon_cases import RELU, SCALE, Daemon, script  # noqa: E402
 from optimize_cases import Run, candidate, chat_reply  # noqa: E402
 from otlp_receiver import attribute_map, check_trace  # noqa: E402
+from tap_cases import run_cases  # noqa: E402 - the shared TAP runner, beside this file
 
 RECEIVER = os.path.join(os.environ["KAGENT_SOURCE_DIR"], "tests", "fixtures", "otlp_receiver.py")
 # Langfuse's form: Basic auth, percent-encoded space, as OTEL_EXPORTER_OTLP_HEADERS carries it.
@@ -327,21 +328,7 @@ CASES = [
 
 
 def main():
-    print(f"1..{len(CASES)}")
-    failures = 0
-    for number, (name, scenario) in enumerate(CASES, 1):
-        try:
-            problems = scenario()
-        except Exception as error:  # noqa: BLE001 - a broken case is a failed case
-            problems = [f"{type(error).__name__}: {error}"]
-        print(f"{'ok' if not problems else 'not ok'} {number} - {name}")
-        for problem in problems:
-            for line in str(problem).splitlines()[:40]:
-                print(f"# {line}")
-        failures += bool(problems)
-        sys.stdout.flush()
-    print(f"# {len(CASES) - failures} passed, {failures} failed")
-    return 1 if failures else 0
+    return run_cases(CASES)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ import sys
 import tempfile
 import time
 
+from tap_cases import run_cases
+
 KAGENT = os.path.abspath(os.environ["KAGENT"])
 SOURCE = os.path.abspath(os.environ["KAGENT_SOURCE_DIR"])
 PROBLEMS = os.path.join(SOURCE, "tests", "fixtures", "problems")
@@ -304,32 +306,16 @@ def main():
         return 77
     folder = tempfile.mkdtemp(prefix="kagent-reward-")
     daemon = Daemon(folder)
-    print(f"1..{len(CASES)}")
-    failures = 0
     try:
         kagent_reward, where = client_package(folder)
         print(f"# kagent_reward from {where}")
         daemon.start()
         # a synchronous request waits for all its verdicts: far longer than one call
         client = kagent_reward.Client(daemon.socket, timeout=600)
-        for number, (name, scenario) in enumerate(CASES, 1):
-            started = time.monotonic()
-            try:
-                problems = scenario(kagent_reward, client, daemon)
-            except Exception as error:  # noqa: BLE001 - a broken case is a failed case
-                problems = [f"{type(error).__name__}: {error}"]
-            print(f"{'ok' if not problems else 'not ok'} {number} - {name} "
-                  f"({time.monotonic() - started:.1f} s)")
-            for problem in problems:
-                for line in str(problem).splitlines()[:40]:
-                    print(f"# {line}")
-            failures += bool(problems)
-            sys.stdout.flush()
+        return run_cases(CASES, kagent_reward, client, daemon)
     finally:
         daemon.stop()
         shutil.rmtree(folder, ignore_errors=True)
-    print(f"# {len(CASES) - failures} passed, {failures} failed")
-    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.join(SOURCE, "clients", "python"))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "fixtures"))
 import daemon_process  # noqa: E402 - starting kagentd, shared with tests/agent/daemon_cases.py
 import kagent_reward  # noqa: E402
+from tap_cases import run_cases  # noqa: E402 - the shared TAP runner, beside this file
 
 
 def fake_candidate(judge):
@@ -207,27 +208,11 @@ CASES = [
 
 
 def main():
-    print(f"1..{len(CASES)}")
-    failures = 0
     daemon = Daemon()
     try:
-        for number, (name, scenario) in enumerate(CASES, 1):
-            started = time.monotonic()
-            try:
-                problems = scenario(daemon)
-            except Exception as error:  # noqa: BLE001 - a broken case is a failed case
-                problems = [f"{type(error).__name__}: {error}"]
-            print(f"{'ok' if not problems else 'not ok'} {number} - {name} "
-                  f"({time.monotonic() - started:.1f} s)")
-            for problem in problems:
-                for line in str(problem).splitlines()[:40]:
-                    print(f"# {line}")
-            failures += bool(problems)
-            sys.stdout.flush()
+        return run_cases(CASES, daemon)
     finally:
         daemon.close()
-    print(f"# {len(CASES) - failures} passed, {failures} failed")
-    return 1 if failures else 0
 
 
 if __name__ == "__main__":

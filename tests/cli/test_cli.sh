@@ -19,7 +19,7 @@ printf 'import triton\n@triton.jit\ndef k(): pass\nclass ModelNew: pass\n' > "$W
 json_field() { python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print($2)" "$1"; }
 one_object() { python3 -c "import json,sys; t=open(sys.argv[1]).read(); json.loads(t)" "$1"; }
 
-echo "1..42"
+echo "1..45"
 check "missing problem" 2 "" "cannot read the problem $WORK/missing.py" -- eval "$WORK/missing.py" "$WORK/c.py"
 check "missing candidate json" 2 '"error":"io"' "cannot read the candidate" -- eval "$WORK/p.py" "$WORK/nope.py" --json
 check "no gpu json" 2 '"error":"no_gpu"' "no NVIDIA driver found" -- eval "$WORK/p.py" "$WORK/c.py" --json
@@ -73,6 +73,9 @@ check "verify a missing bundle" 2 '"error":"bundle"' "not a usable evidence bund
 mkdir "$WORK/garbage" && echo '{"schema": "other"}' > "$WORK/garbage/evidence.json"
 check "verify a garbage bundle" 2 "" "is not a kagent.evidence/1 object" -- verify "$WORK/garbage"
 check "verify without a folder" 2 "" "give exactly one evidence folder" -- verify
+check "verify --interval-floor" 0 '"interval_floor": 0.5' "" -- verify "$WORK/bundle" --json --interval-floor 50
+check "verify a bad --interval-floor" 2 "" "--interval-floor needs a percentage, 0 to 100" -- verify "$WORK/bundle" --interval-floor 120
+check "replay a bad --interval-floor" 2 "" "--interval-floor needs a percentage, 0 to 100" -- replay "$WORK/none.jsonl" --interval-floor two
 printf '# edited\n' >> "$WORK/bundle/problem.py"
 check "verify an edited bundle" 2 "" "problem.py does not match its sha256" -- verify "$WORK/bundle"
 

@@ -169,12 +169,37 @@ test_unwritable(void)
 	free(directory);
 }
 
+/* A compile abandoned at a cap is measured again only under a larger cap. */
+static void
+test_compile_retry(void)
+{
+	json_t *abandoned =
+	    json_pack("{s:{s:f}, s:n, s:s, s:i}", "eager", "median_ms", 3.0, "compile",
+		      "compile_error", "exceeded 60 s", "compile_timeout_seconds", 60);
+	json_t *failed =
+	    json_pack("{s:{s:f}, s:n, s:s, s:n}", "eager", "median_ms", 3.0, "compile",
+		      "compile_error", "BackendCompilerFailed", "compile_timeout_seconds");
+	json_t *measured =
+	    json_pack("{s:{s:f}, s:{s:f}}", "eager", "median_ms", 3.0, "compile", "median_ms", 2.0);
+
+	CHECK_INT(kagent_baseline_cache_compile_retry(abandoned, 60), 0);
+	CHECK_INT(kagent_baseline_cache_compile_retry(abandoned, 30), 0);
+	CHECK_INT(kagent_baseline_cache_compile_retry(abandoned, 120), 1);
+	CHECK_INT(kagent_baseline_cache_compile_retry(failed, 240), 0);
+	CHECK_INT(kagent_baseline_cache_compile_retry(measured, 240), 0);
+	CHECK_INT(kagent_baseline_cache_compile_retry(NULL, 240), 0);
+	json_decref(abandoned);
+	json_decref(failed);
+	json_decref(measured);
+}
+
 static const struct kagent_test tests[] = {
     {"key", test_key},
     {"roundtrip", test_roundtrip},
     {"corrupt", test_corrupt},
     {"old_entries_missed", test_old_entries_missed},
     {"unwritable", test_unwritable},
+    {"compile_retry", test_compile_retry},
     {NULL, NULL},
 };
 

@@ -38,6 +38,7 @@ static const char *const all_keys[] = {
     "evaluation.gpu",
     "evaluation.call_timeout_seconds",
     "evaluation.measure_compile",
+    "evaluation.compile_timeout_seconds",
     "evaluation.credit_threshold",
     "evaluation.speedup_basis",
     "evaluation.worker_socket",
@@ -766,7 +767,7 @@ test_every_key_settable(void)
 				    : strstr(key, "effort") != NULL    ? "low"
 				    : strstr(key, "basis") != NULL     ? "wall"
 				    : strstr(key, "device") != NULL    ? "cpu"
-				    : strstr(key, "compile") != NULL   ? "true"
+				    : strstr(key, "measure_compile")   ? "true"
 								       : "1";
 		json_t *node = json;
 		char *copy = kagent_strdup(key), *part, *rest = copy;

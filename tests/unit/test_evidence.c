@@ -14,9 +14,9 @@
 #define PROBLEM_TEXT "class Model: pass\n"
 #define CANDIDATE_TEXT "class ModelNew: pass\n"
 
-/* A verdict as kagent eval builds one: status, a GPU and the eager speedup's interval. */
+/* A verdict as kagent eval builds one: status, a GPU, the eager speedup and its interval. */
 static json_t *
-verdict(const char *status, const char *gpu, double low, double high)
+verdict_at(const char *status, const char *gpu, double speedup, double low, double high)
 {
 	char problem[KAGENT_SHA256_HEX_SIZE], candidate[KAGENT_SHA256_HEX_SIZE];
 
@@ -27,9 +27,16 @@ verdict(const char *status, const char *gpu, double low, double high)
 			 "schema", "kagent.verdict/1", "status", status, "problem", "sha256",
 			 problem, "candidate", "sha256", candidate, "backend", "triton", "trials",
 			 "seed", 41, "distribution", "problem", "environment", "gpu", gpu, "timing",
-			 "speedup_vs_eager", (low + high) / 2, "speedup_vs_eager_ci95", low, high,
+			 "speedup_vs_eager", speedup, "speedup_vs_eager_ci95", low, high,
 			 "speedup_vs_compile", "speedup_vs_compile_ci95", "candidate", "calls", 1,
 			 "stop", "tight", "samples_ms", 1.0);
+}
+
+/* The same, with the speedup in the middle of its interval. */
+static json_t *
+verdict(const char *status, const char *gpu, double low, double high)
+{
+	return verdict_at(status, gpu, (low + high) / 2, low, high);
 }
 
 /* Writes the two sources into directory and returns options naming them. */
@@ -137,17 +144,24 @@ test_changed_bundle(void)
 	free(directory);
 }
 
-/* verified: kagent_evidence_compare's verdict on then against now. */
+/* verified: kagent_evidence_compare's verdict on then against now (both released). */
 static int
-verified(json_t *then, json_t *now)
+verified_with_floor(json_t *then, json_t *now, double floor)
 {
-	json_t *comparison = kagent_evidence_compare(then, now);
+	json_t *comparison = kagent_evidence_compare(then, now, floor);
 	int result = json_is_true(json_object_get(comparison, "verified"));
 
 	json_decref(comparison);
 	json_decref(then);
 	json_decref(now);
 	return result;
+}
+
+/* The same with the default floor. */
+static int
+verified(json_t *then, json_t *now)
+{
+	return verified_with_floor(then, now, KAGENT_EVIDENCE_INTERVAL_FLOOR);
 }
 
 static void
@@ -168,7 +182,7 @@ test_compare(void)
 	CHECK(verified(verdict("correct", NULL, 1.4, 1.6), verdict("correct", NULL, 0.2, 0.3)));
 	CHECK(!verified(verdict("correct", "H100", 1.4, 1.6),
 			verdict("incorrect", "H100", 1.4, 1.6)));
-	comparison = kagent_evidence_compare(then, now);
+	comparison = kagent_evidence_compare(then, now, KAGENT_EVIDENCE_INTERVAL_FLOOR);
 	CHECK(json_is_false(
 	    json_object_get(json_object_get(comparison, "speedup_vs_eager"), "overlap")));
 	CHECK(json_is_null(
@@ -182,6 +196,47 @@ test_compare(void)
 		       "vs eager    then 1.50x [1.40, 1.60], now 1.80x [1.70, 1.90]: no overlap");
 	free(text);
 	json_decref(comparison);
+	json_decref(then);
+	json_decref(now);
+}
+
+/*
+ * The floor on the intervals' half-width, on the numbers LeNet5's replay recorded on an H100
+ * (docs/benchmarks.md): 0.996x [0.9957, 0.9967] then, 0.998x [0.9975, 0.9980] now.
+ */
+static void
+test_interval_floor(void)
+{
+	json_t *then = verdict_at("correct", "H100", 0.996, 0.9957, 0.9967);
+	json_t *now = verdict_at("correct", "H100", 0.998, 0.9975, 0.9980);
+	json_t *comparison;
+
+	/* the intervals as measured do not overlap: 0.14% apart, each 0.1% wide */
+	comparison = kagent_evidence_compare(then, now, 0);
+	CHECK(json_is_false(json_object_get(comparison, "verified")));
+	json_decref(comparison);
+	/* widened to 2% of the speedup either side, they do */
+	comparison = kagent_evidence_compare(then, now, KAGENT_EVIDENCE_INTERVAL_FLOOR);
+	CHECK(json_is_true(json_object_get(comparison, "verified")));
+	CHECK(json_is_true(
+	    json_object_get(json_object_get(comparison, "speedup_vs_eager"), "overlap")));
+	CHECK(json_number_value(json_object_get(comparison, "interval_floor")) == 0.02);
+	/* the reported intervals stay the measured ones */
+	CHECK(json_number_value(json_array_get(
+		  json_object_get(json_object_get(comparison, "speedup_vs_eager"), "then_ci95"),
+		  0)) == 0.9957);
+	json_decref(comparison);
+	/* 0.1% apart but 5% apart in speedup: the floor does not hide a real change */
+	CHECK(!verified(verdict_at("correct", "H100", 1.00, 0.999, 1.001),
+			verdict_at("correct", "H100", 1.05, 1.049, 1.051)));
+	/* a floor of 3% takes in 5% (1.00 + 3% meets 1.05 - 3%) */
+	CHECK(verified_with_floor(verdict_at("correct", "H100", 1.00, 0.999, 1.001),
+				  verdict_at("correct", "H100", 1.05, 1.049, 1.051), 0.03));
+	/* an interval wider than the floor keeps its own width */
+	CHECK(verified(verdict_at("correct", "H100", 1.0, 0.8, 1.2),
+		       verdict_at("correct", "H100", 1.3, 1.19, 1.4)));
+	CHECK(!verified(verdict_at("correct", "H100", 1.0, 0.8, 1.2),
+			verdict_at("correct", "H100", 1.3, 1.25, 1.4)));
 	json_decref(then);
 	json_decref(now);
 }
@@ -219,6 +274,7 @@ static const struct kagent_test tests[] = {
     {"write_and_load", test_write_and_load},
     {"changed_bundle", test_changed_bundle},
     {"compare", test_compare},
+    {"interval_floor", test_interval_floor},
     {"options_from_verdict", test_options_from_verdict},
     {NULL, NULL},
 };

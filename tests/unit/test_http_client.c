@@ -264,6 +264,53 @@ test_post_body_and_headers_reach_the_server(void)
 	outcome_free(&outcomes[1]);
 }
 
+/* A body read as it is sent: 300 KB in reads of at most 1000 bytes. */
+#define READ_BODY_PAD (300 * 1000)
+
+static size_t
+read_padded_body(size_t offset, char *buffer, size_t size, void *data)
+{
+	const char *start = "{\"pad\": \"";
+	size_t total = strlen(start) + READ_BODY_PAD + 2, count = 0;
+
+	for (; count < size && count < 1000 && offset + count < total; count++) {
+		size_t at = offset + count;
+
+		buffer[count] = at < strlen(start)		     ? start[at]
+				: at < strlen(start) + READ_BODY_PAD ? 'x'
+				: at == total - 2		     ? '"'
+								     : '}';
+	}
+	return count;
+}
+
+static void
+test_body_read_as_sent(void)
+{
+	struct fixture fixture;
+	struct outcome outcome = {0};
+	json_t *log, *pad;
+	char *url;
+
+	fixture_start(&fixture, "[{\"body\": \"ok\"}]");
+	url = kagent_test_llm_server_url(&fixture.server, "/v1/chat/completions");
+	start_request(&fixture, &outcome,
+		      (struct kagent_http_request_options){.url = url,
+							   .body_length = strlen("{\"pad\": \"") +
+									  READ_BODY_PAD + 2,
+							   .read_body = read_padded_body});
+	fixture_run(&fixture);
+	free(url);
+	CHECK_INT(outcome.result.failure, KAGENT_HTTP_OK);
+	CHECK_INT(outcome.result.status, 200);
+	log = kagent_test_llm_server_log(&fixture.server);
+	pad = json_object_get(json_object_get(json_array_get(log, 0), "body"), "pad");
+	CHECK_INT(json_string_length(pad), READ_BODY_PAD);
+	json_decref(log);
+	outcome_free(&outcome);
+	kagent_test_llm_server_stop(&fixture.server);
+}
+
 static void
 test_429_keeps_retry_headers_and_error_body(void)
 {
@@ -630,6 +677,7 @@ test_failure_names(void)
 static const struct kagent_test tests[] = {
     {"stream_arrives_intact", test_stream_arrives_intact},
     {"post_body_and_headers_reach_the_server", test_post_body_and_headers_reach_the_server},
+    {"body_read_as_sent", test_body_read_as_sent},
     {"429_keeps_retry_headers_and_error_body", test_429_keeps_retry_headers_and_error_body},
     {"500_error_body", test_500_error_body},
     {"error_body_is_capped", test_error_body_is_capped},

@@ -63,15 +63,24 @@ struct run {
 	uint64_t retry_delay_ms;
 	int cancel_on_retry;
 	uv_timer_t cancel_timer;
+	int keep_body; /* keep the first attempt's body as JSON in body */
+	json_t *body;
 };
 
 static void
-on_attempt(int attempt, const char *url, const json_t *body, void *data)
+on_attempt(int attempt, const char *url, const struct kagent_llm_body *body, void *data)
 {
 	struct run *run = data;
+	json_t *json = kagent_llm_body_json(body, 0);
 
 	CHECK_INT(attempt, run->attempts_seen + 1);
-	CHECK(url != NULL && json_is_object(body));
+	CHECK(url != NULL && json_is_object(json));
+	CHECK_INT(json_array_size(json_object_get(json, "messages")) +
+		      json_array_size(json_object_get(json, "input")),
+		  kagent_llm_body_item_count(body));
+	if (run->keep_body && attempt == 1)
+		run->body = json_incref(json);
+	json_decref(json);
 	run->attempts_seen = attempt;
 }
 
@@ -143,16 +152,19 @@ provider_init(struct kagent_provider_config *provider, enum kagent_llm_format fo
 static void
 run_call(const struct kagent_provider_config *provider, struct run *run, int cancel_after_ms)
 {
-	json_t *messages = json_from("[{'role':'user','content':'Make it fast.'}]");
+	json_t *message = json_from("{'role':'user','content':'Make it fast.'}");
 	json_t *tools = json_from("[{'name':'run','description':'Runs a command.'}]");
+	struct kagent_llm_conversation *conversation =
+	    kagent_llm_conversation_create(provider->format, "Be brief.");
 	struct kagent_llm_request request = {
-	    .provider = provider, .system = "Be brief.", .messages = messages, .tools = tools};
+	    .provider = provider, .conversation = conversation, .tools = tools};
 	struct kagent_llm_call_observer observer = {
 	    .on_attempt = on_attempt, .on_event = on_event, .on_retry = on_retry, .data = run};
 	struct kagent_http_client *client = NULL;
 	char *error = NULL;
 	uv_loop_t loop;
 
+	CHECK_INT(kagent_llm_conversation_add(conversation, message, &error), 0);
 	CHECK_INT(uv_loop_init(&loop), 0);
 	CHECK_INT(kagent_http_client_create(&loop, &client, &error), 0);
 	run->call = kagent_llm_call_start(client, &request, &observer, on_done, run, &error);
@@ -177,7 +189,8 @@ run_call(const struct kagent_provider_config *provider, struct run *run, int can
 		fprintf(stderr, "outcome: %s: %s\n",
 			kagent_llm_call_failure_name(run->outcome->failure),
 			run->outcome->error_message);
-	json_decref(messages);
+	kagent_llm_conversation_free(conversation);
+	json_decref(message);
 	json_decref(tools);
 }
 
@@ -236,7 +249,7 @@ test_chat_completions_tool_call(void)
 				       "  'headers':{'authorization':'Bearer sk-test'}},'sse':%s}]",
 				       chat_stream);
 	struct kagent_provider_config provider;
-	struct run run = {0};
+	struct run run = {.keep_body = 1};
 	struct kagent_test_llm_server server;
 	char base_url[64];
 	json_t *log, *entry;
@@ -259,6 +272,9 @@ test_chat_completions_tool_call(void)
 	CHECK_STRING(json_string_value(json_object_get(json_object_get(entry, "body"), "model")),
 		     "m-1");
 	CHECK(json_is_true(json_object_get(json_object_get(entry, "body"), "stream")));
+	/* What the server read is the body the observer saw. */
+	CHECK(json_equal(json_object_get(entry, "body"), run.body));
+	json_decref(run.body);
 	json_decref(log);
 	kagent_llm_call_outcome_free(run.outcome);
 	kagent_test_llm_server_stop(&server);
@@ -663,13 +679,19 @@ test_start_errors(void)
 {
 	struct kagent_provider_config provider = {.format = KAGENT_LLM_FORMAT_RESPONSES,
 						  .model = "m"};
-	json_t *messages = json_from("[{'role':'robot','content':'x'}]");
-	struct kagent_llm_request request = {.provider = &provider, .messages = messages};
+	json_t *message = json_from("{'role':'robot','content':'x'}");
+	struct kagent_llm_conversation *conversation =
+	    kagent_llm_conversation_create(provider.format, NULL);
+	struct kagent_llm_request request = {.provider = &provider, .conversation = conversation};
 	struct kagent_http_client *client = NULL;
 	struct run run = {0};
 	char *error = NULL;
 	uv_loop_t loop;
 
+	CHECK(kagent_llm_conversation_add(conversation, message, &error) < 0);
+	CHECK_CONTAINS(error, "messages[0]: unknown role");
+	free(error);
+	error = NULL;
 	CHECK_INT(uv_loop_init(&loop), 0);
 	CHECK_INT(kagent_http_client_create(&loop, &client, &error), 0);
 	CHECK(kagent_llm_call_start(client, &request, NULL, on_done, &run, &error) == NULL);
@@ -684,7 +706,8 @@ test_start_errors(void)
 	CHECK_INT(uv_run(&loop, UV_RUN_DEFAULT), 0);
 	CHECK_INT(uv_loop_close(&loop), 0);
 	CHECK_INT(run.callbacks, 0);
-	json_decref(messages);
+	kagent_llm_conversation_free(conversation);
+	json_decref(message);
 }
 
 static const struct kagent_test tests[] = {

@@ -4,7 +4,8 @@
  * each wire format, compared with the JSON the provider documents; the errors;
  * the headers with and without a key; URL joining; the assistant message made
  * from a streamed reply, and its provider state (reasoning items, thinking
- * blocks) sent back to its own format only.
+ * blocks) sent back to its own format only; the items of the message list, written once.
+ * Every body is read as it would be sent, a few bytes at a time.
  */
 #include "kagent/llm/llm_request.h"
 
@@ -48,6 +49,70 @@ check_json(json_t *actual, const char *expected_text)
 	json_decref(expected);
 }
 
+/* A request as these tests write it: the conversation as a JSON array of neutral messages. */
+struct neutral_request {
+	const struct kagent_provider_config *provider;
+	const char *system;
+	const json_t *messages;
+	const json_t *tools;
+};
+
+/*
+ * The body built for a request, as sent: its messages added one by one to a conversation in the
+ * provider's format (an error there stays with the conversation, for the build to report), the
+ * text read a few bytes at a time and parsed, and checked against kagent_llm_body_json. NULL
+ * with *error set when the body cannot be built.
+ */
+static json_t *
+request_body(const struct neutral_request *request, char **error)
+{
+	struct kagent_llm_conversation *conversation =
+	    kagent_llm_conversation_create(request->provider->format, request->system);
+	struct kagent_llm_request built = {
+	    .provider = request->provider, .conversation = conversation, .tools = request->tools};
+	struct kagent_llm_body *body = NULL;
+	json_t *parsed = NULL, *json;
+	const json_t *message;
+	char *text, *cause = NULL;
+	size_t index, length, offset = 0, copied;
+
+	json_array_foreach(request->messages, index, message)
+	{
+		if (kagent_llm_conversation_add(conversation, message, &cause) < 0)
+			CHECK(cause != NULL);
+		free(cause);
+		cause = NULL;
+	}
+	if (kagent_llm_body_build(&built, &body, error) < 0)
+		goto out;
+	length = kagent_llm_body_length(body);
+	text = kagent_malloc(length + 1);
+	/* 7 bytes at a time, as a transfer reads it, then once more from the start (a rewind). */
+	while ((copied = kagent_llm_body_read(body, offset, text + offset,
+					      length - offset < 7 ? length - offset : 7)) > 0)
+		offset += copied;
+	CHECK_INT(offset, length);
+	CHECK_INT(kagent_llm_body_read(body, 0, text, length), length);
+	/* Back to the middle after the end, and nothing past the end. */
+	{
+		char middle[16];
+		size_t count = kagent_llm_body_read(body, length / 2, middle, sizeof middle);
+
+		CHECK(count > 0 && memcmp(middle, text + length / 2, count) == 0);
+		CHECK_INT(kagent_llm_body_read(body, length, middle, sizeof middle), 0);
+	}
+	parsed = json_loadb(text, length, 0, NULL);
+	CHECK(parsed != NULL);
+	json = kagent_llm_body_json(body, 0);
+	CHECK(json_equal(parsed, json));
+	json_decref(json);
+	free(text);
+out:
+	kagent_llm_body_free(body);
+	kagent_llm_conversation_free(conversation);
+	return parsed;
+}
+
 static const char conversation[] =
     "[{'role':'user','content':'Make it fast.'},"
     " {'role':'assistant','content':'Looking.','reasoning':'plan',"
@@ -80,10 +145,10 @@ build(const struct kagent_provider_config *provider)
 {
 	json_t *messages = json_from(conversation);
 	json_t *tool_list = json_from(tools);
-	struct kagent_llm_request request = {
+	struct neutral_request request = {
 	    .provider = provider, .system = "Be brief.", .messages = messages, .tools = tool_list};
 	char *error = NULL;
-	json_t *body = kagent_llm_request_body(&request, &error);
+	json_t *body = request_body(&request, &error);
 
 	if (body == NULL)
 		fprintf(stderr, "error: %s\n", error);
@@ -209,12 +274,12 @@ test_defaults_send_nothing_optional(void)
 
 	for (size_t i = 0; i < 3; i++) {
 		struct kagent_provider_config provider;
-		struct kagent_llm_request request = {.provider = &provider, .messages = messages};
+		struct neutral_request request = {.provider = &provider, .messages = messages};
 		char *error = NULL;
 		json_t *body;
 
 		provider_init(&provider, formats[i], "http://h");
-		body = kagent_llm_request_body(&request, &error);
+		body = request_body(&request, &error);
 		check_json(body, expected[i]);
 		json_decref(body);
 	}
@@ -232,12 +297,12 @@ test_anthropic_merges_user_turns(void)
 	    " {'role':'user','content':'B'},"
 	    " {'role':'assistant','tool_calls':[{'id':'t1','name':'run','arguments':'[1]'}]},"
 	    " {'role':'user','content':'C'},{'role':'tool','tool_call_id':'t1','content':'ok'}]");
-	struct kagent_llm_request request = {.provider = &provider, .messages = messages};
+	struct neutral_request request = {.provider = &provider, .messages = messages};
 	char *error = NULL;
 	json_t *body;
 
 	provider_init(&provider, KAGENT_LLM_FORMAT_ANTHROPIC, "http://h");
-	body = kagent_llm_request_body(&request, &error);
+	body = request_body(&request, &error);
 	CHECK(body != NULL);
 	check_json(json_object_get(body, "messages"),
 		   "[{'role':'user','content':[{'type':'text','text':'A'},"
@@ -255,11 +320,11 @@ check_body_error(enum kagent_llm_format format, const char *messages_text, const
 {
 	struct kagent_provider_config provider;
 	json_t *messages = json_from(messages_text);
-	struct kagent_llm_request request = {.provider = &provider, .messages = messages};
+	struct neutral_request request = {.provider = &provider, .messages = messages};
 	char *error = NULL;
 
 	provider_init(&provider, format, "http://h");
-	CHECK(kagent_llm_request_body(&request, &error) == NULL);
+	CHECK(request_body(&request, &error) == NULL);
 	CHECK_CONTAINS(error, needle);
 	free(error);
 	json_decref(messages);
@@ -299,26 +364,26 @@ test_errors_model_and_tools(void)
 	struct kagent_provider_config provider;
 	json_t *messages = json_from("[{'role':'user','content':'a'}]");
 	json_t *bad_tools = json_from("[{'name':'ok'},{'description':'no name'}]");
-	struct kagent_llm_request request = {.provider = &provider, .messages = messages};
+	struct neutral_request request = {.provider = &provider, .messages = messages};
 	char *error = NULL;
 
 	provider_init(&provider, KAGENT_LLM_FORMAT_CHAT_COMPLETIONS, "http://h");
 	provider.model = NULL;
-	CHECK(kagent_llm_request_body(&request, &error) == NULL);
+	CHECK(request_body(&request, &error) == NULL);
 	CHECK_CONTAINS(error, "provider.model");
 	free(error);
 	error = NULL;
 
 	provider.model = "m";
 	request.tools = bad_tools;
-	CHECK(kagent_llm_request_body(&request, &error) == NULL);
+	CHECK(request_body(&request, &error) == NULL);
 	CHECK_CONTAINS(error, "tools[1]");
 	free(error);
 	error = NULL;
 
 	request.tools = NULL;
 	request.system = "bad \xff byte";
-	CHECK(kagent_llm_request_body(&request, &error) == NULL);
+	CHECK(request_body(&request, &error) == NULL);
 	CHECK_CONTAINS(error, "UTF-8");
 	free(error);
 	json_decref(messages);
@@ -422,7 +487,7 @@ test_assistant_message_from_reply(void)
 	struct kagent_provider_config provider;
 	json_t *message = kagent_llm_request_assistant_message(&reply);
 	json_t *messages = json_array();
-	struct kagent_llm_request request = {.provider = &provider, .messages = messages};
+	struct neutral_request request = {.provider = &provider, .messages = messages};
 	char *error = NULL;
 	json_t *body;
 
@@ -434,7 +499,7 @@ test_assistant_message_from_reply(void)
 	json_array_append_new(messages,
 			      json_from("{'role':'tool','tool_call_id':'c2','content':'bad'}"));
 	provider_init(&provider, KAGENT_LLM_FORMAT_CHAT_COMPLETIONS, "http://h");
-	body = kagent_llm_request_body(&request, &error);
+	body = request_body(&request, &error);
 	check_json(json_array_get(json_object_get(body, "messages"), 1),
 		   "{'role':'assistant','content':null,'tool_calls':["
 		   " {'id':'c1','type':'function','function':{'name':'read_file',"
@@ -466,9 +531,9 @@ conversation_after(const struct kagent_llm_result *reply)
 static json_t *
 body_for(const struct kagent_provider_config *provider, const json_t *messages)
 {
-	struct kagent_llm_request request = {.provider = provider, .messages = messages};
+	struct neutral_request request = {.provider = provider, .messages = messages};
 	char *error = NULL;
-	json_t *body = kagent_llm_request_body(&request, &error);
+	json_t *body = request_body(&request, &error);
 
 	if (body == NULL)
 		fprintf(stderr, "error: %s\n", error);
@@ -617,6 +682,95 @@ test_provider_state_errors(void)
 			 "needs \"items\"");
 }
 
+/* The hashes of a body's items, and its JSON from item first on. */
+static size_t
+items_of(const struct kagent_provider_config *provider,
+	 const struct kagent_llm_conversation *written, uint64_t *hashes, size_t first,
+	 json_t **json_out)
+{
+	struct kagent_llm_request request = {.provider = provider, .conversation = written};
+	struct kagent_llm_body *body = NULL;
+	char *error = NULL;
+	size_t count;
+
+	CHECK_INT(kagent_llm_body_build(&request, &body, &error), 0);
+	count = kagent_llm_body_item_count(body);
+	for (size_t i = 0; i < count; i++)
+		hashes[i] = kagent_llm_body_item_hash(body, i);
+	*json_out = kagent_llm_body_json(body, first);
+	kagent_llm_body_free(body);
+	return count;
+}
+
+#define SYSTEM "Be \"brief\" \\ /\n\t\r\b\f\x01\x1f caf\xc3\xa9 \xf0\x9f\x98\x80."
+
+/* Items once written stay as they are (their hashes with them), except an Anthropic user
+ * message that later user content joins; the JSON from an item on carries only the rest. */
+static void
+test_items_written_once(void)
+{
+	static const char *const messages[] = {
+	    "{'role':'user','content':'A'}",
+	    "{'role':'assistant','tool_calls':[{'id':'t1','name':'run','arguments':'{}'}]}",
+	    "{'role':'tool','tool_call_id':'t1','content':'ok'}",
+	    "{'role':'user','content':'B'}",
+	};
+	struct kagent_provider_config provider;
+	struct kagent_llm_conversation *anthropic, *chat;
+	uint64_t before[8], after[8];
+	json_t *message, *json;
+	char *error = NULL;
+
+	provider_init(&provider, KAGENT_LLM_FORMAT_ANTHROPIC, "http://h");
+	/* A system prompt with what JSON escapes: the trace's JSON reads it back whole. */
+	anthropic = kagent_llm_conversation_create(KAGENT_LLM_FORMAT_ANTHROPIC, SYSTEM);
+	for (size_t i = 0; i < 3; i++) {
+		message = json_from(messages[i]);
+		CHECK_INT(kagent_llm_conversation_add(anthropic, message, &error), 0);
+		json_decref(message);
+	}
+	CHECK_INT(items_of(&provider, anthropic, before, 0, &json), 3);
+	CHECK_STRING(json_string_value(json_object_get(json, "system")), SYSTEM);
+	json_decref(json);
+	message = json_from(messages[3]);
+	CHECK_INT(kagent_llm_conversation_add(anthropic, message, &error), 0);
+	json_decref(message);
+	CHECK_INT(items_of(&provider, anthropic, after, 2, &json), 3);
+	CHECK(after[0] == before[0] && after[1] == before[1]);
+	CHECK(after[2] != before[2]);
+	check_json(json_object_get(json, "messages"),
+		   "[{'role':'user','content':[{'type':'tool_result','tool_use_id':'t1',"
+		   "  'content':'ok','is_error':false},{'type':'text','text':'B'}]}]");
+	json_decref(json);
+
+	/* Chat Completions: the system prompt is the first item; each message adds one. */
+	provider.format = KAGENT_LLM_FORMAT_CHAT_COMPLETIONS;
+	chat = kagent_llm_conversation_create(KAGENT_LLM_FORMAT_CHAT_COMPLETIONS, "S");
+	for (size_t i = 0; i < 4; i++) {
+		message = json_from(messages[i]);
+		CHECK_INT(kagent_llm_conversation_add(chat, message, &error), 0);
+		json_decref(message);
+		CHECK_INT(items_of(&provider, chat, after, i + 1, &json), i + 2);
+		CHECK_INT(json_array_size(json_object_get(json, "messages")), 1);
+		json_decref(json);
+		if (i > 0)
+			CHECK(after[i] == before[i]);
+		memcpy(before, after, sizeof before);
+	}
+	/* A conversation written for another format is refused. */
+	provider.format = KAGENT_LLM_FORMAT_RESPONSES;
+	{
+		struct kagent_llm_request request = {.provider = &provider, .conversation = chat};
+		struct kagent_llm_body *body = NULL;
+
+		CHECK(kagent_llm_body_build(&request, &body, &error) < 0);
+		CHECK_CONTAINS(error, "written for chat_completions");
+		free(error);
+	}
+	kagent_llm_conversation_free(anthropic);
+	kagent_llm_conversation_free(chat);
+}
+
 static const struct kagent_test tests[] = {
     {"chat_completions_body", test_chat_completions_body},
     {"responses_body", test_responses_body},
@@ -631,6 +785,7 @@ static const struct kagent_test tests[] = {
     {"responses_reasoning_round_trip", test_responses_reasoning_round_trip},
     {"anthropic_thinking_round_trip", test_anthropic_thinking_round_trip},
     {"provider_state_errors", test_provider_state_errors},
+    {"items_written_once", test_items_written_once},
     {NULL, NULL},
 };
 

@@ -144,7 +144,7 @@ test_redaction(void)
 	char *path = kagent_asprintf("%s/run.jsonl", directory);
 	struct kagent_trace *trace = NULL;
 	char *error = NULL, *text;
-	json_t *value, *redacted, *records, *record;
+	json_t *value, *redacted, *records, *record, *clean;
 
 	CHECK_INT(kagent_trace_open(path, 0, &trace, &error), 0);
 	kagent_trace_add_secret(trace, "");
@@ -161,8 +161,14 @@ test_redaction(void)
 			  "sk-secret-longer, then sk-secret twice: sk-secret.", "deep", "nested",
 			  "it was sk-secret", "request", "Authorization", "Bearer sk-anything",
 			  "sk-secret", "X-API-Key", "k");
+	json_object_set_new(value, "clean", json_pack("{s:[s, i]}", "list", "plain text", 3));
 	redacted = kagent_trace_redact(trace, value);
-	/* The original is untouched. */
+	/* What needs no redaction is shared, not copied; the original is untouched. */
+	CHECK(redacted != value);
+	CHECK(json_object_get(redacted, "clean") == json_object_get(value, "clean"));
+	clean = json_object_get(value, "clean");
+	CHECK(kagent_trace_redact(trace, clean) == clean);
+	json_decref(clean);
 	CHECK_STRING(json_string_value(json_object_get(
 			 json_object_get(json_object_get(value, "config"), "provider"), "api_key")),
 		     "sk-other");

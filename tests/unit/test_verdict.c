@@ -257,6 +257,48 @@ test_speedup_null_without_compile(void)
 	json_decref(result);
 }
 
+/* The torch.compile baseline abandoned past its cap: eager's speedup stands, compile's is null,
+ * and the verdict says why; a compile that failed on its own says so differently. */
+static void
+test_compile_abandoned(void)
+{
+	json_t *result = load(base_result), *verdict, *timing, *baselines;
+
+	baselines = json_object_get(judge_of(result), "baselines");
+	json_object_set_new(baselines, "compile", json_null());
+	json_object_set_new(baselines, "compile_error",
+			    json_string("torch.compile baseline exceeded 60 s (the cap on waiting "
+					"for it: evaluation.compile_timeout_seconds, "
+					"--compile-timeout)"));
+	json_object_set_new(baselines, "compile_timeout_seconds", json_integer(60));
+	verdict = build(result);
+	timing = json_object_get(verdict, "timing");
+	CHECK_STRING(status_of(verdict), "correct");
+	CHECK(fabs(json_number_value(json_object_get(timing, "speedup_vs_eager")) - 1.5) < 1e-9);
+	CHECK(json_is_null(json_object_get(timing, "speedup_vs_compile")));
+	CHECK(json_is_null(json_object_get(timing, "compile")));
+	CHECK_CONTAINS(json_string_value(json_object_get(timing, "compile_note")),
+		       "torch.compile baseline exceeded 60 s");
+	CHECK_CONTAINS(json_string_value(json_array_get(json_object_get(verdict, "warnings"), 0)),
+		       "the torch.compile baseline was abandoned: torch.compile baseline exceeded "
+		       "60 s");
+	json_decref(verdict);
+	/* failed on its own (no cap in the baselines) */
+	json_object_del(baselines, "compile_timeout_seconds");
+	json_object_set_new(baselines, "compile_error", json_string("BackendCompilerFailed: x"));
+	verdict = build(result);
+	CHECK_STRING(json_string_value(json_array_get(json_object_get(verdict, "warnings"), 0)),
+		     "the torch.compile baseline failed: BackendCompilerFailed: x");
+	json_decref(verdict);
+	/* measured: no note */
+	json_decref(result);
+	result = load(base_result);
+	verdict = build(result);
+	CHECK(json_is_null(json_object_get(json_object_get(verdict, "timing"), "compile_note")));
+	json_decref(verdict);
+	json_decref(result);
+}
+
 static void
 test_output_mismatch(void)
 {
@@ -1323,6 +1365,7 @@ static const struct kagent_test tests[] = {
     {"cpu_skips_gpu_checks", test_cpu_skips_gpu_checks},
     {"timeout", test_timeout},
     {"compile_error", test_compile_error},
+    {"compile_abandoned", test_compile_abandoned},
     {"crashed", test_crashed},
     {"timing_cross_check", test_timing_cross_check},
     {"runtime_error", test_runtime_error},

@@ -85,6 +85,15 @@ out:
 }
 
 int
+kagent_baseline_cache_compile_retry(const json_t *baselines, int compile_timeout_seconds)
+{
+	const json_t *abandoned_at = json_object_get(baselines, "compile_timeout_seconds");
+
+	return json_is_number(abandoned_at) &&
+	       json_number_value(abandoned_at) < (double)compile_timeout_seconds;
+}
+
+int
 kagent_baseline_cache_store(const char *cache_dir, const char *key, const json_t *baselines,
 			    char **cause)
 {

@@ -231,6 +231,18 @@ evaluation__string_or_null(const char *value)
 	return value != NULL ? json_string(value) : json_null();
 }
 
+/* The cap on waiting for the torch.compile baseline, in seconds (a larger one would outlast
+ * the evaluation's wall time). */
+static int
+evaluation__compile_timeout(const struct kagent_evaluation_options *options)
+{
+	if (options->compile_timeout_seconds <= 0)
+		return KAGENT_EVALUATION_COMPILE_TIMEOUT_SECONDS;
+	return options->compile_timeout_seconds < KAGENT_EVALUATION_COMPILE_TIMEOUT_MAX
+		   ? options->compile_timeout_seconds
+		   : KAGENT_EVALUATION_COMPILE_TIMEOUT_MAX;
+}
+
 /* The request's "limits": what the worker and the sandbox allow the candidate. */
 static json_t *
 evaluation__limits(const struct kagent_evaluation_options *options)
@@ -243,6 +255,8 @@ evaluation__limits(const struct kagent_evaluation_options *options)
 			    json_integer(call_timeout > 0 ? call_timeout : 120));
 	json_object_set_new(limits, "call_seconds",
 			    json_integer(call_timeout > 0 ? call_timeout : 20));
+	json_object_set_new(limits, "compile_seconds",
+			    json_integer(evaluation__compile_timeout(options)));
 	json_object_set_new(limits, "cpu_seconds", json_integer(600));
 	json_object_set_new(limits, "max_processes", json_integer(256));
 	json_object_set_new(limits, "output_bytes", json_integer(65536));
@@ -546,6 +560,12 @@ evaluation__on_ready(kagent_worker_client_t *worker, int status, const json_t *h
 		state->cache_key = kagent_baseline_cache_key(&key);
 		kagent_baseline_cache_lookup(state->cache_dir, state->cache_key,
 					     &state->cached_baselines);
+		/* A compile abandoned at a smaller cap is tried again under this larger one. */
+		if (kagent_baseline_cache_compile_retry(
+			state->cached_baselines, evaluation__compile_timeout(&state->options))) {
+			json_decref(state->cached_baselines);
+			state->cached_baselines = NULL;
+		}
 	}
 	request = state->check_only ? evaluation__check_request(state) : evaluation__request(state);
 	error = kagent_worker_client_request(

@@ -382,9 +382,32 @@ evidence__interval(const json_t *value, double *low, double *high)
 	return 1;
 }
 
-/* One speedup then and now: {then, then_ci95, now, now_ci95, overlap (null: not both)}. */
+/*
+ * [low, high] of a speedup's interval, widened to at least floor (a fraction) of the speedup
+ * on either side: one run's bootstrap interval is tighter than two runs of one kernel agree.
+ */
+static int
+evidence__widened(const json_t *timing, const char *key, const char *ci_key, double floor,
+		  double *low, double *high)
+{
+	const json_t *value = json_object_get(timing, key);
+	double centre;
+
+	if (!evidence__interval(json_object_get(timing, ci_key), low, high))
+		return 0;
+	centre = json_is_number(value) ? json_number_value(value) : (*low + *high) / 2;
+	if (centre * (1 - floor) < *low)
+		*low = centre * (1 - floor);
+	if (centre * (1 + floor) > *high)
+		*high = centre * (1 + floor);
+	return 1;
+}
+
+/* One speedup then and now: {then, then_ci95, now, now_ci95, overlap (null: not both)}, the
+ * overlap of the intervals widened to the floor. */
 static json_t *
-evidence__speedup(const json_t *then, const json_t *now, const char *key, int *overlap)
+evidence__speedup(const json_t *then, const json_t *now, const char *key, double floor,
+		  int *overlap)
 {
 	char ci_key[64];
 	const json_t *then_timing = json_object_get(then, "timing");
@@ -394,8 +417,8 @@ evidence__speedup(const json_t *then, const json_t *now, const char *key, int *o
 
 	snprintf(ci_key, sizeof ci_key, "%s_ci95", key);
 	*overlap = -1;
-	if (evidence__interval(json_object_get(then_timing, ci_key), &then_low, &then_high) &&
-	    evidence__interval(json_object_get(now_timing, ci_key), &now_low, &now_high)) {
+	if (evidence__widened(then_timing, key, ci_key, floor, &then_low, &then_high) &&
+	    evidence__widened(now_timing, key, ci_key, floor, &now_low, &now_high)) {
 		*overlap = then_low <= now_high && now_low <= then_high;
 		json_decref(overlaps);
 		overlaps = json_boolean(*overlap);
@@ -409,7 +432,7 @@ evidence__speedup(const json_t *then, const json_t *now, const char *key, int *o
 }
 
 json_t *
-kagent_evidence_compare(const json_t *then, const json_t *now)
+kagent_evidence_compare(const json_t *then, const json_t *now, double interval_floor)
 {
 	const char *then_status = evidence__string(then, "status");
 	const char *now_status = evidence__string(now, "status");
@@ -419,8 +442,10 @@ kagent_evidence_compare(const json_t *then, const json_t *now)
 	    then_status != NULL && now_status != NULL && strcmp(then_status, now_status) == 0;
 	int same_gpu = then_gpu != NULL && now_gpu != NULL && strcmp(then_gpu, now_gpu) == 0;
 	int eager_overlap, compile_overlap;
-	json_t *eager = evidence__speedup(then, now, "speedup_vs_eager", &eager_overlap);
-	json_t *compile = evidence__speedup(then, now, "speedup_vs_compile", &compile_overlap);
+	json_t *eager =
+	    evidence__speedup(then, now, "speedup_vs_eager", interval_floor, &eager_overlap);
+	json_t *compile =
+	    evidence__speedup(then, now, "speedup_vs_compile", interval_floor, &compile_overlap);
 	/* On another GPU model (or the CPU) speeds differ for good reasons: only the status must.
 	 */
 	int verified = status_match && !(same_gpu && eager_overlap == 0);
@@ -430,11 +455,26 @@ kagent_evidence_compare(const json_t *then, const json_t *now)
 	    : same_gpu	  ? "the status matches and the speedup's intervals overlap"
 		       : "the status matches (another GPU model or the CPU: speeds not compared)";
 
-	return json_pack("{s:s, s:s?, s:s?, s:b, s:s?, s:s?, s:b, s:o, s:o, s:b, s:s}", "schema",
-			 "kagent.verify/1", "status_then", then_status, "status_now", now_status,
-			 "status_match", status_match, "gpu_then", then_gpu, "gpu_now", now_gpu,
-			 "same_gpu", same_gpu, "speedup_vs_eager", eager, "speedup_vs_compile",
-			 compile, "verified", verified, "reason", reason);
+	return json_pack("{s:s, s:s?, s:s?, s:b, s:s?, s:s?, s:b, s:o, s:o, s:f, s:b, s:s}",
+			 "schema", "kagent.verify/1", "status_then", then_status, "status_now",
+			 now_status, "status_match", status_match, "gpu_then", then_gpu, "gpu_now",
+			 now_gpu, "same_gpu", same_gpu, "speedup_vs_eager", eager,
+			 "speedup_vs_compile", compile, "interval_floor", interval_floor,
+			 "verified", verified, "reason", reason);
+}
+
+int
+kagent_evidence_interval_floor_parse(const char *percent, double *fraction)
+{
+	char *end;
+	double value;
+
+	errno = 0;
+	value = strtod(percent, &end);
+	if (end == percent || *end != '\0' || errno != 0 || !(value >= 0 && value <= 100))
+		return -EINVAL;
+	*fraction = value / 100;
+	return 0;
 }
 
 static void

@@ -529,9 +529,13 @@ verdict__collect_warnings(struct verdict__state *state, const json_t *judge, con
 	}
 	if (compile_error != NULL) {
 		char *why = verdict__first_line(compile_error);
+		/* past the cap on waiting for it, the compile was given up, not broken */
+		int abandoned = json_is_number(json_object_get(json_object_get(judge, "baselines"),
+							       "compile_timeout_seconds"));
 
 		json_array_append_new(state->warnings,
-				      json_sprintf("the torch.compile baseline failed: %s", why));
+				      json_sprintf("the torch.compile baseline %s: %s",
+						   abandoned ? "was abandoned" : "failed", why));
 		free(why);
 	}
 	if (device != NULL && strcmp(device, "cuda") == 0 &&
@@ -855,6 +859,7 @@ verdict__timing(struct verdict__state *state, const json_t *judge,
 	const json_t *boundary = json_object_get(timing, "boundary");
 	const char *method = verdict__string(timing, "method");
 	const char *device_note = verdict__string(timing, "device_note");
+	const char *compile_error = verdict__string(baselines, "compile_error");
 	enum kagent_verdict_basis basis = in->basis == KAGENT_VERDICT_BASIS_WALL
 					      ? KAGENT_VERDICT_BASIS_WALL
 					      : KAGENT_VERDICT_BASIS_DEVICE;
@@ -881,6 +886,14 @@ verdict__timing(struct verdict__state *state, const json_t *judge,
 	json_object_set_new(object, "basis_note", note != NULL ? json_string(note) : json_null());
 	json_object_set_new(object, "device_note",
 			    device_note != NULL ? json_string(device_note) : json_null());
+	if (compile_error != NULL) {
+		char *why = verdict__first_line(compile_error);
+
+		json_object_set_new(object, "compile_note", json_string(why));
+		free(why);
+	} else {
+		json_object_set_new(object, "compile_note", json_null());
+	}
 	json_object_set_new(object, "boundary",
 			    json_is_object(boundary) ? json_deep_copy(boundary) : json_null());
 	for (index = 0; index < KAGENT_VERDICT_BASIS_COUNT; index++)

@@ -41,6 +41,13 @@ char *kagent_baseline_cache_path(const char *cache_dir, const char *key);
  * is never a reason to fail).
  */
 int kagent_baseline_cache_lookup(const char *cache_dir, const char *key, json_t **baselines_out);
+/*
+ * Whether cached baselines should be measured again for a torch.compile cap of
+ * compile_timeout_seconds: 1 when their compile baseline was abandoned at a smaller cap
+ * ("compile_timeout_seconds" in the baselines), so that only a larger cap retries it; 0 for
+ * any other entry (a compile that was measured or failed on its own is kept whatever the cap).
+ */
+int kagent_baseline_cache_compile_retry(const json_t *baselines, int compile_timeout_seconds);
 /* Writes the entry atomically (temporary file and rename). 0 or a negative errno with *cause. */
 int kagent_baseline_cache_store(const char *cache_dir, const char *key, const json_t *baselines,
 				char **cause);

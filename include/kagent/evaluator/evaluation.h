@@ -25,6 +25,9 @@ struct kagent_evaluation_options {
 	int cold;		   /* never use a running worker: spawn one */
 	int no_cache;		   /* neither read nor write cached baselines */
 	int measure_compile;	   /* time torch.compile as a baseline */
+	/* 0: KAGENT_EVALUATION_COMPILE_TIMEOUT_SECONDS; else how long the verdict waits for the
+	 * torch.compile baseline before it goes without it (docs/verdict.md) */
+	int compile_timeout_seconds;
 	/* 0: 120 s for the first call (it may build the kernels), 20 s for later ones; else
 	 * the limit for every call, after which the candidate counts as hung */
 	int call_timeout_seconds;
@@ -44,6 +47,13 @@ struct kagent_evaluation_options {
 	 * answer carries the analysis. Borrowed. */
 	const json_t *model_analysis;
 };
+
+/* The default cap on waiting for the torch.compile baseline: a large model's compile can take
+ * minutes (DenseNet121 on an H100: 164 s of a 194 s first evaluation). */
+#define KAGENT_EVALUATION_COMPILE_TIMEOUT_SECONDS 60
+/* The largest cap --compile-timeout and the configuration accept: an evaluation's wall time
+ * (300 s) less room for the timing that follows. */
+#define KAGENT_EVALUATION_COMPILE_TIMEOUT_MAX 240
 
 /* Lanes per GPU at most: each takes a sandbox uid of its own. */
 #define KAGENT_EVALUATION_LANE_CAP 64

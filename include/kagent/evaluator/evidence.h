@@ -46,11 +46,21 @@ void kagent_evidence_options(const struct kagent_evidence *bundle,
 void kagent_evidence_options_from_verdict(const json_t *verdict,
 					  struct kagent_evaluation_options *options);
 /*
- * then's verdict against now's: statuses, GPUs, speedups with their intervals and whether they
- * overlap, and "verified": the statuses match and, on the same GPU model, the eager speedup's
- * intervals overlap. A new object.
+ * The default floor on a speedup interval's half-width when two runs are compared, as a
+ * fraction of the speedup: verdicts of one kernel move by 1-3% between runs (docs/benchmarks.md,
+ * timing fidelity) while one run's bootstrap interval can be 0.1% wide.
  */
-json_t *kagent_evidence_compare(const json_t *then, const json_t *now);
+#define KAGENT_EVIDENCE_INTERVAL_FLOOR 0.02
+/*
+ * then's verdict against now's: statuses, GPUs, speedups with their intervals and whether they
+ * overlap once each is widened to at least interval_floor (a fraction) of its speedup on either
+ * side, and "verified": the statuses match and, on the same GPU model, the eager speedup's
+ * widened intervals overlap. A new object.
+ */
+json_t *kagent_evidence_compare(const json_t *then, const json_t *now, double interval_floor);
+/* The floor from a percentage, 0 to 100 ("2" or "2.5", as --interval-floor takes it): 0 and
+ * *fraction, or -EINVAL. */
+int kagent_evidence_interval_floor_parse(const char *percent, double *fraction);
 /* The comparison side by side, for people. */
 void kagent_evidence_render_comparison(const json_t *comparison, FILE *stream);
 

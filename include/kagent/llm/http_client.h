@@ -49,9 +49,12 @@ struct kagent_http_request_options {
 	const char *method; /* "POST" (default when NULL) or "GET" */
 	const char *url;
 	const char *const *headers; /* NULL-terminated "Name: value" lines, or NULL */
-	const char *body;	    /* may be NULL */
+	const char *body;	    /* may be NULL; copied */
 	size_t body_length;
-	int body_kept; /* non-zero: body outlives the request (until on_done), so is not copied */
+	/* Instead of body: a body of body_length bytes read as it is sent (until on_done), so that
+	 * the caller need not hold it as one text. Copies up to size bytes from offset on into
+	 * buffer and returns how many (as many as there are, up to size). */
+	size_t (*read_body)(size_t offset, char *buffer, size_t size, void *data);
 	long connect_timeout_ms; /* 0: 10 s */
 	long stall_seconds;	 /* 0: 120 s */
 	/* Called once when the head of a 2xx response arrives; may be NULL. */

@@ -41,8 +41,9 @@ struct kagent_llm_call_outcome {
 };
 
 struct kagent_llm_call_observer {
-	/* Each may be NULL. attempt counts from 1. */
-	void (*on_attempt)(int attempt, const char *url, const json_t *body, void *data);
+	/* Each may be NULL. attempt counts from 1. body is valid during the call only. */
+	void (*on_attempt)(int attempt, const char *url, const struct kagent_llm_body *body,
+			   void *data);
 	void (*on_event)(int attempt, const char *name, const char *event_data, size_t length,
 			 void *data);
 	void (*on_retry)(int attempt, const struct kagent_http_result *result,
@@ -58,7 +59,9 @@ typedef void (*kagent_llm_call_callback)(struct kagent_llm_call_outcome *outcome
  * Starts a turn. The callback runs exactly once, from the loop, and owns the
  * outcome (free it with kagent_llm_call_outcome_free). Returns NULL with *cause
  * set when the request cannot be built; then the callback never runs. The
- * request is copied; the client must outlive the call (cancel it first).
+ * request is copied, but not its conversation, which is read while the request is
+ * sent: it must not change until the callback; the client must outlive the call
+ * (cancel it first).
  *
  * Retried: what kagent_retry_decide retries (connect failures, 408, 409, 429,
  * 5xx), and a stream that breaks off before its terminal event or reports

@@ -44,6 +44,8 @@ struct kagent_evaluation_config {
 	int gpu_index;		  /* default 0 */
 	int call_timeout_seconds; /* 0: the evaluator's default */
 	int measure_compile;	  /* time torch.compile as a baseline; default 1 */
+	/* the cap on waiting for the torch.compile baseline; 0: the evaluator's default */
+	int compile_timeout_seconds;
 	/* the own-kernel share of GPU time a speedup needs to be credited; default 0.05 */
 	double credit_threshold;
 	/* the clock the speedups are read in (docs/verdict.md); default device */

@@ -27,7 +27,9 @@ void kagent_trace_add_secret(struct kagent_trace *trace, const char *secret);
  * (a full disk): the run goes on, and the caller reports it once.
  */
 int kagent_trace_write(struct kagent_trace *trace, const char *type, json_t *fields);
-/* Redacts a copy of value as kagent_trace_write does. The caller releases it. */
+/* value redacted as kagent_trace_write does, without changing it: the parts that need no
+ * redaction are shared with it (value itself when none does). The caller releases it and must
+ * not change it. */
 json_t *kagent_trace_redact(const struct kagent_trace *trace, const json_t *value);
 
 /*

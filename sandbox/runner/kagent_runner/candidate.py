@@ -1,4 +1,5 @@
-"""The sandboxed timed child: the candidate's, or the reference's (eager and torch.compile).
+"""The sandboxed timed child: the candidate's, or one of the reference's (eager PyTorch, or
+torch.compile in a child of its own that the judge may abandon past its cap).
 
 Forked by the worker, it confines itself through libkagent-sandbox.so and opens its device
 record (device_record.py) before any untrusted code is imported, then loads ModelNew (or the
@@ -13,6 +14,7 @@ import ctypes
 import json
 import os
 import sys
+import tempfile
 import time
 import traceback
 
@@ -117,7 +119,7 @@ class CandidateRunner:
         self.tf32 = {}
         self.watched = []
         self.watched_identity = {}
-        # the models this child times, by arm: {"candidate"} or {"eager", "compile"}
+        # the models this child times, by arm: {"candidate"}, {"eager"} or {"compile"}
         self.arm = request.get("arm", "candidate")
         self.models = {}
         self.compile_error = None
@@ -154,6 +156,9 @@ class CandidateRunner:
         if cuda_library and os.path.exists(cuda_library):
             os.environ["KAGENT_CUDA_LIBRARY"] = cuda_library
         os.environ["TMPDIR"] = scratch
+        # the worker's process may have chosen /tmp already, which the sandbox cannot write
+        # (inductor's first compile of the reference makes a temporary folder there)
+        tempfile.tempdir = scratch
         # compile workers would be processes beside the candidate's timed calls (the seal
         # forbids new ones, and a process holding the GPU is a finding); the reference's
         # child compiles in parallel, long before anything is timed (DenseNet121's compile
@@ -228,14 +233,16 @@ class CandidateRunner:
         return copied
 
     def load_reference(self, setup):
-        """The reference's arms: the problem's Model as eager PyTorch and, when asked, the same
-        module under torch.compile, compiled and called once now (beside the judge's
-        trials), so its timing starts warm."""
+        """The reference's arm: the problem's Model as eager PyTorch, or (reference_arm
+        "compile") the same module under torch.compile, compiled and called once now (beside
+        the judge's trials), so its timing starts warm. The compile has a child of its own so
+        that the judge can end it past its cap without losing the eager arm."""
         module = problem.load_problem(self.request["problem_path"])
         self.model_class = module.Model
         copied = self.build(setup)
-        self.models = {"eager": self.model}
-        if self.request.get("measure_compile"):
+        if self.request.get("reference_arm") != "compile":
+            self.models = {"eager": self.model}
+        else:
             try:
                 compiled = torch.compile(self.model)
                 # through forward, as the timed calls run it: the same TF32 flags and grad

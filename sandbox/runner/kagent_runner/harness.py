@@ -63,11 +63,31 @@ def _gpu_holder(pid):
     return False
 
 
+def _stat_fields(pid):
+    """The fields of /proc/PID/stat after the command's name (state first), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
+def group_running(group):
+    """Whether a process of this process group still runs (a zombie does not: it has ended
+    and only waits for its parent)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat_fields(int(entry))
+            if fields and len(fields) > 2 and fields[2] == str(group) and fields[0] != "Z":
+                return True
+    return False
+
+
 def other_processes(known, uid, roots, device):
     """Processes that could do device work the record does not see: on the sandbox uid (when
     the judge runs as it) or below the timed children, other than the known ones; on a GPU
     only those that hold a GPU device file. Returns [(pid, command)]."""
-    parents, owners, commands = {}, {}, {}
+    parents, owners, commands, ended = {}, {}, {}, set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -76,7 +96,11 @@ def other_processes(known, uid, roots, device):
             with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
                 for line in handle:
                     key, _, value = line.partition(":")
-                    if key == "PPid":
+                    if key == "State" and value.split()[:1] == ["Z"]:
+                        # a zombie has ended (a killed compile child's workers, until the
+                        # worker reaps them): it can run nothing
+                        ended.add(pid)
+                    elif key == "PPid":
                         parents[pid] = int(value)
                     elif key == "Uid":
                         owners[pid] = int(value.split()[0])
@@ -86,7 +110,7 @@ def other_processes(known, uid, roots, device):
             continue
     found = []
     for pid in parents:
-        if pid in known:
+        if pid in known or pid in ended:
             continue
         ancestor, below = parents.get(pid), False
         for _ in range(64):

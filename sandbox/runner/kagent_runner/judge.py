@@ -2,8 +2,8 @@
 
 It loads the problem, builds every input on the device from seeds, runs the reference, shares
 inputs and receive buffers with the sandboxed candidate child and compares what comes back;
-then it times eager PyTorch, torch.compile (in the reference's timed child) and the candidate
-with one harness (harness.py): device time from each child's device record and wall time on
+then it times eager PyTorch and torch.compile (each in a timed child of the reference's; the
+compile is abandoned past its cap) and the candidate with one harness (harness.py): device time from each child's device record and wall time on
 the judge's clock. The reference outputs, the clock and the verdict on the device record never
 enter a timed child's address space.
 """
@@ -72,8 +72,10 @@ class Judge:
     def __init__(self, channel, request, candidate_pid, children):
         """children: the worker's sockets and pids for the timed children: "candidate_record"
         (the candidate's device record), and, when the baselines are not cached, "reference"
-        (the reference's timed child's channel), "reference_pid" and "reference_record";
-        "timing_lock" (gpu_lock.TimingLock, opened before privileges were dropped)."""
+        (the eager reference's timed child's channel), "reference_pid", "reference_record" and
+        "reference_scratch", and when torch.compile is timed too the same four for its child
+        ("compile", "compile_pid", ...); "timing_lock" (gpu_lock.TimingLock, opened before
+        privileges were dropped)."""
         self.channel = channel
         self.request = request
         self.candidate_pid = candidate_pid
@@ -93,15 +95,23 @@ class Judge:
         self.timing_lock = children.get("timing_lock") or gpu_lock.TimingLock(None)
         self.candidate = harness.TimedChild(self, channel, candidate_pid,
                                             children.get("candidate_record"), "candidate")
-        # the reference's timed child (eager and torch.compile), when the baselines are not
-        # cached: it loads and compiles beside the trials
-        self.baseline = None
-        if children.get("reference") is not None:
-            self.baseline = harness.TimedChild(
-                self, Channel(children["reference"], accept_pickles=False),
-                children["reference_pid"], children.get("reference_record"), "reference")
-        self.baseline_arms = []
+        # the reference's timed children by arm, when the baselines are not cached: eager, and
+        # torch.compile in a child of its own; they load (and compile) beside the trials
+        self.references = {}
+        for arm, key in (("eager", "reference"), ("compile", "compile")):
+            if children.get(key) is not None:
+                child = harness.TimedChild(self, Channel(children[key], accept_pickles=False),
+                                           children[f"{key}_pid"], children.get(f"{key}_record"),
+                                           arm)
+                child.scratch = children.get(f"{key}_scratch")
+                self.references[arm] = child
+        # every reference child's pid, an abandoned compile child's included
+        self.reference_pids = {child.pid for child in self.references.values()}
+        self.baseline_arms = []  # the arms whose child is ready to be timed
+        self.reference_error = None
         self.compile_error = None
+        self.compile_abandoned = False
+        self.compile_started = None
         self.importer = None
         self.pickler = tensors.pickler_for(self.device)
         self.secret = random.Random(int.from_bytes(os.urandom(8), "little"))
@@ -178,8 +188,8 @@ class Judge:
     def start(self):
         # first: each timed child's library waits for its key before untrusted code exists
         self.candidate.send_key()
-        if self.baseline is not None:
-            self.baseline.send_key()
+        for child in self.references.values():
+            child.send_key()
         if self.device == "cuda":
             torch.cuda.set_device(int(self.request.get("gpu_index", 0)))
             self.free_bytes = torch.cuda.mem_get_info()[0]
@@ -194,12 +204,13 @@ class Judge:
         model, init_inputs, seed = build_reference(self.module, self.request, self.device)
         self.model = model
         setup = setup_message(model, init_inputs, seed)
-        if self.baseline is not None:
-            # answered later (wait_for_baselines): it compiles while the trials run
+        # answered later (wait_for_baselines): they load and compile while the trials run
+        for child in self.references.values():
             try:
-                self.baseline.channel.send_pickle(setup, self.pickler)
+                child.channel.send_pickle(setup, self.pickler)
             except ChannelClosed:
                 pass
+        self.compile_started = time.monotonic()
         self.ask(setup, float(self.limits.get("wall_seconds", 300)), pickled=True)
 
     def reference(self, inputs):
@@ -525,35 +536,83 @@ class Judge:
         cached = self.request.get("baselines")
         return not (isinstance(cached, dict) and cached.get("eager"))
 
+    def compile_seconds(self):
+        """The cap on waiting for the torch.compile baseline (docs/verdict.md)."""
+        return float(self.limits.get("compile_seconds", 60))
+
     def wait_for_baselines(self):
-        """The reference's timed child loads (and compiles) beside the trials; the judge waits
-        for it before anything is timed, since both share the GPU."""
-        if self.baseline is None:
+        """The reference's timed children load (and compile) beside the trials; the judge waits
+        for them before anything is timed, since they share the GPU: for eager as long as an
+        evaluation may last, for torch.compile until its cap from the moment it was given the
+        problem. Past the cap the compile child is ended and the verdict goes without it."""
+        if not self.references:
             return
         # its own phase: on a large model (DenseNet121) the first evaluation's time is here
         self.enter("compile_wait")
-        try:
-            message = self.baseline.channel.receive(float(self.limits.get("wall_seconds", 300)))
-        except (ChannelClosed, ChannelTimeout, ChannelProtocolError) as error:
-            message = {"op": "error", "message": f"the reference's timed child failed: {error}"}
-        if message.get("op") == "ready":
-            self.baseline_arms = [arm for arm in message.get("arms") or []
-                                  if arm in ("eager", "compile")]
-            if message.get("compile_error"):
+        for arm, child in list(self.references.items()):
+            timeout = float(self.limits.get("wall_seconds", 300))
+            if arm == "compile":
+                # a compile already done when the cap passed is still taken: the select sees it
+                timeout = max(0.05, self.compile_started + self.compile_seconds() -
+                              time.monotonic())
+            try:
+                message = child.channel.receive(timeout)
+            except ChannelTimeout:
+                if arm == "compile":
+                    self.abandon_compile(child)
+                    continue
+                message = {"op": "error", "message": f"the reference's timed child did not "
+                           f"answer within {timeout:g} s"}
+            except (ChannelClosed, ChannelProtocolError) as error:
+                message = {"op": "error", "message": f"the reference's timed child failed: "
+                           f"{error}"}
+            if message.get("op") == "ready" and arm in (message.get("arms") or []):
+                self.baseline_arms.append(arm)
+            elif message.get("op") == "ready" and message.get("compile_error"):
                 self.compile_error = str(message["compile_error"])[:600]
-            # the child's load, compile and first call, from the judge's start (beside the
-            # trials until compile_wait began)
-            self.result["phase_seconds"]["compile_child"] = round(
-                time.monotonic() - self.started, 3)
-        else:
-            self.compile_error = str(message.get("message", "the reference child failed"))[:600]
+            elif arm == "compile":
+                self.compile_error = str(message.get("message", "the compile child failed"))[:600]
+            else:
+                self.reference_error = str(message.get("message",
+                                                       "the reference child failed"))[:600]
+            if arm == "compile":
+                # the child's load, compile and first call, from the judge's start (beside the
+                # trials until compile_wait began)
+                self.result["phase_seconds"]["compile_child"] = round(
+                    time.monotonic() - self.started, 3)
+
+    def abandon_compile(self, child):
+        """The compile went past its cap: its child (and the compile workers in its process
+        group) is killed, and the judge waits until none of them runs, so that nothing of it
+        is left beside the timed calls."""
+        cap = self.compile_seconds()
+        self.compile_abandoned = True
+        self.compile_error = (f"torch.compile baseline exceeded {cap:g} s (the cap on waiting "
+                              f"for it: evaluation.compile_timeout_seconds, --compile-timeout)")
+        self.end_child(child, kill=True)
+        del self.references["compile"]
+
+    @staticmethod
+    def end_child(child, kill=False):
+        """Asks a reference child to exit (or kills its process group) and waits, 10 s at
+        most, until nothing of it runs: its device memory (the pool it mapped) is free for the
+        next child's pool, and no process of it is left beside the candidate's timed calls."""
+        try:
+            if kill:
+                os.killpg(child.pid, signal.SIGKILL)
+            else:
+                child.channel.send_json({"op": "exit"})
+        except (OSError, ChannelClosed):
+            pass
+        deadline = time.monotonic() + 10
+        while harness.group_running(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def give_pool(self, child):
         """A pool of the problem's input shapes for one timed child (its own: one child
         cannot reach another's inputs), and on the CPU receive files for its outputs."""
         template = self.make_problem_inputs(0)
-        scratch = self.request["scratch_directory"] if child is self.candidate else \
-            self.request.get("reference_scratch_directory") or self.request["scratch_directory"]
+        scratch = getattr(child, "scratch", None) or self.request["scratch_directory"]
         child.pool = tensors.InputPool(template, self.device, scratch)
         message = {"op": "pool", "pool": child.pool.descriptors, "layout": child.pool.layout}
         if self.device == "cpu":
@@ -588,10 +647,8 @@ class Judge:
 
     def other_process_findings(self):
         """Processes beside the known ones that could run device work the record misses."""
-        known = {os.getpid(), os.getppid(), self.candidate.pid}
-        if self.baseline is not None:
-            known.add(self.baseline.pid)
-        roots = {self.candidate.pid} | ({self.baseline.pid} if self.baseline else set())
+        known = {os.getpid(), os.getppid(), self.candidate.pid} | self.reference_pids
+        roots = {self.candidate.pid} | self.reference_pids
         uid = self.request.get("sandbox_uid")
         found = harness.other_processes(known, int(uid) if uid is not None else None, roots,
                                         self.device)
@@ -602,40 +659,45 @@ class Judge:
                 f"see: {shown}"]
 
     def time_baselines(self, harness_):
-        """Eager and torch.compile in the reference's timed child, through the same harness."""
+        """Eager and torch.compile, each in its reference child, through the same harness."""
         if not self.needs_baselines():
             result = dict(self.request["baselines"])
             result["measured"] = False
             return result
         result = {"eager": None, "compile": None, "compile_error": self.compile_error,
+                  # the cap the compile was abandoned at: a cache entry retries it only
+                  # under a larger cap (docs/verdict.md)
+                  "compile_timeout_seconds": self.compile_seconds() if self.compile_abandoned
+                  else None,
                   "bandwidth_bytes_per_second": self.measure_bandwidth(),
                   "degenerate": self.result.get("degenerate"), "measured": True,
                   "boundary": {}}
-        if self.baseline is None or "eager" not in self.baseline_arms:
-            result["error"] = self.compile_error or "the reference's timed child is missing"
-            return result
-        try:
-            self.baseline.start_record(self.call_seconds())
-            self.give_pool(self.baseline)
-            for arm in ("eager", "compile"):
-                if arm not in self.baseline_arms:
-                    continue
-                measured, _ = harness_.time_arm(self.baseline, arm)
-                result["boundary"][arm] = measured.pop("boundary")
-                result[arm] = measured
-        except (CandidateFailure, device_record.RecordError) as failure:
-            # the reference's child failed (a call past its limit, a crash): the baselines
-            # say so and the candidate is still judged; never the candidate's fault
-            message = getattr(failure, "message", None) or str(failure)
-            result["error"] = f"the reference's timed child failed: {message[:500]}"
-            if result.get("compile") is None and "compile" in self.baseline_arms:
-                result["compile_error"] = result["compile_error"] or result["error"]
-            self.baseline.reader = None
-        self.baseline.pool = None  # its device memory, before the candidate's pool exists
-        try:
-            self.baseline.channel.send_json({"op": "exit"})
-        except ChannelClosed:
-            pass
+        if "eager" not in self.baseline_arms:
+            result["error"] = self.reference_error or "the reference's timed child is missing"
+        for arm in ("eager", "compile"):
+            child = self.references.get(arm)
+            if child is None:
+                continue
+            # without eager (failed or missing) there are no baselines to time
+            if not result.get("error") and arm in self.baseline_arms:
+                try:
+                    child.start_record(self.call_seconds())
+                    self.give_pool(child)
+                    measured, _ = harness_.time_arm(child, arm)
+                    result["boundary"][arm] = measured.pop("boundary")
+                    result[arm] = measured
+                except (CandidateFailure, device_record.RecordError) as failure:
+                    # a reference child failed (a call past its limit, a crash): the
+                    # baselines say so and the candidate is still judged; never its fault
+                    message = getattr(failure, "message", None) or str(failure)
+                    why = f"the reference's timed {arm} child failed: {message[:500]}"
+                    if arm == "eager":
+                        result["error"] = why
+                    else:
+                        result["compile_error"] = result["compile_error"] or why
+                    child.reader = None
+                child.pool = None  # its device memory, before the next child's pool exists
+            self.end_child(child)
         return result
 
     def timing(self):

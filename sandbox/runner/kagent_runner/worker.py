@@ -219,16 +219,16 @@ def evaluate(request):
             lock.close()
 
 
-def _reference_request(request):
-    """The reference's timed child's request: the candidate's, with the reference arm and a
-    scratch folder of its own outside the candidate's (so the candidate cannot reach its
-    inputs or its torch.compile caches)."""
-    scratch = request["reference_scratch_directory"]
+def _reference_request(request, arm):
+    """The request of one of the reference's timed children (arm "eager" or "compile"): the
+    candidate's, with the reference arm and a scratch folder of its own outside the
+    candidate's (so the candidate cannot reach its inputs or its torch.compile caches)."""
+    scratch = os.path.join(request["reference_scratch_directory"], arm)
     cache = request.get("judge_cache_directory") or scratch
     for path in (scratch, cache):
         os.makedirs(path, exist_ok=True)
-    return dict(request, arm="reference", scratch_directory=scratch, cache_directory=cache,
-                measure_compile=bool(request.get("measure_compile", True)))
+    return dict(request, arm="reference", reference_arm=arm, scratch_directory=scratch,
+                cache_directory=cache)
 
 
 def _evaluate_locked(request):
@@ -247,12 +247,17 @@ def _evaluate_locked(request):
     judge_err_read, judge_err_write = os.pipe()
     result_read, result_write = os.pipe()
     own_ends = [candidate_out_write, candidate_err_write, judge_err_write, result_write]
-    # the reference's timed child (eager and torch.compile), only when the baselines are not
-    # cached: the same runner as the candidate's, in a sandbox of its own
+    # the reference's timed children, only when the baselines are not cached: eager, and
+    # torch.compile in a child of its own (the judge ends it past its cap: the eager arm
+    # stays); the same runner as the candidate's, each in a sandbox of its own
     timing_reference = not request.get("baselines")
+    timing_compile = timing_reference and bool(request.get("measure_compile", True))
     judge_reference_socket, reference_socket = socket.socketpair()
     judge_reference_record, reference_record_socket = socket.socketpair()
-    reference_request = _reference_request(request) if timing_reference else None
+    judge_compile_socket, compile_socket = socket.socketpair()
+    judge_compile_record, compile_record_socket = socket.socketpair()
+    eager_request = _reference_request(request, "eager") if timing_reference else None
+    compile_request = _reference_request(request, "compile") if timing_compile else None
 
     def timed_child(child_request, sock, record_socket, out_fd, err_fd):
         from . import candidate
@@ -271,17 +276,21 @@ def _evaluate_locked(request):
     candidate_pid = _fork_child(lambda: timed_child(request, candidate_socket,
                                                     candidate_record_socket, candidate_out_write,
                                                     candidate_err_write))
-    reference_pid = None
+    reference_pid = compile_pid = None
     if timing_reference:
-        reference_pid = _fork_child(lambda: timed_child(reference_request, reference_socket,
+        reference_pid = _fork_child(lambda: timed_child(eager_request, reference_socket,
                                                         reference_record_socket,
                                                         judge_err_write, judge_err_write))
+    if timing_compile:
+        compile_pid = _fork_child(lambda: timed_child(compile_request, compile_socket,
+                                                      compile_record_socket,
+                                                      judge_err_write, judge_err_write))
 
     def judge_setup():
         from . import judge
 
         for unused in (candidate_socket, candidate_record_socket, reference_socket,
-                       reference_record_socket):
+                       reference_record_socket, compile_socket, compile_record_socket):
             unused.close()
         os.close(candidate_out_write)
         os.close(candidate_err_write)
@@ -297,7 +306,12 @@ def _evaluate_locked(request):
         if timing_reference:
             children.update({"reference": judge_reference_socket,
                              "reference_pid": reference_pid,
-                             "reference_record": judge_reference_record})
+                             "reference_record": judge_reference_record,
+                             "reference_scratch": eager_request["scratch_directory"]})
+        if timing_compile:
+            children.update({"compile": judge_compile_socket, "compile_pid": compile_pid,
+                             "compile_record": judge_compile_record,
+                             "compile_scratch": compile_request["scratch_directory"]})
         judge.main(judge_socket, result_write, request, candidate_pid, children)
 
     judge_pid = _fork_child(judge_setup)
@@ -305,7 +319,8 @@ def _evaluate_locked(request):
         os.close(fd)
     for ours in (judge_socket, candidate_socket, judge_record_socket, candidate_record_socket,
                  judge_reference_socket, reference_socket, judge_reference_record,
-                 reference_record_socket):
+                 reference_record_socket, judge_compile_socket, compile_socket,
+                 judge_compile_record, compile_record_socket):
         ours.close()
 
     tails = {"stdout": CappedTail(output_cap), "stderr": CappedTail(output_cap),
@@ -313,8 +328,9 @@ def _evaluate_locked(request):
     open_fds = {candidate_out_read: "stdout", candidate_err_read: "stderr",
                 judge_err_read: "judge", result_read: "result"}
     statuses = {candidate_pid: None, judge_pid: None}
-    if reference_pid is not None:
-        statuses[reference_pid] = None
+    references = [pid for pid in (reference_pid, compile_pid) if pid is not None]
+    for pid in references:
+        statuses[pid] = None
     killed_for_timeout = False
     deadline = started + wall + 30
     while open_fds or any(status is None for status in statuses.values()):
@@ -347,8 +363,8 @@ def _evaluate_locked(request):
                     if pid == judge_pid:
                         # the judge has spoken (or died): the others have nothing left to do
                         _kill_group(candidate_pid)
-                        if reference_pid is not None:
-                            _kill_group(reference_pid)
+                        for reference in references:
+                            _kill_group(reference)
     for fd in open_fds:
         os.close(fd)
     for pid in statuses:
