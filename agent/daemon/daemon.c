@@ -12,6 +12,7 @@
 #include "daemon_internal.h"
 
 #include "kagent/base/alloc.h"
+#include "kagent/records/trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,8 +31,6 @@
  * after a restart every resumed session's first copy reads its whole trace. The others wait
  * for the next group. */
 #define DAEMON_TRACE_GROUP_CAP ((size_t)64 << 20)
-/* How a stream record's line begins (agent/records/trace.c writes "type" first). */
-#define DAEMON_STREAM_PREFIX "{\"type\":\"stream\","
 
 /* The largest request body: POST /v1/evaluations with many candidates (it caps each source and
  * the count itself); every other route's body is small. */
@@ -225,46 +224,6 @@ struct daemon__trace_chunk {
 };
 
 /*
- * The seq of a record line written by agent/records/trace.c, which starts every line with
- * {"type":"...","seq":N: read there, without parsing the line. 0 where the line starts
- * otherwise (a trace written by hand, or an odd type): the caller parses it.
- */
-static long long
-daemon__line_seq(const char *line, size_t length)
-{
-	static const char type[] = "{\"type\":\"", seq[] = "\",\"seq\":";
-	const char *at = line + sizeof type - 1, *end = line + length;
-	long long value = 0;
-
-	if (length < sizeof type - 1 || memcmp(line, type, sizeof type - 1) != 0)
-		return 0;
-	while (at < end && *at != '"' && *at != '\\')
-		at++;
-	if ((size_t)(end - at) < sizeof seq - 1 || memcmp(at, seq, sizeof seq - 1) != 0)
-		return 0;
-	for (at += sizeof seq - 1; at < end && *at >= '0' && *at <= '9' && value < (1LL << 50);
-	     at++)
-		value = value * 10 + (*at - '0');
-	return at < end && (*at == ',' || *at == '}') ? value : 0;
-}
-
-/* The seq of a line the fast path could not read, by parsing it; 0 for a stream record, a
- * line that is not JSON, or one without a seq (none of them goes to the store). */
-static long long
-daemon__line_seq_parsed(const char *line, size_t length)
-{
-	json_t *record = json_loadb(line, length, 0, NULL);
-	const char *type = json_string_value(json_object_get(record, "type"));
-	json_t *seq = json_object_get(record, "seq");
-	long long value = json_is_integer(seq) && (type == NULL || strcmp(type, "stream") != 0)
-			      ? json_integer_value(seq)
-			      : 0;
-
-	json_decref(record);
-	return value > 0 ? value : 0;
-}
-
-/*
  * On the pool: the trace's complete lines past trace_offset, but for stream records. Only
  * one copy per session runs at a time, so trace_offset is this copy's alone while it runs. A
  * line a killed writer cut has no newline yet and waits for the next copy.
@@ -305,13 +264,9 @@ daemon__trace_read(struct daemon__trace_chunk *chunk)
 		size_t length = (size_t)(newline - line);
 		long long seq;
 
-		/* A stream record is one server-sent event of a reply the reply record holds
-		 * whole (docs/traces.md): the file keeps it for debugging, the store does not. */
-		if (length >= sizeof DAEMON_STREAM_PREFIX - 1 &&
-		    memcmp(line, DAEMON_STREAM_PREFIX, sizeof DAEMON_STREAM_PREFIX - 1) == 0)
-			continue;
-		seq = daemon__line_seq(line, length);
-		if (seq == 0 && (seq = daemon__line_seq_parsed(line, length)) == 0)
+		/* Stream records stay in the file only (docs/store.md); cut ones are written again.
+		 */
+		if ((seq = kagent_trace_line_seq(line, length)) == 0)
 			continue;
 		*newline = '\0';
 		if (chunk->line_count == capacity) {
