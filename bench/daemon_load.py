@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,39 +30,14 @@ import threading
 import time
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-SERVER = os.path.join(SOURCE, "tests", "fixtures", "llm_server.py")
+sys.path.insert(0, os.path.join(SOURCE, "tests", "fixtures"))
+import daemon_process  # noqa: E402 - starting kagentd, shared with tests/agent/daemon_cases.py
+from daemon_process import UnixConnection, request  # noqa: E402
+
 RELU = os.path.join(SOURCE, "tests", "fixtures", "problems", "relu.py")
-RUNNER = os.path.join(SOURCE, "tests", "fixtures", "fake_runner")
 TICKS = os.sysconf("SC_CLK_TCK")
 GOAL_KB = 100          # per waiting session
 GOAL_CORE_PERCENT = 0.1  # of one core, per waiting session
-
-
-class UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout=60):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.unix_path)
-
-
-def request(path_socket, method, path, body=None):
-    connection = UnixConnection(path_socket)
-    try:
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Content-Type": "application/json"} if data is not None else {}
-        connection.request(method, path, body=data, headers=headers)
-        response = connection.getresponse()
-        text = response.read().decode("utf-8", "replace")
-        try:
-            return response.status, json.loads(text) if text else None
-        except ValueError:
-            return response.status, text
-    finally:
-        connection.close()
 
 
 def reply(delay_ms):
@@ -186,22 +160,13 @@ def main():
 
     folder = tempfile.mkdtemp(prefix="kagent-load-")
     marker = f"KAGENT_LOAD_BENCH={folder}".encode()
-    environment = dict(os.environ)
-    for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "KAGENT_CONFIG",
-                 "KAGENT_DAEMON_SOCKET"):
-        environment.pop(name, None)
     worker_socket = os.path.join(folder, "worker.sock")
-    environment.update({
-        "KAGENT_LOAD_BENCH": folder,
-        "KAGENT_RUNNER_DIR": RUNNER, "FAKE_WORKER_MODE": "scripted",
-        "FAKE_WORKER_BACKLOG": str(max(64, 2 * n)),
-        "KAGENT_WORKER_SOCKET": worker_socket,
-        "KAGENT_CACHE_DIR": os.path.join(folder, "cache"),
-        "XDG_CONFIG_HOME": os.path.join(folder, "config"),
-        "XDG_STATE_HOME": os.path.join(folder, "xdg-state"),
-        "OPENAI_API_KEY": "sk-kagent-bench-0123456789abcdef"})
+    environment = daemon_process.environment(
+        folder, worker_socket, KAGENT_LOAD_BENCH=folder,
+        FAKE_WORKER_BACKLOG=str(max(64, 2 * n)),
+        OPENAI_API_KEY="sk-kagent-bench-0123456789abcdef")
     processes = []
-    daemon = None
+    server = daemon = None
     code = 1
     try:
         problems_dir = os.path.join(folder, "problems")
@@ -213,15 +178,11 @@ def main():
             problems.append(path)
         with open(os.path.join(folder, "script.json"), "w") as f:
             json.dump({"by_turn": [reply(arguments.delay_ms)]}, f)
-        server = subprocess.Popen(
-            [sys.executable, SERVER, "--script", os.path.join(folder, "script.json"),
-             "--log", "/dev/null", "--port", "0", "--exit-with-stdin",
-             "--backlog", str(max(64, 2 * n))],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment,
+        server, port = daemon_process.start_model_server(
+            os.path.join(folder, "script.json"), "/dev/null",
             # Its tracebacks for the model calls that the cancel and SIGTERM cut off.
-            stderr=open(os.path.join(folder, "server.log"), "w"))
-        processes.append(server)
-        port = int(server.stdout.readline().split()[1])
+            stderr=open(os.path.join(folder, "server.log"), "w"), backlog=max(64, 2 * n),
+            env=environment)
         worker = subprocess.Popen([kagent, "worker", "--socket", worker_socket],
                                   env=environment, stdout=subprocess.DEVNULL,
                                   stderr=open(os.path.join(folder, "worker.log"), "w"))
@@ -232,31 +193,14 @@ def main():
                 raise RuntimeError("the fake worker did not start")
             time.sleep(0.05)
         config = os.path.join(folder, "kagent.yaml")
-        with open(config, "w") as f:
-            f.write(f"provider:\n  model: scripted-model\n  api: chat_completions\n"
-                    f"  base_url: http://127.0.0.1:{port}/v1\n"
-                    f"output_directory: {folder}/runs\n"
-                    f"evaluation:\n  worker_socket: {worker_socket}\n")
+        daemon_process.write_config(config, port, f"{folder}/runs", worker_socket)
         socket_path = os.path.join(folder, "kagentd.sock")
         log_path = os.path.join(folder, "daemon.log")
-        daemon = subprocess.Popen(
-            [kagent, "daemon", "--device", "cpu", "--socket", socket_path, "--store",
-             f"sqlite:{folder}/state/kagent.db", "--config", config,
-             "--max-sessions", str(n)],
-            cwd=folder, env=environment, stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
+        daemon = daemon_process.start_daemon(
+            daemon_process.daemon_command(kagent, socket_path, f"sqlite:{folder}/state/kagent.db",
+                                          config, n),
+            folder, environment, open(log_path, "w"))
         processes.append(daemon)
-        deadline = time.monotonic() + 30
-        while True:
-            if daemon.poll() is not None:
-                raise RuntimeError(f"the daemon exited {daemon.returncode}")
-            try:
-                if request(socket_path, "GET", "/v1/health")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the daemon did not answer")
-            time.sleep(0.05)
         time.sleep(1)
         _, idle_rss, idle_hwm, idle_threads = proc_sample(daemon.pid)
 
@@ -381,14 +325,14 @@ def main():
                 code = code or 4
         for process in reversed(processes):
             if process.poll() is None:
-                if process.stdin:
-                    process.stdin.close()
                 process.terminate()
                 try:
                     process.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+        if server is not None:
+            daemon_process.stop_model_server(server)
         time.sleep(0.5)
         left = marked(marker)
         if left:

@@ -12,6 +12,7 @@
 #include "daemon_internal.h"
 
 #include "kagent/base/alloc.h"
+#include "kagent/records/trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,8 +27,10 @@
 /* One copy of a trace to the store reads at most this much: more than the longest record
  * (records/trace.c's line cap), so a copy always makes progress. */
 #define DAEMON_TRACE_COPY_CAP ((size_t)80 << 20)
-/* How a stream record's line begins (agent/records/trace.c writes "type" first). */
-#define DAEMON_STREAM_PREFIX "{\"type\":\"stream\","
+/* A group of copies reads no more sessions once it holds this much (the first always goes):
+ * after a restart every resumed session's first copy reads its whole trace. The others wait
+ * for the next group. */
+#define DAEMON_TRACE_GROUP_CAP ((size_t)64 << 20)
 
 /* The largest request body: POST /v1/evaluations with many candidates (it caps each source and
  * the count itself); every other route's body is small. */
@@ -208,35 +211,46 @@ daemon__session_free(struct kagent_daemon_session *ds)
 
 /* ---- the trace, copied to the store ---- */
 
+/* One session's part of a copy: the complete lines its trace gained, read on the pool. */
+struct daemon__trace_chunk {
+	struct kagent_daemon_session *ds;
+	char *data; /* the bytes read, each copied line ended by a NUL where its newline was */
+	struct kagent_store_trace_line *lines;
+	size_t line_count;
+	long long consumed; /* up to the end of the last complete line */
+	int status;	    /* of its copy, and why it failed */
+	char *cause;
+	int deferred; /* not read: the group was full; it waits for the next */
+};
+
 /*
- * On the pool: the trace's complete lines past trace_offset go to the store, each record
- * under its own seq (a record copied twice is stored once), but for stream records. Only one copy
- * per session runs at a time, so trace_offset is this function's alone while it runs. A line a
- * killed writer cut has no newline yet and waits for the next copy.
+ * On the pool: the trace's complete lines past trace_offset, but for stream records. Only
+ * one copy per session runs at a time, so trace_offset is this copy's alone while it runs. A
+ * line a killed writer cut has no newline yet and waits for the next copy.
  */
-static int
-daemon__trace_copy(struct kagent_store *store, struct kagent_daemon_session *ds, char **cause)
+static void
+daemon__trace_read(struct daemon__trace_chunk *chunk)
 {
-	json_t *records = NULL;
+	struct kagent_daemon_session *ds = chunk->ds;
 	struct stat info;
-	char *data = NULL, *line, *newline;
-	size_t size, done = 0;
+	char *line, *newline;
+	size_t size, done = 0, capacity = 0;
 	ssize_t got;
-	int fd, status = 0;
+	int fd;
 
 	if (ds->trace_path == NULL)
-		return 0;
+		return;
 	fd = open(ds->trace_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 0; /* nothing written yet */
+		return; /* nothing written yet */
 	if (fstat(fd, &info) != 0 || info.st_size <= ds->trace_offset)
 		goto out;
 	size = (size_t)(info.st_size - ds->trace_offset);
 	if (size > DAEMON_TRACE_COPY_CAP)
 		size = DAEMON_TRACE_COPY_CAP;
-	data = kagent_malloc(size);
+	chunk->data = kagent_malloc(size);
 	while (done < size) {
-		got = pread(fd, data + done, size - done,
+		got = pread(fd, chunk->data + done, size - done,
 			    (off_t)(ds->trace_offset + (long long)done));
 		if (got < 0 && errno == EINTR)
 			continue;
@@ -244,82 +258,218 @@ daemon__trace_copy(struct kagent_store *store, struct kagent_daemon_session *ds,
 			break;
 		done += (size_t)got;
 	}
-	records = json_array();
-	for (line = data; (newline = memchr(line, '\n', done - (size_t)(line - data))) != NULL;
+	for (line = chunk->data;
+	     (newline = memchr(line, '\n', done - (size_t)(line - chunk->data))) != NULL;
 	     line = newline + 1) {
-		json_t *record;
-		const char *type;
+		size_t length = (size_t)(newline - line);
+		long long seq;
 
-		/* A stream record is one server-sent event of a reply the reply record holds
-		 * whole (docs/traces.md): the file keeps it for debugging, the store does not.
-		 * The trace writes "type" first, so most are known without parsing them. */
-		if ((size_t)(newline - line) >= sizeof DAEMON_STREAM_PREFIX - 1 &&
-		    memcmp(line, DAEMON_STREAM_PREFIX, sizeof DAEMON_STREAM_PREFIX - 1) == 0)
+		/* Stream records stay in the file only (docs/store.md); cut ones are written again.
+		 */
+		if ((seq = kagent_trace_line_seq(line, length)) == 0)
 			continue;
-		record = json_loadb(line, (size_t)(newline - line), 0, NULL);
-		type = json_string_value(json_object_get(record, "type"));
-		if (json_is_integer(json_object_get(record, "seq")) &&
-		    (type == NULL || strcmp(type, "stream") != 0))
-			json_array_append(records, record);
-		json_decref(record);
+		*newline = '\0';
+		if (chunk->line_count == capacity) {
+			capacity = capacity == 0 ? 16 : capacity * 2;
+			chunk->lines =
+			    kagent_realloc(chunk->lines, capacity * sizeof *chunk->lines);
+		}
+		chunk->lines[chunk->line_count++] = (struct kagent_store_trace_line){
+		    .session_id = ds->claim->session_id, .seq = seq, .text = line};
 	}
-	if (json_array_size(records) > 0)
-		status =
-		    kagent_store_trace_append(store, ds->claim->session_id, records, NULL, cause);
-	if (status == 0)
-		ds->trace_offset += (long long)(line - data);
+	chunk->consumed = (long long)(line - chunk->data);
 out:
-	json_decref(records);
-	free(data);
 	close(fd);
+}
+
+static void
+daemon__trace_chunk_clear(struct daemon__trace_chunk *chunk)
+{
+	free(chunk->data);
+	free(chunk->lines);
+	free(chunk->cause);
+}
+
+/* On the pool: one session's new lines to the store, in a transaction of their own. */
+static int
+daemon__trace_copy(struct kagent_store *store, struct kagent_daemon_session *ds, char **cause)
+{
+	struct daemon__trace_chunk chunk = {.ds = ds};
+	int status;
+
+	daemon__trace_read(&chunk);
+	status = kagent_store_trace_append_lines(store, chunk.lines, chunk.line_count, NULL, cause);
+	if (status == 0)
+		ds->trace_offset += chunk.consumed;
+	daemon__trace_chunk_clear(&chunk);
 	return status;
 }
 
-static void daemon__end(struct kagent_daemon_session *ds);
-static void daemon__trace_sync(struct kagent_daemon_session *ds);
+/*
+ * The sessions whose turns ended while the previous group was being written, copied as one
+ * group: one transaction for all of them (a group commit), so the store's cost per turn
+ * falls as the load grows, and one job on the thread pool at a time, so the copies never
+ * fill the pool's queue ahead of the API's reads.
+ */
+struct daemon__trace_group {
+	struct kagent_daemon *daemon;
+	struct daemon__trace_chunk *chunks;
+	size_t count;
+};
 
+/* On the pool. A group the store refuses (a session's row gone) is tried again session by
+ * session, so that one session's failure holds no other back. */
 static int
-daemon__trace_copy_work(struct kagent_store *store, void *data, char **cause)
+daemon__trace_group_work(struct kagent_store *store, void *data, char **cause)
 {
-	return daemon__trace_copy(store, data, cause);
+	struct daemon__trace_group *group = data;
+	struct kagent_store_trace_line *lines;
+	size_t count = 0, held = 0, index;
+	char *group_cause = NULL;
+
+	(void)cause;
+	for (index = 0; index < group->count; index++) {
+		if (held >= DAEMON_TRACE_GROUP_CAP) {
+			group->chunks[index].deferred = 1;
+			continue;
+		}
+		daemon__trace_read(&group->chunks[index]);
+		count += group->chunks[index].line_count;
+		held += (size_t)group->chunks[index].consumed;
+	}
+	lines = kagent_calloc(count + 1, sizeof *lines);
+	count = 0;
+	for (index = 0; index < group->count; index++) {
+		memcpy(lines + count, group->chunks[index].lines,
+		       group->chunks[index].line_count * sizeof *lines);
+		count += group->chunks[index].line_count;
+	}
+	if (kagent_store_trace_append_lines(store, lines, count, NULL, &group_cause) < 0) {
+		free(group_cause);
+		for (index = 0; index < group->count; index++) {
+			struct daemon__trace_chunk *chunk = &group->chunks[index];
+
+			chunk->status = kagent_store_trace_append_lines(
+			    store, chunk->lines, chunk->line_count, NULL, &chunk->cause);
+		}
+	}
+	for (index = 0; index < group->count; index++) {
+		if (group->chunks[index].status == 0)
+			group->chunks[index].ds->trace_offset += group->chunks[index].consumed;
+	}
+	free(lines);
+	return 0;
 }
+
+static void daemon__end(struct kagent_daemon_session *ds);
+static void daemon__trace_group_start(struct kagent_daemon *daemon);
+static void daemon__trace_enqueue(struct kagent_daemon_session *ds);
 
 static void
-daemon__trace_copied(int status, const char *cause, void *data)
+daemon__trace_group_done(int status, const char *cause, void *data)
 {
-	struct kagent_daemon_session *ds = data;
+	struct daemon__trace_group *group = data;
+	struct kagent_daemon *daemon = group->daemon;
 
-	ds->daemon->jobs--;
-	ds->trace_syncing = 0;
-	if (status < 0)
-		kagent_daemon_log(
-		    "session %s: copying its trace to the store: %s (tried again at its "
-		    "next turn)",
-		    ds->claim->session_id, cause);
-	if (ds->end_waiting) {
-		ds->end_waiting = 0;
-		daemon__end(ds);
-		return;
+	(void)status;
+	(void)cause;
+	daemon->jobs--;
+	daemon->trace_copying = 0;
+	for (size_t index = 0; index < group->count; index++) {
+		struct daemon__trace_chunk *chunk = &group->chunks[index];
+		struct kagent_daemon_session *ds = chunk->ds;
+
+		ds->trace_syncing = 0;
+		if (chunk->status < 0)
+			kagent_daemon_log(
+			    "session %s: copying its trace to the store: %s (tried again at its "
+			    "next turn)",
+			    ds->claim->session_id, chunk->cause);
+		daemon__trace_chunk_clear(chunk);
+		if (ds->end_waiting) {
+			ds->end_waiting = 0;
+			daemon__end(ds);
+		} else if (chunk->deferred) {
+			daemon__trace_enqueue(ds);
+		}
 	}
-	if (ds->trace_dirty) {
-		ds->trace_dirty = 0;
-		daemon__trace_sync(ds);
-	}
+	free(group->chunks);
+	free(group);
+	daemon__trace_group_start(daemon);
 }
 
-/* A turn ended: copy what the file holds, one copy at a time. */
+/* Copies the sessions waiting, unless a group is being written (its end starts the next). */
+static void
+daemon__trace_group_start(struct kagent_daemon *daemon)
+{
+	struct daemon__trace_group *group;
+	struct kagent_daemon_session *ds;
+	size_t count = 0;
+
+	if (daemon->trace_copying || daemon->trace_waiting == NULL)
+		return;
+	for (ds = daemon->trace_waiting; ds != NULL; ds = ds->trace_next)
+		count++;
+	group = kagent_calloc(1, sizeof *group);
+	group->daemon = daemon;
+	group->chunks = kagent_calloc(count, sizeof *group->chunks);
+	while ((ds = daemon->trace_waiting) != NULL) {
+		daemon->trace_waiting = ds->trace_next;
+		ds->trace_next = NULL;
+		ds->trace_queued = 0;
+		ds->trace_syncing = 1;
+		group->chunks[group->count++].ds = ds;
+	}
+	if (daemon__submit(daemon, daemon__trace_group_work, daemon__trace_group_done, group) ==
+	    0) {
+		daemon->trace_copying = 1;
+		return;
+	}
+	/* The pool refused: the copies wait for the next turn, or the session's end. */
+	for (size_t index = 0; index < group->count; index++)
+		group->chunks[index].ds->trace_syncing = 0;
+	free(group->chunks);
+	free(group);
+}
+
+/* The session waits for the next group (once, however many turns end first). */
+static void
+daemon__trace_enqueue(struct kagent_daemon_session *ds)
+{
+	struct kagent_daemon *daemon = ds->daemon;
+
+	if (ds->trace_path == NULL || ds->end_waiting || ds->trace_queued)
+		return;
+	ds->trace_queued = 1;
+	ds->trace_next = daemon->trace_waiting;
+	daemon->trace_waiting = ds;
+}
+
+/* A turn ended: the session's copy goes with the next group, started now if none is being
+ * written. */
 static void
 daemon__trace_sync(struct kagent_daemon_session *ds)
 {
-	if (ds->trace_path == NULL || ds->end_waiting)
+	daemon__trace_enqueue(ds);
+	daemon__trace_group_start(ds->daemon);
+}
+
+/* The session's end copies the rest itself: it leaves the group waiting. */
+static void
+daemon__trace_unqueue(struct kagent_daemon_session *ds)
+{
+	struct kagent_daemon_session **link;
+
+	if (!ds->trace_queued)
 		return;
-	if (ds->trace_syncing) {
-		ds->trace_dirty = 1;
-		return;
+	for (link = &ds->daemon->trace_waiting; *link != NULL; link = &(*link)->trace_next) {
+		if (*link == ds) {
+			*link = ds->trace_next;
+			break;
+		}
 	}
-	ds->trace_syncing = 1;
-	if (daemon__submit(ds->daemon, daemon__trace_copy_work, daemon__trace_copied, ds) < 0)
-		ds->trace_syncing = 0;
+	ds->trace_next = NULL;
+	ds->trace_queued = 0;
 }
 
 /* On the pool: the rest of the trace, then the session's end and its best variant, written
@@ -412,6 +562,7 @@ daemon__finished(int status, const char *cause, void *data)
 static void
 daemon__end(struct kagent_daemon_session *ds)
 {
+	daemon__trace_unqueue(ds);
 	if (ds->trace_syncing) {
 		ds->end_waiting = 1;
 		return;
@@ -769,8 +920,8 @@ daemon__heartbeat_done(int status, const char *cause, void *data)
 	struct daemon__heartbeat_job *job = data;
 	struct kagent_daemon *daemon = job->daemon;
 	struct kagent_daemon_session *ds;
+	json_t *id, *held = json_object();
 	size_t index;
-	json_t *id;
 
 	daemon->jobs--;
 	daemon->heartbeat_in_flight = 0;
@@ -788,15 +939,14 @@ daemon__heartbeat_done(int status, const char *cause, void *data)
 	/* Running here, claimed before this heartbeat, yet not held: another daemon took it over
 	 * while this one could not renew (a partition longer than the lease). Two daemons must
 	 * never run one session: it stops here, and its end is the other's to write. */
+	/* The held ids as a set: a search of the list for each of a thousand sessions was a
+	 * million comparisons on the loop. */
+	json_array_foreach(job->held, index, id)
+	    json_object_set(held, json_string_value(id), json_true());
 	for (ds = daemon->sessions; status == 0 && ds != NULL; ds = ds->next) {
-		int held = 0;
-
 		if (!ds->started || ds->summary != NULL || ds->lost ||
-		    ds->claimed_at >= job->submitted)
-			continue;
-		json_array_foreach(job->held, index, id) held |=
-		    strcmp(json_string_value(id), ds->claim->session_id) == 0;
-		if (held)
+		    ds->claimed_at >= job->submitted ||
+		    json_object_get(held, ds->claim->session_id) != NULL)
 			continue;
 		ds->lost = 1;
 		kagent_daemon_log(
@@ -805,6 +955,7 @@ daemon__heartbeat_done(int status, const char *cause, void *data)
 		    ds->claim->session_id);
 		kagent_session_interrupt(ds->session);
 	}
+	json_decref(held);
 	json_decref(job->held);
 	json_decref(job->cancelled);
 	free(job);

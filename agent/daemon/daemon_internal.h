@@ -60,13 +60,14 @@ struct kagent_daemon_session {
 	int taken_over;	     /* its lease ran out and another daemon holds it: not ours to end */
 	int lost;	     /* the heartbeat found it held by another daemon: stopped here */
 	uint64_t claimed_at; /* uv_now when its claim came back */
-	/* Its trace, copied to the store as it grows (daemon.c's trace sync): the file, the
-	 * bytes already copied, a copy in flight, more records since it left, and its end
-	 * waiting for that copy. */
+	/* Its trace, copied to the store as it grows (daemon.c's trace groups): the file, the
+	 * bytes already copied, in the group being written, waiting for the next group (linked
+	 * through trace_next), and its end waiting for the group being written. */
 	char *trace_path;
 	long long trace_offset;
 	int trace_syncing;
-	int trace_dirty;
+	int trace_queued;
+	struct kagent_daemon_session *trace_next;
 	int end_waiting;
 };
 
@@ -93,6 +94,15 @@ struct kagent_daemon {
 	int stopping;
 	int server_open;
 	int jobs; /* store jobs in flight for the daemon itself */
+	/* The store's count of queued sessions as GET /v1/health last read it (daemon_routes.c):
+	 * known, when (uv_now), a read in flight. */
+	json_int_t queued_count;
+	int queued_known;
+	uint64_t queued_read_at;
+	int queued_refreshing;
+	/* The sessions whose traces wait for the next copy, and a copy being written. */
+	struct kagent_daemon_session *trace_waiting;
+	int trace_copying;
 	/* The event streams (daemon_events.c): the feeds of sessions with SSE clients, the
 	 * clients of /v1/events, their jobs in flight, and two timers: the tick that reads what
 	 * sessions wrote, and the poll of feeds whose session does not run here. */

@@ -32,8 +32,9 @@ struct routes__call {
 	char *id;			     /* the {id} of the path */
 	json_t *body;			     /* the request's JSON, kept for the work */
 	json_t *result;			     /* what the work found */
-	int running;			     /* a cancelled session runs here: interrupt it */
-	int created;			     /* answer 201 */
+	json_t *live; /* session id -> its live view, copied on the loop for the work */
+	int running;  /* a cancelled session runs here: interrupt it */
+	int created;  /* answer 201 */
 	/* A file of the web viewer, answered as itself rather than as JSON: */
 	enum kagent_viewer_folder folder;
 	const char *content_type; /* set once read */
@@ -89,6 +90,7 @@ routes__after(int status, const char *cause, void *data)
 	free(call->id);
 	json_decref(call->body);
 	json_decref(call->result);
+	json_decref(call->live);
 	free(call);
 }
 
@@ -122,6 +124,7 @@ routes__start(struct routes__call *call, kagent_store_work_function work)
 					uv_strerror(status));
 		free(call->id);
 		json_decref(call->body);
+		json_decref(call->live);
 		free(call);
 		return;
 	}
@@ -138,15 +141,13 @@ routes__submit(struct kagent_http_request *request, void *data, kagent_store_wor
 /* ---- sessions as the API shows them ---- */
 
 /* "attempt" and "best_speedup" (the confirmed, credited speedup against the batch's target
- * baseline, or null), and "live" where it runs in this daemon. */
+ * baseline, or null). */
 static void
-routes__decorate_session(struct kagent_daemon *daemon, json_t *session)
+routes__decorate_fields(json_t *session)
 {
 	const json_t *confirmation =
 	    json_object_get(json_object_get(session, "result"), "confirmation");
 	double speedup = json_number_value(json_object_get(confirmation, "speedup"));
-	const char *id = json_string_value(json_object_get(session, "id"));
-	struct kagent_daemon_session *ds = id != NULL ? kagent_daemon_find(daemon, id) : NULL;
 
 	if (json_object_get(session, "attempt") == NULL)
 		json_object_set(session, "attempt", json_object_get(session, "attempts"));
@@ -156,35 +157,124 @@ routes__decorate_session(struct kagent_daemon *daemon, json_t *session)
 		    speedup > 0 && !json_is_false(json_object_get(confirmation, "credited"))
 			? json_real(speedup)
 			: json_null());
+}
+
+/* The fields above, and "live" where it runs in this daemon. */
+static void
+routes__decorate_session(struct kagent_daemon *daemon, json_t *session)
+{
+	const char *id = json_string_value(json_object_get(session, "id"));
+	struct kagent_daemon_session *ds = id != NULL ? kagent_daemon_find(daemon, id) : NULL;
+
+	routes__decorate_fields(session);
 	if (ds != NULL)
 		json_object_set_new(session, "live", json_deep_copy(ds->live));
 }
 
 /* ---- GET /v1/health ---- */
 
+/*
+ * GET /v1/health answers from the loop at once: what it says of this daemon is on the loop,
+ * and the store's count of queued sessions is the last one read, refreshed on the pool (a
+ * read beside the answer, never before it) once it is older than this. The first answer,
+ * and the first after this daemon queued or cancelled sessions, waits for a fresh count.
+ */
+#define ROUTES_QUEUED_MAX_AGE_MS 1000
+
+/* The sessions queued in the store, all batches together. */
 static int
-routes__health_work(struct kagent_store *store, void *data, char **cause)
+routes__count_queued(struct kagent_store *store, json_int_t *queued_out, char **cause)
 {
-	struct routes__call *call = data;
 	json_t *batches = NULL, *batch;
-	json_int_t queued = 0;
 	size_t index;
 	int status = kagent_store_batch_list(store, &batches, cause);
 
+	*queued_out = 0;
 	if (status < 0)
 		return status;
 	json_array_foreach(batches, index, batch)
 	{
-		queued +=
+		*queued_out +=
 		    json_integer_value(json_object_get(json_object_get(batch, "counts"), "queued"));
 	}
 	json_decref(batches);
-	call->result = json_pack("{s:I}", "sessions_queued", (json_int_t)queued);
 	return 0;
 }
 
 static void
-routes__health_answer(struct routes__call *call)
+routes__queued_set(struct kagent_daemon *daemon, json_int_t queued)
+{
+	daemon->queued_count = queued;
+	daemon->queued_known = 1;
+	daemon->queued_read_at = uv_now(&daemon->loop);
+}
+
+/* This daemon changed the queue: the next GET /v1/health reads the count afresh. */
+static void
+routes__queued_changed(struct kagent_daemon *daemon)
+{
+	daemon->queued_known = 0;
+}
+
+struct routes__queued_refresh {
+	struct kagent_daemon *daemon;
+	json_int_t queued;
+};
+
+static int
+routes__queued_refresh_work(struct kagent_store *store, void *data, char **cause)
+{
+	struct routes__queued_refresh *refresh = data;
+
+	return routes__count_queued(store, &refresh->queued, cause);
+}
+
+static void
+routes__queued_refreshed(int status, const char *cause, void *data)
+{
+	struct routes__queued_refresh *refresh = data;
+	struct kagent_daemon *daemon = refresh->daemon;
+
+	daemon->queued_refreshing = 0;
+	if (status == 0)
+		routes__queued_set(daemon, refresh->queued);
+	else
+		kagent_daemon_log("GET /v1/health: counting the queued sessions: %s", cause);
+	free(refresh);
+}
+
+static void
+routes__queued_refresh(struct kagent_daemon *daemon)
+{
+	struct routes__queued_refresh *refresh;
+
+	if (daemon->queued_refreshing ||
+	    uv_now(&daemon->loop) - daemon->queued_read_at < ROUTES_QUEUED_MAX_AGE_MS)
+		return;
+	refresh = kagent_calloc(1, sizeof *refresh);
+	refresh->daemon = daemon;
+	if (kagent_store_submit(daemon->store, &daemon->loop, routes__queued_refresh_work,
+				routes__queued_refreshed, refresh) == 0)
+		daemon->queued_refreshing = 1;
+	else
+		free(refresh);
+}
+
+static int
+routes__health_work(struct kagent_store *store, void *data, char **cause)
+{
+	struct routes__call *call = data;
+	json_int_t queued;
+	int status = routes__count_queued(store, &queued, cause);
+
+	if (status == 0)
+		call->result = json_pack("{s:I}", "sessions_queued", queued);
+	return status;
+}
+
+/* What the loop knows, added to the queued count. */
+static void
+routes__health_describe(struct routes__call *call)
 {
 	struct kagent_daemon *daemon = call->daemon;
 	const struct kagent_daemon_options *options = daemon->options;
@@ -209,10 +299,29 @@ routes__health_answer(struct routes__call *call)
 			    kagent_daemon_evaluations_health(daemon->evaluations));
 }
 
+/* A fresh count, read on the pool: kept for the answers that follow. */
+static void
+routes__health_answer(struct routes__call *call)
+{
+	routes__queued_set(call->daemon,
+			   json_integer_value(json_object_get(call->result, "sessions_queued")));
+	routes__health_describe(call);
+}
+
 static void
 routes__health(struct kagent_http_request *request, void *data)
 {
-	routes__submit(request, data, routes__health_work, routes__health_answer);
+	struct kagent_daemon *daemon = data;
+	struct routes__call *call;
+
+	if (!daemon->queued_known) {
+		routes__submit(request, data, routes__health_work, routes__health_answer);
+		return;
+	}
+	call = routes__call_new(request, data, routes__health_describe);
+	call->result = json_pack("{s:I}", "sessions_queued", daemon->queued_count);
+	routes__after(0, NULL, call);
+	routes__queued_refresh(daemon);
 }
 
 /* ---- POST /v1/batches ---- */
@@ -398,6 +507,7 @@ routes__batch_created(struct routes__call *call)
 	kagent_daemon_log("batch %s: %lld problems queued",
 			  json_string_value(json_object_get(call->result, "batch")),
 			  (long long)json_integer_value(json_object_get(call->result, "sessions")));
+	routes__queued_changed(call->daemon);
 	kagent_daemon_wake(call->daemon);
 	kagent_daemon_events_changed(
 	    call->daemon, json_string_value(json_object_get(call->result, "batch")), NULL);
@@ -508,28 +618,53 @@ routes__batch_list(struct kagent_http_request *request, void *data)
 	routes__submit(request, data, routes__batch_list_work, NULL);
 }
 
+/*
+ * GET /v1/batches/{id}: a thousand sessions' answer is built and encoded on the pool, off the
+ * loop that runs them; the loop only copies the live views of the batch's sessions running
+ * here, when the request arrives.
+ */
 static int
 routes__batch_get_work(struct kagent_store *store, void *data, char **cause)
 {
 	struct routes__call *call = data;
-
-	return kagent_store_batch_get(store, call->id, &call->result, cause);
-}
-
-static void
-routes__batch_got(struct routes__call *call)
-{
 	json_t *session;
 	size_t index;
+	int status = kagent_store_batch_get(store, call->id, &call->result, cause);
 
+	if (status < 0)
+		return status;
 	json_array_foreach(json_object_get(call->result, "sessions"), index, session)
-	    routes__decorate_session(call->daemon, session);
+	{
+		const char *id = json_string_value(json_object_get(session, "id"));
+		json_t *view = id != NULL ? json_object_get(call->live, id) : NULL;
+
+		routes__decorate_fields(session);
+		if (view != NULL)
+			json_object_set(session, "live", view);
+	}
+	call->bytes = json_dumps(call->result, JSON_COMPACT);
+	if (call->bytes == NULL) {
+		*cause = kagent_strdup("the batch could not be encoded");
+		return -ENOMEM;
+	}
+	call->length = strlen(call->bytes);
+	call->content_type = "application/json";
+	return 0;
 }
 
 static void
 routes__batch_get(struct kagent_http_request *request, void *data)
 {
-	routes__submit(request, data, routes__batch_get_work, routes__batch_got);
+	struct kagent_daemon *daemon = data;
+	struct routes__call *call = routes__call_new(request, data, NULL);
+	struct kagent_daemon_session *ds;
+
+	call->live = json_object();
+	for (ds = daemon->sessions; ds != NULL; ds = ds->next)
+		if (strcmp(ds->claim->batch_id, call->id) == 0)
+			json_object_set_new(call->live, ds->claim->session_id,
+					    json_deep_copy(ds->live));
+	routes__start(call, routes__batch_get_work);
 }
 
 static int
@@ -573,6 +708,7 @@ routes__batch_cancelled(struct routes__call *call)
 	size_t index;
 
 	kagent_daemon_log("batch %s cancelled", call->id);
+	routes__queued_changed(call->daemon);
 	kagent_daemon_events_changed(call->daemon, call->id, NULL);
 	json_array_foreach(json_object_get(call->result, "interrupted"), index, id)
 	    kagent_daemon_cancel(call->daemon, json_string_value(id));
@@ -622,6 +758,7 @@ static void
 routes__session_cancelled(struct routes__call *call)
 {
 	kagent_daemon_log("session %s: cancelled", call->id);
+	routes__queued_changed(call->daemon);
 	kagent_daemon_events_changed(call->daemon, NULL, call->id);
 	if (call->running)
 		kagent_daemon_cancel(call->daemon, call->id);

@@ -27,15 +27,21 @@
 #define STORE_TRANSACTION_TRIES 5
 
 /*
- * One connection, used by one thread at a time behind lock. Why not a connection per
- * thread: the work runs on libuv's pool threads, which kagent does not own and cannot close
- * a connection on when they end; SQLite lets one writer at a time into a file anyway, and
- * each call is one short transaction (docs/store.md says why PostgreSQL's calls block on
- * the pool too).
+ * Two connections, each used by one thread at a time behind its lock: one for writes and
+ * one for read-only snapshots, so that a read (the API's GET /v1/batches/ID) never waits
+ * behind a write transaction (a group of trace copies, a claim): WAL and PostgreSQL's MVCC
+ * let a reader run beside the writer. Why not a connection per thread: the work runs on
+ * libuv's pool threads, which kagent does not own and cannot close a connection on when
+ * they end; SQLite lets one writer at a time into a file anyway, and each call is one short
+ * transaction (docs/store.md says why PostgreSQL's calls block on the pool too).
  */
 struct kagent_store {
 	const struct store_backend *backend;
 	void *connection;
+	/* The read-only snapshots' connection; NULL where reads share connection (an SQLite
+	 * :memory: store is private to its connection). */
+	void *reader;
+	pthread_mutex_t reader_lock;
 	char *location; /* what the backend connects to */
 	char *name;	/* how messages name the store: the URL without its password */
 	char *identity; /* host:pid:random, the owner of this connection's claims */
@@ -234,19 +240,28 @@ store__rollback(struct kagent_store *store)
 	free(cause);
 }
 
-/* Read-only calls: a snapshot, rolled back at the end (a read has nothing to commit). */
+/*
+ * Read-only calls: a snapshot, rolled back at the end (a read has nothing to commit), on the
+ * reader's connection under the reader's lock, so a read never waits for a write in this
+ * process. body gets a copy of the store whose connection is the reader (store__query runs
+ * on the store's connection); a read body only runs statements, it takes no lock.
+ */
 static int
 store__read(struct kagent_store *store, store__body body, void *data, char **cause)
 {
+	pthread_mutex_t *lock = store->reader != NULL ? &store->reader_lock : &store->lock;
+	struct kagent_store reading = *store;
 	int status;
 
-	pthread_mutex_lock(&store->lock);
-	status = store__script(store, "starting a read", store->backend->begin_read, cause);
+	if (store->reader != NULL)
+		reading.connection = store->reader;
+	pthread_mutex_lock(lock);
+	status = store__script(&reading, "starting a read", store->backend->begin_read, cause);
 	if (status == 0) {
-		status = body(store, data, cause);
-		store__rollback(store);
+		status = body(&reading, data, cause);
+		store__rollback(&reading);
 	}
-	pthread_mutex_unlock(&store->lock);
+	pthread_mutex_unlock(lock);
 	return status;
 }
 
@@ -450,6 +465,7 @@ store__connect(const char *url, struct kagent_store **store_out, char **cause)
 
 	*store_out = NULL;
 	pthread_mutex_init(&store->lock, NULL);
+	pthread_mutex_init(&store->reader_lock, NULL);
 	store->lease_seconds = STORE_DEFAULT_LEASE_SECONDS;
 	if ((status = store__parse_url(url, &store->backend, &store->location, cause)) < 0)
 		goto out;
@@ -468,6 +484,20 @@ out:
 	return status;
 }
 
+/* The reader's connection, once the schema is migrated. An SQLite :memory: database exists
+ * only for the connection that made it, so there reads share the one connection. */
+static int
+store__open_reader(struct kagent_store *store, char **cause)
+{
+	int status;
+
+	if (store->backend == &kagent_store_sqlite_backend &&
+	    strcmp(store->location, ":memory:") == 0)
+		return 0;
+	status = store->backend->connect(store->location, store->name, &store->reader, cause);
+	return status < 0 ? store__failed(store, status, "opening a reader", cause) : 0;
+}
+
 int
 kagent_store_open(const char *url, struct kagent_store **store_out, char **cause)
 {
@@ -477,7 +507,8 @@ kagent_store_open(const char *url, struct kagent_store **store_out, char **cause
 	*store_out = NULL;
 	if ((status = store__connect(url, &store, cause)) < 0)
 		return status;
-	if ((status = store__migrate(store, cause)) < 0) {
+	if ((status = store__migrate(store, cause)) < 0 ||
+	    (status = store__open_reader(store, cause)) < 0) {
 		kagent_store_close(store);
 		return status;
 	}
@@ -511,7 +542,10 @@ kagent_store_close(struct kagent_store *store)
 			free(cause);
 		store->backend->disconnect(store->connection);
 	}
+	if (store->reader != NULL)
+		store->backend->disconnect(store->reader);
 	pthread_mutex_destroy(&store->lock);
+	pthread_mutex_destroy(&store->reader_lock);
 	free(store->location);
 	free(store->name);
 	free(store->identity);
@@ -1425,27 +1459,23 @@ kagent_store_listen_stop(struct kagent_store *store)
 /* ---- trace records ---- */
 
 struct store__trace_append {
-	const char *session_id;
-	const json_t *records;
+	const struct kagent_store_trace_line *lines;
+	size_t count;
 	int appended;
 };
 
+/* Each line as it is: the store keeps the text the trace file holds, nothing parsed. */
 static int
 store__trace_append(struct kagent_store *store, void *data, char **cause)
 {
 	struct store__trace_append *append = data;
-	size_t index;
-	json_t *record;
 	int status = 0;
 
 	append->appended = 0;
-	json_array_foreach(append->records, index, record)
-	{
-		char *text = store__json_text(record);
-		struct store_value values[] = {
-		    STORE_TEXT(append->session_id),
-		    STORE_INTEGER(json_integer_value(json_object_get(record, "seq"))),
-		    STORE_TEXT(text)};
+	for (size_t index = 0; index < append->count; index++) {
+		const struct kagent_store_trace_line *line = &append->lines[index];
+		struct store_value values[] = {STORE_TEXT(line->session_id),
+					       STORE_INTEGER(line->seq), STORE_TEXT(line->text)};
 		long long changes = 0;
 
 		status = store__query(store, "storing a trace record",
@@ -1453,11 +1483,10 @@ store__trace_append(struct kagent_store *store, void *data, char **cause)
 				      " VALUES ($1, $2, $3)"
 				      " ON CONFLICT (session_id, seq) DO NOTHING",
 				      values, 3, NULL, &changes, cause);
-		free(text);
 		if (status == -EEXIST) {
 			/* The only constraint left once the conflict is ignored: the session. */
 			free(*cause);
-			status = store__no_session(append->session_id, cause);
+			status = store__no_session(line->session_id, cause);
 		}
 		if (status < 0)
 			break;
@@ -1467,13 +1496,40 @@ store__trace_append(struct kagent_store *store, void *data, char **cause)
 }
 
 int
+kagent_store_trace_append_lines(struct kagent_store *store,
+				const struct kagent_store_trace_line *lines, size_t count,
+				int *appended_out, char **cause)
+{
+	struct store__trace_append append = {.lines = lines, .count = count};
+	int status;
+
+	if (appended_out != NULL)
+		*appended_out = 0;
+	for (size_t index = 0; index < count; index++) {
+		if (lines[index].seq < 1 || lines[index].session_id == NULL ||
+		    lines[index].text == NULL) {
+			*cause = kagent_asprintf("trace line %zu has no session, seq (1, 2, ...) "
+						 "or text",
+						 index + 1);
+			return -EINVAL;
+		}
+	}
+	if (count == 0)
+		return 0;
+	status = store__write(store, store__trace_append, &append, cause);
+	if (status == 0 && appended_out != NULL)
+		*appended_out = append.appended;
+	return status;
+}
+
+int
 kagent_store_trace_append(struct kagent_store *store, const char *session_id, const json_t *records,
 			  int *appended_out, char **cause)
 {
-	struct store__trace_append append = {.session_id = session_id, .records = records};
-	size_t index;
+	struct kagent_store_trace_line *lines;
+	size_t index, count;
 	json_t *record;
-	int status;
+	int status = 0;
 
 	if (appended_out != NULL)
 		*appended_out = 0;
@@ -1481,18 +1537,30 @@ kagent_store_trace_append(struct kagent_store *store, const char *session_id, co
 		*cause = kagent_strdup("trace records must be an array");
 		return -EINVAL;
 	}
+	count = json_array_size(records);
+	lines = kagent_calloc(count + 1, sizeof *lines);
 	json_array_foreach(records, index, record)
 	{
-		if (!json_is_integer(json_object_get(record, "seq")) ||
-		    json_integer_value(json_object_get(record, "seq")) < 1) {
+		json_t *seq = json_object_get(record, "seq");
+
+		if (!json_is_integer(seq) || json_integer_value(seq) < 1) {
 			*cause =
 			    kagent_asprintf("trace record %zu has no seq (1, 2, ...)", index + 1);
-			return -EINVAL;
+			status = -EINVAL;
+			count = index;
+			goto out;
 		}
+		lines[index] = (struct kagent_store_trace_line){
+		    .session_id = session_id,
+		    .seq = json_integer_value(seq),
+		    .text = store__json_text(record),
+		};
 	}
-	status = store__write(store, store__trace_append, &append, cause);
-	if (status == 0 && appended_out != NULL)
-		*appended_out = append.appended;
+	status = kagent_store_trace_append_lines(store, lines, count, appended_out, cause);
+out:
+	for (index = 0; index < count; index++)
+		free((char *)lines[index].text);
+	free(lines);
 	return status;
 }
 

@@ -189,8 +189,14 @@ store_sqlite__connect(const char *location, const char *name, void **connection_
 				NULL);
 	sqlite3_create_function(db, "kagent_epoch", 0, SQLITE_UTF8, NULL, store_sqlite__epoch, NULL,
 				NULL);
-	/* WAL: readers (the API, kagent commands) never wait for the writer, nor it for them. */
+	/* WAL: readers (the API, kagent commands) never wait for the writer, nor it for them.
+	 * synchronous = NORMAL: a commit is written to the WAL but not fsynced (the WAL is
+	 * fsynced at checkpoints). A killed process loses nothing (the OS holds what it wrote);
+	 * a power cut or an OS crash may lose the last transactions, never the file's
+	 * consistency, and what a lost transaction held is in the trace files, which resume
+	 * reads. FULL would cost an fsync per commit: per turn of every session. */
 	if ((result = store_sqlite__script(db, name, "PRAGMA journal_mode = WAL", cause)) < 0 ||
+	    (result = store_sqlite__script(db, name, "PRAGMA synchronous = NORMAL", cause)) < 0 ||
 	    (result = store_sqlite__script(db, name, "PRAGMA foreign_keys = ON", cause)) < 0)
 		goto out;
 	*connection_out = db;

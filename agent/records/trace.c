@@ -669,3 +669,79 @@ kagent_trace_read_from(const char *path, long long offset, size_t budget,
 
 	return trace__read(&reader, 1, budget, offset_out);
 }
+
+/* ---- lines as text ---- */
+
+/* Whether the line's object closes at its last byte, and not before: braces and brackets
+ * balanced outside strings. A cut record never does. A scan, not a parse. */
+static int
+trace__line_closed(const char *line, size_t length)
+{
+	int depth = 0, quoted = 0;
+
+	for (size_t index = 0; index < length; index++) {
+		char c = line[index];
+
+		if (quoted) {
+			if (c == '\\')
+				index++;
+			else if (c == '"')
+				quoted = 0;
+		} else if (c == '"') {
+			quoted = 1;
+		} else if (c == '{' || c == '[') {
+			depth++;
+		} else if ((c == '}' || c == ']') && --depth == 0) {
+			return index == length - 1;
+		}
+	}
+	return 0;
+}
+
+/* The seq of a line kagent_trace_write wrote ({"type":"...","seq":N,...), -1 where the line
+ * starts otherwise; *type_out, *type_length_out: its type's text. */
+static long long
+trace__line_seq_fast(const char *line, size_t length, const char **type_out,
+		     size_t *type_length_out)
+{
+	static const char type[] = "{\"type\":\"", seq[] = "\",\"seq\":";
+	const char *at = line + sizeof type - 1, *end = line + length;
+	long long value = 0;
+
+	if (length < sizeof type - 1 || memcmp(line, type, sizeof type - 1) != 0)
+		return -1;
+	while (at < end && *at != '"' && *at != '\\')
+		at++;
+	*type_out = line + sizeof type - 1;
+	*type_length_out = (size_t)(at - *type_out);
+	if ((size_t)(end - at) < sizeof seq - 1 || memcmp(at, seq, sizeof seq - 1) != 0)
+		return -1;
+	for (at += sizeof seq - 1; at < end && *at >= '0' && *at <= '9' && value < TRACE_SEQ_MAX;
+	     at++)
+		value = value * 10 + (*at - '0');
+	return at < end && (*at == ',' || *at == '}') && value < TRACE_SEQ_MAX ? value : -1;
+}
+
+long long
+kagent_trace_line_seq(const char *line, size_t length)
+{
+	const char *type = NULL;
+	size_t type_length = 0;
+	long long seq = trace__line_seq_fast(line, length, &type, &type_length);
+	json_t *record;
+
+	if (seq >= 0) {
+		if (type_length == 6 && memcmp(type, "stream", 6) == 0)
+			return 0;
+		return trace__line_closed(line, length) ? seq : 0;
+	}
+	/* Written otherwise (by hand, or by an older kagent): parsed. */
+	record = json_loadb(line, length, 0, NULL);
+	type = json_string_value(json_object_get(record, "type"));
+	seq = json_is_integer(json_object_get(record, "seq")) &&
+		      (type == NULL || strcmp(type, "stream") != 0)
+		  ? json_integer_value(json_object_get(record, "seq"))
+		  : 0;
+	json_decref(record);
+	return seq > 0 ? seq : 0;
+}

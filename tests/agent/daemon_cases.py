@@ -26,7 +26,8 @@ from tap_cases import run_cases
 
 KAGENT = os.path.abspath(os.environ["KAGENT"])
 SOURCE = os.path.abspath(os.environ["KAGENT_SOURCE_DIR"])
-SERVER = os.path.join(SOURCE, "tests", "fixtures", "llm_server.py")
+sys.path.insert(0, os.path.join(SOURCE, "tests", "fixtures"))
+import daemon_process  # noqa: E402 - starting kagentd, shared with bench/daemon_load.py
 PROBLEMS = os.path.join(SOURCE, "tests", "fixtures", "problems")
 RELU = os.path.join(PROBLEMS, "relu.py")
 SOFTMAX = os.path.join(PROBLEMS, "softmax_wide.py")
@@ -68,17 +69,6 @@ def script(delay_ms=0, evaluation_seconds=0):
         chat_reply([("finish", {"summary": "done"})], delay_ms)]}
 
 
-class UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout=30):
-        super().__init__("localhost", timeout=timeout)
-        self.path = path
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.path)
-
-
 def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -99,73 +89,34 @@ class Daemon:
         self.runs = 0
         with open(os.path.join(self.folder, "script.json"), "w") as f:
             json.dump(model_script, f)
-        self.server = subprocess.Popen(
-            [sys.executable, SERVER, "--script", os.path.join(self.folder, "script.json"),
-             "--log", os.path.join(self.folder, "server.jsonl"), "--port", "0",
-             "--exit-with-stdin"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        port = int(self.server.stdout.readline().split()[1])
+        self.server, port = daemon_process.start_model_server(
+            os.path.join(self.folder, "script.json"), os.path.join(self.folder, "server.jsonl"))
         self.config = os.path.join(self.folder, "kagent.yaml")
-        with open(self.config, "w") as f:
-            f.write(f"provider:\n  model: scripted-model\n  api: chat_completions\n"
-                    f"  base_url: http://127.0.0.1:{port}/v1\n"
-                    f"output_directory: {self.folder}/runs\n")
-        self.environment = dict(os.environ)
-        for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "KAGENT_CONFIG",
-                     "KAGENT_DAEMON_SOCKET"):
-            self.environment.pop(name, None)
-        self.environment.update({
-            "KAGENT_RUNNER_DIR": os.path.join(SOURCE, "tests", "fixtures", "fake_runner"),
-            "FAKE_WORKER_MODE": "scripted", "FAKE_WORKER_LOG": self.worker_log,
-            "KAGENT_WORKER_SOCKET": os.path.join(self.folder, "none.sock"),
-            "KAGENT_CACHE_DIR": os.path.join(self.folder, "cache"),
-            "XDG_CONFIG_HOME": os.path.join(self.folder, "config"),
-            "XDG_STATE_HOME": os.path.join(self.folder, "xdg-state"),
-            "OPENAI_API_KEY": SECRET})
+        daemon_process.write_config(self.config, port, f"{self.folder}/runs")
+        self.environment = daemon_process.environment(
+            self.folder, FAKE_WORKER_LOG=self.worker_log, OPENAI_API_KEY=SECRET)
 
     def command(self, *extra):
-        return [KAGENT, "daemon", "--device", "cpu", "--socket", self.socket, "--store",
-                f"sqlite:{self.database}", "--config", self.config, "--max-sessions",
-                str(self.max_sessions), *extra]
+        return daemon_process.daemon_command(KAGENT, self.socket, f"sqlite:{self.database}",
+                                             self.config, self.max_sessions, *extra)
 
     def start(self, *extra):
         self.runs += 1
         self.log_path = os.path.join(self.folder, f"daemon-{self.runs}.log")
         self.log_file = open(self.log_path, "w")
-        self.process = subprocess.Popen(self.command(*extra), cwd=self.folder,
-                                        env=self.environment, stdout=self.log_file,
-                                        stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the daemon exited {self.process.returncode}: "
-                                   f"{self.log()}")
-            try:
-                if self.request("GET", "/v1/health")[0] == 200:
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("the daemon did not answer: " + self.log())
+        try:
+            self.process = daemon_process.start_daemon(self.command(*extra), self.folder,
+                                                       self.environment, self.log_file)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}: {self.log()}") from None
+        return self
 
     def log(self):
         with open(self.log_path) as f:
             return f.read()[-3000:]
 
     def request(self, method, path, body=None, raw=None):
-        connection = UnixConnection(self.socket)
-        try:
-            data = raw if raw is not None else (
-                json.dumps(body).encode() if body is not None else None)
-            headers = {"Content-Type": "application/json"} if data is not None else {}
-            connection.request(method, path, body=data, headers=headers)
-            response = connection.getresponse()
-            text = response.read().decode("utf-8", "replace")
-            try:
-                return response.status, json.loads(text) if text else None
-            except ValueError:
-                return response.status, text
-        finally:
-            connection.close()
+        return daemon_process.request(self.socket, method, path, body, raw)
 
     def post_batch(self, problems, **settings):
         body = {"problems": problems, "settings": {"max_turns": 2, **settings}}
@@ -200,15 +151,7 @@ class Daemon:
             return sum(1 for _ in f)
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
-        if self.process is None or self.process.poll() is not None:
-            return self.process.returncode if self.process else None
-        self.process.send_signal(sig)
-        try:
-            return self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            return None
+        return daemon_process.stop_daemon(self.process, sig, timeout)
 
     def store_rows(self):
         connection = sqlite3.connect(self.database)
@@ -231,9 +174,7 @@ class Daemon:
         self.stop(signal.SIGKILL, timeout=10)
         if self.log_file:
             self.log_file.close()
-        self.server.stdin.close()
-        self.server.terminate()
-        self.server.wait(timeout=10)
+        daemon_process.stop_model_server(self.server)
         if not os.environ.get("KAGENT_TEST_KEEP"):  # keep the folder to debug a failure
             shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -280,7 +221,18 @@ def batch_with_broken_problem():
         status, created = daemon.post_batch([RELU, BROKEN, SOFTMAX], target=1.5)
         if status != 201 or created.get("sessions") != 3:
             return problems + [f"POST /v1/batches: {status} {created}"]
+        # Health answers from the loop with the queued count it read last, but reads it again
+        # after a batch was queued here: with two slots, one of the three is still queued.
+        status, health = daemon.request("GET", "/v1/health")
+        if status != 200 or not 1 <= health.get("sessions_queued", 0) <= 3:
+            problems.append(f"health right after the POST: {status} {health}")
         batch = daemon.wait_batch(created["batch"])
+        deadline = time.monotonic() + 10
+        while daemon.request("GET", "/v1/health")[1].get("sessions_queued") != 0:
+            if time.monotonic() > deadline:
+                problems.append("health still counts queued sessions of a finished batch")
+                break
+            time.sleep(0.2)
         states = {s["problem"]: s for s in batch["sessions"]}
         broken = states.get("syntax_error", {})
         reason = (broken.get("result") or {}).get("stop_reason")
@@ -537,7 +489,7 @@ def reward_lanes():
         if cached[0] is not False or cached[1] is not True:
             problems.append(f"baselines_cached: {cached}")
         before = evaluations(daemon)
-        connection = UnixConnection(daemon.socket, timeout=0.5)
+        connection = daemon_process.UnixConnection(daemon.socket, timeout=0.5)
         try:
             connection.request("POST", "/v1/evaluations", body=json.dumps(
                 {"problem_path": RELU, "candidates": [candidate({"delay_seconds": 1.5})] * 8}),

@@ -21,6 +21,8 @@ SOURCE = os.path.abspath(os.environ["KAGENT_SOURCE_DIR"])
 RELU = os.path.join(SOURCE, "tests", "fixtures", "problems", "relu.py")
 TOKEN = "kagentd-reward-token-0123456789abcdef"
 sys.path.insert(0, os.path.join(SOURCE, "clients", "python"))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "fixtures"))
+import daemon_process  # noqa: E402 - starting kagentd, shared with tests/agent/daemon_cases.py
 import kagent_reward  # noqa: E402
 from tap_cases import run_cases  # noqa: E402 - the shared TAP runner, beside this file
 
@@ -48,40 +50,24 @@ class Daemon:
             handle.write(TOKEN + "\n")
         with open(config, "w") as handle:
             handle.write("provider:\n  model: none\n")
-        environment = dict(os.environ)
-        for name in ("KAGENT_CONFIG", "KAGENT_SOCKET", "KAGENT_DAEMON_SOCKET"):
-            environment.pop(name, None)
-        environment.update({
-            "KAGENT_RUNNER_DIR": os.path.join(SOURCE, "tests", "fixtures", "fake_runner"),
-            "FAKE_WORKER_MODE": "scripted",
-            "KAGENT_WORKER_SOCKET": os.path.join(self.folder, "none.sock"),
-            "KAGENT_CACHE_DIR": os.path.join(self.folder, "cache"),
-            "XDG_STATE_HOME": os.path.join(self.folder, "state")})
         self.log_path = os.path.join(self.folder, "daemon.log")
         self.log_file = open(self.log_path, "w")
-        self.process = subprocess.Popen(
-            [KAGENT, "daemon", "--device", "cpu", "--socket", self.socket, "--store",
-             f"sqlite:{self.folder}/kagent.db", "--config", config, "--listen",
-             f"127.0.0.1:{self.port}", "--token-file", token_file, "--evaluation-lanes", "2"],
-            env=environment, stdout=self.log_file, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while not os.path.exists(self.socket):
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                raise RuntimeError("the daemon did not start: " + self.log())
-            time.sleep(0.05)
+        try:
+            self.process = daemon_process.start_daemon(
+                daemon_process.daemon_command(
+                    KAGENT, self.socket, f"sqlite:{self.folder}/kagent.db", config, 2,
+                    "--listen", f"127.0.0.1:{self.port}", "--token-file", token_file,
+                    "--evaluation-lanes", "2"),
+                self.folder, daemon_process.environment(self.folder), self.log_file)
+        except RuntimeError as error:
+            raise RuntimeError(f"the daemon did not start: {error}: {self.log()}") from None
 
     def log(self):
         with open(self.log_path) as handle:
             return handle.read()[-3000:]
 
     def close(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        daemon_process.stop_daemon(self.process)
         self.log_file.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 

@@ -17,7 +17,9 @@
 #include "test.h"
 
 #include <errno.h>
+#include <libpq-fe.h>
 #include <pthread.h>
+#include <sqlite3.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1382,6 +1384,184 @@ test_trace_records(void)
 	fixture_close(&fixture);
 }
 
+/* Lines of two sessions in one call, stored as their text; all or nothing. */
+static void
+test_trace_lines_of_several_sessions(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store_claim *first, *second;
+	json_t *records = NULL;
+	char *batch_id, *cause = NULL;
+	int appended = -1;
+
+	fixture_open(&fixture);
+	batch_id = make_batch(fixture.store, 2, 1);
+	first = claim(fixture.store);
+	second = claim(fixture.store);
+	{
+		const struct kagent_store_trace_line lines[] = {
+		    {first->session_id, 1, "{\"type\":\"start\",\"seq\":1,\"x\":\"a\"}"},
+		    {second->session_id, 1, "{\"type\":\"start\",\"seq\":1,\"x\":\"b\"}"},
+		    {first->session_id, 2, "{\"type\":\"turn_end\",\"seq\":2,\"n\":1.5}"},
+		};
+
+		CHECK_INT(
+		    kagent_store_trace_append_lines(fixture.store, lines, 3, &appended, &cause), 0);
+		CHECK_INT(appended, 3);
+		/* Again: stored once. */
+		CHECK_INT(
+		    kagent_store_trace_append_lines(fixture.store, lines, 3, &appended, &cause), 0);
+		CHECK_INT(appended, 0);
+	}
+	CHECK_INT(kagent_store_trace_read(fixture.store, first->session_id, &records, &cause), 0);
+	CHECK_INT(json_array_size(records), 2);
+	CHECK_STRING(json_string_value(json_object_get(json_array_get(records, 0), "x")), "a");
+	CHECK(json_real_value(json_object_get(json_array_get(records, 1), "n")) == 1.5);
+	json_decref(records);
+	CHECK_INT(kagent_store_trace_read(fixture.store, second->session_id, &records, &cause), 0);
+	CHECK_INT(json_array_size(records), 1);
+	CHECK_STRING(json_string_value(json_object_get(json_array_get(records, 0), "x")), "b");
+	json_decref(records);
+	{
+		/* An unknown session among them: nothing of the call is stored. */
+		const struct kagent_store_trace_line lines[] = {
+		    {second->session_id, 2, "{\"type\":\"stop\",\"seq\":2}"},
+		    {"nobody", 1, "{\"type\":\"start\",\"seq\":1}"},
+		};
+
+		CHECK_INT(
+		    kagent_store_trace_append_lines(fixture.store, lines, 2, &appended, &cause),
+		    -ENOENT);
+		CHECK_CONTAINS(cause, "no session nobody");
+		free(cause);
+		cause = NULL;
+		CHECK_INT(
+		    kagent_store_trace_read(fixture.store, second->session_id, &records, &cause),
+		    0);
+		CHECK_INT(json_array_size(records), 1);
+		json_decref(records);
+	}
+	{
+		const struct kagent_store_trace_line lines[] = {{first->session_id, 0, "{}"}};
+
+		CHECK_INT(
+		    kagent_store_trace_append_lines(fixture.store, lines, 1, &appended, &cause),
+		    -EINVAL);
+		CHECK_CONTAINS(cause, "seq");
+		free(cause);
+	}
+	kagent_store_claim_free(first);
+	kagent_store_claim_free(second);
+	free(batch_id);
+	fixture_close(&fixture);
+}
+
+/* Another program's connection holding the lock that trace_records' writers wait for: SQLite's
+ * write lock on the file, or a PostgreSQL table lock that lets readers through. */
+struct write_lock {
+	sqlite3 *sqlite;
+	PGconn *postgresql;
+};
+
+static void
+write_lock_take(const struct fixture *fixture, struct write_lock *lock)
+{
+	if (fixture->postgresql) {
+		PGresult *result;
+
+		lock->postgresql = PQconnectdb(fixture->url);
+		CHECK(PQstatus(lock->postgresql) == CONNECTION_OK);
+		result =
+		    PQexec(lock->postgresql, "BEGIN; LOCK TABLE trace_records IN EXCLUSIVE MODE");
+		CHECK(PQresultStatus(result) == PGRES_COMMAND_OK);
+		PQclear(result);
+		return;
+	}
+	CHECK_INT(sqlite3_open(fixture->path, &lock->sqlite), SQLITE_OK);
+	CHECK_INT(sqlite3_exec(lock->sqlite, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+}
+
+static void
+write_lock_release(struct write_lock *lock)
+{
+	if (lock->postgresql != NULL) {
+		PQclear(PQexec(lock->postgresql, "COMMIT"));
+		PQfinish(lock->postgresql);
+		return;
+	}
+	CHECK_INT(sqlite3_exec(lock->sqlite, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(lock->sqlite);
+}
+
+struct blocked_write {
+	struct kagent_store *store;
+	const char *session_id;
+	int status;
+};
+
+static void *
+blocked_write_run(void *data)
+{
+	struct blocked_write *write = data;
+	const struct kagent_store_trace_line line = {write->session_id, 1,
+						     "{\"type\":\"start\",\"seq\":1}"};
+	char *cause = NULL;
+
+	write->status = kagent_store_trace_append_lines(write->store, &line, 1, NULL, &cause);
+	free(cause);
+	return NULL;
+}
+
+static double
+seconds_now(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
+/* A write of this store waiting for the database's lock (held here by another program) keeps
+ * the store's writer busy; a read of the same store still answers at once. */
+static void
+test_reads_do_not_wait_for_writes(void)
+{
+	struct fixture fixture = {0};
+	struct kagent_store_claim *claimed;
+	struct write_lock lock = {0};
+	struct blocked_write write = {0};
+	pthread_t thread;
+	json_t *batch = NULL, *records = NULL;
+	char *batch_id, *cause = NULL;
+	double started, read_seconds;
+
+	fixture_open(&fixture);
+	batch_id = make_batch(fixture.store, 2, 1);
+	claimed = claim(fixture.store);
+	write_lock_take(&fixture, &lock);
+	write.store = fixture.store;
+	write.session_id = claimed->session_id;
+	CHECK_INT(pthread_create(&thread, NULL, blocked_write_run, &write), 0);
+	usleep(300 * 1000); /* the write is waiting for the lock now */
+	started = seconds_now();
+	CHECK_INT(kagent_store_batch_get(fixture.store, batch_id, &batch, &cause), 0);
+	read_seconds = seconds_now() - started;
+	CHECK_INT(json_array_size(json_object_get(batch, "sessions")), 2);
+	json_decref(batch);
+	if (read_seconds > 1.0)
+		fprintf(stderr, "the read took %.2f s behind the write\n", read_seconds);
+	CHECK(read_seconds < 1.0);
+	write_lock_release(&lock);
+	CHECK_INT(pthread_join(thread, NULL), 0);
+	CHECK_INT(write.status, 0);
+	CHECK_INT(kagent_store_trace_read(fixture.store, claimed->session_id, &records, &cause), 0);
+	CHECK_INT(json_array_size(records), 1);
+	json_decref(records);
+	kagent_store_claim_free(claimed);
+	free(batch_id);
+	fixture_close(&fixture);
+}
+
 /* ---- LISTEN/NOTIFY ---- */
 
 struct listening {
@@ -1460,6 +1640,8 @@ static const struct kagent_test tests[] = {
      test_heartbeat_ends_orphans_of_cancelled_batches},
     {"heartbeat_carries_cancels", test_heartbeat_carries_cancels},
     {"trace_records", test_trace_records},
+    {"trace_lines_of_several_sessions", test_trace_lines_of_several_sessions},
+    {"reads_do_not_wait_for_writes", test_reads_do_not_wait_for_writes},
     {"listen_wakes_on_new_work", test_listen_wakes_on_new_work},
     {NULL, NULL},
 };

@@ -559,6 +559,48 @@ test_read_from_follows_a_growing_file(void)
 	remove_directory(directory);
 }
 
+/* The seq of a line without parsing it: what kagentd's copy to its store relies on. */
+static void
+test_line_seq(void)
+{
+	static const struct {
+		const char *line;
+		long long seq;
+	} cases[] = {
+	    {"{\"type\":\"turn_end\",\"seq\":12,\"time\":\"x\"}", 12},
+	    {"{\"type\":\"a\",\"seq\":3}", 3},
+	    /* braces and quotes inside strings do not close the record */
+	    {"{\"type\":\"a\",\"seq\":4,\"text\":\"}{\\\"}\\\\\",\"b\":[{}]}", 4},
+	    /* cut by a killed writer, at any point: not a record */
+	    {"{\"type\":\"a\",\"seq\":5,\"text\":\"ab", 0},
+	    {"{\"type\":\"a\",\"seq\":5,\"b\":{\"c\":1}", 0},
+	    {"{\"type\":\"a\",\"seq\":5,\"b\":[1,", 0},
+	    {"{\"type\":\"a\",\"seq\":5", 0},
+	    {"{\"type\":\"a\",\"seq\":5,\"text\":\"\\\"}", 0},
+	    /* closed before its end: not one record */
+	    {"{\"type\":\"a\",\"seq\":6}{}", 0},
+	    /* stream records stay in the file */
+	    {"{\"type\":\"stream\",\"seq\":7,\"event\":{}}", 0},
+	    {"{\"seq\":8,\"type\":\"stream\"}", 0},
+	    /* written otherwise: parsed */
+	    {"{\"seq\":9,\"type\":\"a\"}", 9},
+	    {" {\"type\":\"a\",\"seq\":10}", 10},
+	    {"{\"type\":\"a\"}", 0},
+	    {"{\"type\":\"a\",\"seq\":\"11\"}", 0},
+	    {"{\"type\":\"a\",\"seq\":-1}", 0},
+	    {"not json", 0},
+	    {"", 0},
+	};
+
+	for (size_t index = 0; index < sizeof cases / sizeof cases[0]; index++) {
+		long long seq = kagent_trace_line_seq(cases[index].line, strlen(cases[index].line));
+
+		if (seq != cases[index].seq)
+			fprintf(stderr, "%s: %lld\n", cases[index].line, seq);
+		CHECK(seq == cases[index].seq);
+	}
+}
+
 static const struct kagent_test tests[] = {
     {"round_trip", test_round_trip},
     {"redaction", test_redaction},
@@ -570,6 +612,7 @@ static const struct kagent_test tests[] = {
     {"line_cap", test_line_cap},
     {"file_removed_or_replaced", test_file_removed_or_replaced},
     {"read_from_follows_a_growing_file", test_read_from_follows_a_growing_file},
+    {"line_seq", test_line_seq},
     {NULL, NULL},
 };
 

@@ -205,6 +205,22 @@ void kagent_store_listen_stop(struct kagent_store *store);
  */
 int kagent_store_trace_append(struct kagent_store *store, const char *session_id,
 			      const json_t *records, int *appended_out, char **cause);
+/* One line of a session's trace file, as the file holds it (one JSON record, without its
+ * newline): the strings are borrowed. */
+struct kagent_store_trace_line {
+	const char *session_id;
+	long long seq; /* the record's "seq" */
+	const char *text;
+};
+/*
+ * Stores trace lines of any number of sessions in one transaction, each text as it is (not
+ * parsed: the daemon's copy takes the seq from the line's start), with the rules of
+ * kagent_store_trace_append: a seq stored already keeps its first record; *appended_out (may
+ * be NULL) counts the new ones. A line of an unknown session is -ENOENT and stores nothing.
+ */
+int kagent_store_trace_append_lines(struct kagent_store *store,
+				    const struct kagent_store_trace_line *lines, size_t count,
+				    int *appended_out, char **cause);
 /* The session's trace records by seq (an array; empty when none). */
 int kagent_store_trace_read(struct kagent_store *store, const char *session_id,
 			    json_t **records_out, char **cause);

@@ -61,4 +61,14 @@ int kagent_trace_read_from(const char *path, long long offset, size_t budget,
 			   int (*function)(const struct kagent_trace_line *line, void *data),
 			   void *data, long long *offset_out, char **cause);
 
+/*
+ * The seq of one line of a trace file (without its newline), for copying records as text
+ * (kagentd's copy to its store): read from the line's start, where kagent_trace_write puts
+ * "type" and "seq", once the line is seen to close at its end; a line that starts otherwise
+ * is parsed. 0 for a stream record (the reply record holds the reply whole), a record cut by
+ * a killed writer (a resumed trace ends its line and writes the record again under the same
+ * seq), and a line that is not a record with a seq.
+ */
+long long kagent_trace_line_seq(const char *line, size_t length);
+
 #endif
