@@ -372,7 +372,9 @@ session__host_init(struct kagent_session *session)
  * Responses API's "input") only from where it differs from the previous request's: "earlier"
  * says how many items the previous request record's list (as rebuilt) shares with it. A
  * conversation grows every turn, so whole bodies made a trace grow with the square of its
- * turns (and its redaction and writing cost the daemon CPU in proportion).
+ * turns (and its redaction and writing cost the daemon CPU in proportion). The tool
+ * definitions, the same every turn, are left out where the previous request record has them
+ * ("tools_earlier"): writing them again made the request record a sixth of the daemon's CPU.
  */
 static json_t *
 session__request_fields(struct kagent_session *session, int attempt, const char *url,
@@ -380,6 +382,8 @@ session__request_fields(struct kagent_session *session, int attempt, const char 
 {
 	size_t earlier = 0, index, count = kagent_llm_body_item_count(body);
 	uint64_t *hashes = kagent_calloc(count > 0 ? count : 1, sizeof *hashes);
+	json_t *recorded, *tools, *fields;
+	int tools_earlier = 0;
 
 	for (index = 0; index < count; index++)
 		hashes[index] = kagent_llm_body_item_hash(body, index);
@@ -389,8 +393,21 @@ session__request_fields(struct kagent_session *session, int attempt, const char 
 	free(session->recorded_hashes);
 	session->recorded_hashes = hashes;
 	session->recorded_count = count;
-	return json_pack("{s:i, s:s, s:o?, s:I}", "attempt", attempt, "url", url, "body",
-			 kagent_llm_body_json(body, earlier), "earlier", (json_int_t)earlier);
+	recorded = kagent_llm_body_json(body, earlier);
+	tools = recorded != NULL ? json_object_get(recorded, "tools") : NULL;
+	if (tools != NULL && session->recorded_tools != NULL &&
+	    (tools == session->recorded_tools || json_equal(tools, session->recorded_tools))) {
+		tools_earlier = 1;
+		json_object_del(recorded, "tools");
+	} else {
+		json_decref(session->recorded_tools);
+		session->recorded_tools = json_incref(tools);
+	}
+	fields = json_pack("{s:i, s:s, s:o?, s:I}", "attempt", attempt, "url", url, "body",
+			   recorded, "earlier", (json_int_t)earlier);
+	if (tools_earlier)
+		json_object_set_new(fields, "tools_earlier", json_true());
+	return fields;
 }
 
 static void
@@ -952,6 +969,7 @@ session__release(void *data)
 	kagent_variants_free(session->variants);
 	kagent_llm_conversation_free(session->conversation);
 	free(session->recorded_hashes);
+	json_decref(session->recorded_tools);
 	json_decref(session->tools);
 	json_decref(session->reply_message);
 	json_decref(session->pending_call);

@@ -67,6 +67,9 @@ struct kagent_session {
 	 * (the list itself would keep a second copy of the conversation). */
 	uint64_t *recorded_hashes;
 	size_t recorded_count;
+	/* The tool definitions of the last request traced (the shared wire value): a later
+	 * request that sends the same names them instead of repeating them. */
+	json_t *recorded_tools;
 
 	struct kagent_variants *variants;
 	struct kagent_variant *target_variant; /* reached the target; confirmed at turn end */

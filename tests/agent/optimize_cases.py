@@ -246,17 +246,24 @@ def happy_path(api):
             # request records carry only the new part of the message list ("earlier"), and
             # the bodies rebuilt from them are the bodies the endpoint received
             recorded = [r for r in run.trace() if r.get("type") == "request"]
-            previous = []
+            previous, previous_tools = [], None
             for index, record in enumerate(recorded):
                 body = dict(record["body"])
                 key = "messages" if "messages" in body else "input"
                 body[key] = previous[:record.get("earlier", 0)] + body[key]
                 previous = body[key]
+                if record.get("tools_earlier"):
+                    if "tools" in body:
+                        problems.append(f"request record {index + 1} repeats the tools")
+                    body["tools"] = previous_tools
+                previous_tools = body.get("tools")
                 if index < len(requests) and body != requests[index]["body"]:
                     problems.append(f"request {index + 1} rebuilt from the trace differs "
                                     "from the body sent")
             if len(recorded) > 1 and not recorded[1].get("earlier"):
                 problems.append("the second request record repeats the whole conversation")
+            if len(recorded) > 1 and not recorded[1].get("tools_earlier"):
+                problems.append("the second request record repeats the tool definitions")
             if GIT:
                 log = run.git("log", "--format=%s%n%b", f"runs/{final['run_id']}")
                 if log.count("Kagent-Status: correct") != 2:
