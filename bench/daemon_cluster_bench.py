@@ -251,13 +251,10 @@ class Bench:
         script = os.path.join(self.folder, "script.json")
         with open(script, "w") as f:
             json.dump(daemon_cases.script(delay_ms=arguments.delay_ms), f)
-        server = subprocess.Popen(
-            [sys.executable, daemon_cases.SERVER, "--script", script, "--log", "/dev/null",
-             "--port", "0", "--exit-with-stdin", "--backlog", backlog],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=self.environment,
-            stderr=open(os.path.join(self.folder, "server.log"), "w"))
+        server, self.model_port = daemon_load.daemon_process.start_model_server(
+            script, "/dev/null", stderr=open(os.path.join(self.folder, "server.log"), "w"),
+            backlog=backlog, env=self.environment)
         self.helpers.append(server)
-        self.model_port = int(server.stdout.readline().split()[1])
         worker = subprocess.Popen([self.kagent, "worker", "--socket", self.worker_socket],
                                   env=self.environment, stdout=subprocess.DEVNULL,
                                   stderr=open(os.path.join(self.folder, "worker.log"), "w"))
@@ -409,16 +406,7 @@ class Bench:
 
     def close(self):
         self.reader.stopping = True
-        for process in reversed(self.helpers):
-            if process.poll() is None:
-                if process.stdin:
-                    process.stdin.close()
-                process.terminate()
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+        daemon_load.daemon_process.stop_processes(self.helpers)
         time.sleep(0.5)
         left = daemon_load.marked(self.marker)
         if self.arguments.keep:

@@ -323,14 +323,7 @@ def main():
                 daemon.kill()
                 daemon.wait()
                 code = code or 4
-        for process in reversed(processes):
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+        daemon_process.stop_processes(processes)
         if server is not None:
             daemon_process.stop_model_server(server)
         time.sleep(0.5)

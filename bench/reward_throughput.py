@@ -23,12 +23,10 @@ Run (GPU machine, from the source tree, as the GPU suite: docs/gpu-suite.md):
 Check it on the CPU:
     python3 bench/reward_throughput.py --kagent build/kagent --device cpu --count 4"""
 import argparse
-import http.client
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +34,8 @@ import threading
 import time
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "fixtures"))
+import daemon_process  # noqa: E402 - kagentd over its Unix socket, shared with the tests
 
 PROBLEM = """import torch
 import torch.nn as nn
@@ -118,26 +118,8 @@ def candidates(count, device):
     return sources
 
 
-class UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout=60):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.unix_path)
-
-
 def call(socket_path, method, path, body=None):
-    connection = UnixConnection(socket_path)
-    try:
-        connection.request(method, path, body=json.dumps(body).encode() if body else None,
-                           headers={"Content-Type": "application/json"} if body else {})
-        response = connection.getresponse()
-        return response.status, json.loads(response.read() or b"null")
-    finally:
-        connection.close()
+    return daemon_process.request(socket_path, method, path, body, timeout=60)
 
 
 class Sampler:

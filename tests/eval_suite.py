@@ -53,6 +53,17 @@ class Suite:
                 print(f"# {line}")
         sys.stdout.flush()
 
+    def without_torch(self, verdict, log):
+        """The exit status when the runner's Python has no torch (1 where the caller asked
+        for torch, else 77, skip), or None when it has."""
+        if "No module named 'torch'" not in log + json.dumps(verdict):
+            return None
+        if os.environ.get("KAGENT_REQUIRE_TORCH") == "1":
+            self.report(False, "the runner's Python has torch", log)
+            return 1
+        print("# SKIP the runner's Python has no torch (run .ci/setup)")
+        return 77
+
     def evaluate(self, problem, candidate, arguments=(), worker=True, command_name="eval"):
         command = [self.kagent, command_name, "--device", self.device, "--json",
                    "--call-timeout", str(self.call_timeout), *arguments]

@@ -45,12 +45,9 @@ def main():
     try:
         code, verdict, log, seconds = suite.evaluate("slow_compile", "relu_correct",
                                                      ("--compile-timeout", "5"))
-        if "No module named 'torch'" in log + json.dumps(verdict):
-            if os.environ.get("KAGENT_REQUIRE_TORCH") == "1":
-                suite.report(False, "the runner's Python has torch", log)
-                return 1
-            print("# SKIP the runner's Python has no torch (run .ci/setup)")
-            return 77
+        status = suite.without_torch(verdict, log)
+        if status is not None:
+            return status
         problems = abandoned(verdict, 5, False)
         # the ten-minute compile was not waited for
         if seconds > 120:
