@@ -107,7 +107,7 @@ command_worker__handler(int argc, char **argv)
 {
 	struct kagent_command_parser parser;
 	char *socket_path = NULL, *python = NULL, *runner = NULL;
-	char *python_path = NULL, *cause = NULL;
+	char *python_path = NULL, *cause = NULL, *bytecode = NULL;
 	const char *old_path = getenv("PYTHONPATH");
 	int option, status = 2;
 	long gpu = -1, parent = -1;
@@ -172,6 +172,9 @@ command_worker__handler(int argc, char **argv)
 			  : kagent_strdup(runner);
 	setenv("PYTHONPATH", python_path, 1);
 	setenv("PYTHONUNBUFFERED", "1", 1);
+	/* Without it the worker only goes without a bytecode cache (bytecode.py). */
+	if (kagent_paths_bytecode_dir(&bytecode, NULL) == 0)
+		setenv("KAGENT_BYTECODE_DIR", bytecode, 1);
 	if (gpu >= 0) {
 		const char *visible = getenv("CUDA_VISIBLE_DEVICES");
 		char number[32], *list = NULL, *entry = NULL, *rest = NULL;
@@ -195,6 +198,7 @@ command_worker__handler(int argc, char **argv)
 	status = errno == ENOENT ? 127 : 126;
 out:
 	free(cause);
+	free(bytecode);
 	free(python_path);
 	free(runner);
 	free(python);

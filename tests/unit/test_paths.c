@@ -112,6 +112,32 @@ test_cache_dir(void)
 }
 
 static void
+test_bytecode_dir(void)
+{
+	char *directory = kagent_test_make_directory();
+	char *expected, *path = NULL, *cause = NULL;
+
+	/* Beside the sandbox's caches by default, so that the sandbox uid can read it. */
+	unsetenv("KAGENT_BYTECODE_DIR");
+	setenv("KAGENT_SANDBOX_CACHE_DIR", directory, 1);
+	CHECK_INT(kagent_paths_bytecode_dir(&path, &cause), 0);
+	expected = kagent_asprintf("%s/bytecode", directory);
+	CHECK_STRING(path, expected);
+	CHECK(access(path, F_OK) != 0); /* the worker makes it, owned by its uid */
+	free(path);
+	free(expected);
+
+	setenv("KAGENT_BYTECODE_DIR", "/elsewhere/bytecode", 1);
+	CHECK_INT(kagent_paths_bytecode_dir(&path, &cause), 0);
+	CHECK_STRING(path, "/elsewhere/bytecode");
+	free(path);
+	unsetenv("KAGENT_BYTECODE_DIR");
+	unsetenv("KAGENT_SANDBOX_CACHE_DIR");
+	CHECK_INT(kagent_paths_remove_tree(directory, &cause), 0);
+	free(directory);
+}
+
+static void
 test_worker_socket(void)
 {
 	char *path = NULL, *cause = NULL, *expected;
@@ -264,6 +290,7 @@ static const struct kagent_test tests[] = {
     {"environment_first", test_environment_first},
     {"defaults", test_defaults},
     {"cache_dir", test_cache_dir},
+    {"bytecode_dir", test_bytecode_dir},
     {"worker_socket", test_worker_socket},
     {"daemon_socket", test_daemon_socket},
     {"session_socket", test_session_socket},

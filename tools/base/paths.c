@@ -183,6 +183,28 @@ kagent_paths_sandbox_cache_dir(char **out, char **cause)
 }
 
 int
+kagent_paths_bytecode_dir(char **out, char **cause)
+{
+	const char *value = paths__getenv("KAGENT_BYTECODE_DIR");
+	char *sandbox_cache = NULL;
+	int error;
+
+	*out = NULL;
+	if (value != NULL) {
+		*out = kagent_strdup(value);
+		return 0;
+	}
+	/* Beside the sandbox's caches, which the sandbox uid can reach, yet in none of the
+	 * folders a sandboxed child may write. */
+	error = kagent_paths_sandbox_cache_dir(&sandbox_cache, cause);
+	if (error != 0)
+		return error;
+	*out = kagent_asprintf("%s/bytecode", sandbox_cache);
+	free(sandbox_cache);
+	return 0;
+}
+
+int
 kagent_paths_cache_dir(char **out, char **cause)
 {
 	const char *value;

@@ -509,16 +509,22 @@ worker_client__environment(const char *runner_dir)
 {
 	size_t count = 0, index, used = 0;
 	const char *old_path = getenv("PYTHONPATH");
-	char **environment;
+	char **environment, *bytecode = NULL;
 
 	while (environ[count] != NULL)
 		count++;
-	environment = kagent_calloc(count + 3, sizeof *environment);
+	environment = kagent_calloc(count + 4, sizeof *environment);
 	for (index = 0; index < count; index++) {
 		if (strncmp(environ[index], "PYTHONPATH=", 11) == 0 ||
-		    strncmp(environ[index], "PYTHONUNBUFFERED=", 17) == 0)
+		    strncmp(environ[index], "PYTHONUNBUFFERED=", 17) == 0 ||
+		    strncmp(environ[index], "KAGENT_BYTECODE_DIR=", 20) == 0)
 			continue;
 		environment[used++] = kagent_strdup(environ[index]);
+	}
+	/* Without it the worker only goes without a bytecode cache (bytecode.py). */
+	if (kagent_paths_bytecode_dir(&bytecode, NULL) == 0) {
+		environment[used++] = kagent_asprintf("KAGENT_BYTECODE_DIR=%s", bytecode);
+		free(bytecode);
 	}
 	if (old_path != NULL && old_path[0] != '\0')
 		environment[used++] = kagent_asprintf("PYTHONPATH=%s:%s", runner_dir, old_path);

@@ -37,6 +37,10 @@ int kagent_paths_sandbox_library(char **out, char **cause);
  * /var/tmp/kagent-<euid>, created 0711 because the sandbox uid must reach it.
  */
 int kagent_paths_sandbox_cache_dir(char **out, char **cause);
+/* KAGENT_BYTECODE_DIR, else bytecode/ in kagent_paths_sandbox_cache_dir: the worker's Python
+ * bytecode for a torch installed without any (docs/worker-protocol.md, "Bytecode"). Not created
+ * here. */
+int kagent_paths_bytecode_dir(char **out, char **cause);
 int kagent_paths_cache_dir(char **out, char **cause);
 /* The folder of kagent's own sockets: $XDG_RUNTIME_DIR/kagent, else /tmp/kagent-<uid>. Not
  * created here. */

@@ -1,11 +1,13 @@
 """kagent's in-sandbox runner: the Python side of `kagent eval`.
 
 worker.py   the warm process (torch imported, CUDA untouched) that forks per evaluation
+bytecode.py torch's bytecode for installations without any, before the worker imports torch
 judge.py    the trusted child: reference, inputs, comparison, timing
 candidate.py the sandboxed child: loads ModelNew and runs it when the judge asks
 channel.py  framed messages between judge and candidate
 tensors.py  sharing tensors with the candidate (CUDA IPC, or mapped files on the CPU)
 compare.py  output flattening and error metrics
+processes.py what /proc says about processes (threads, groups, descendants)
 problem.py  loading problem and candidate sources, building inputs from seeds
 cuda.py     candidates' CUDA kernels through NVRTC and the driver (libkagent-cuda.so)
 """

@@ -19,7 +19,8 @@ import traceback
 
 import torch
 
-from . import compare, cuda_ipc, device_record, gpu_lock, harness, kernel_trace, problem, tensors
+from . import (compare, cuda_ipc, device_record, gpu_lock, harness, kernel_trace, problem,
+               processes, tensors)
 from .problem import CandidateFailure
 from .channel import Channel, ChannelClosed, ChannelProtocolError, ChannelTimeout
 
@@ -605,7 +606,7 @@ class Judge:
         except (OSError, ChannelClosed):
             pass
         deadline = time.monotonic() + 10
-        while harness.group_running(child.pid) and time.monotonic() < deadline:
+        while processes.group_running(child.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
 
     def give_pool(self, child):
@@ -650,7 +651,7 @@ class Judge:
         known = {os.getpid(), os.getppid(), self.candidate.pid} | self.reference_pids
         roots = {self.candidate.pid} | self.reference_pids
         uid = self.request.get("sandbox_uid")
-        found = harness.other_processes(known, int(uid) if uid is not None else None, roots,
+        found = processes.other_processes(known, int(uid) if uid is not None else None, roots,
                                         self.device)
         if not found:
             return []

@@ -17,11 +17,13 @@ import stat
 import sys
 import time
 
+from . import PROTOCOL_VERSION, bytecode, gpu_lock  # noqa: E402
+
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+# before torch is imported: its bytecode, where the installation has none (bytecode.py)
+bytecode.prepare_from_environment()
 
 import torch  # noqa: E402
-
-from . import PROTOCOL_VERSION, gpu_lock  # noqa: E402
 
 MAX_LINE = 64 << 20
 
