@@ -122,16 +122,27 @@ def call(socket_path, method, path, body=None):
     return daemon_process.request(socket_path, method, path, body, timeout=60)
 
 
+def cpu_times():
+    """(busy, total) CPU time of the whole machine so far, in clock ticks (/proc/stat)."""
+    with open("/proc/stat", encoding="ascii") as handle:
+        fields = [int(value) for value in handle.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    return sum(fields) - idle, sum(fields)
+
+
 class Sampler:
-    """nvidia-smi's utilisation every 0.5 s while a phase runs."""
+    """nvidia-smi's utilisation every 0.5 s while a phase runs, and the machine's CPU time
+    over the phase (is the host, not the GPU, what bounds it?)."""
 
     def __init__(self, gpus):
         self.gpus = gpus
         self.samples = []
         self.running = False
+        self.cpu_start = self.cpu_end = None
 
     def __enter__(self):
         self.samples = []
+        self.cpu_start = cpu_times()
         self.running = shutil.which("nvidia-smi") is not None and bool(self.gpus)
         if self.running:
             self.thread = threading.Thread(target=self.loop, daemon=True)
@@ -153,9 +164,20 @@ class Sampler:
             time.sleep(0.5)
 
     def __exit__(self, *exc):
+        self.cpu_end = cpu_times()
         if self.running:
             self.running = False
             self.thread.join()
+
+    def cpu(self, evaluations):
+        """The machine's CPU use over the phase: percent of all cores busy, and busy core
+        seconds per evaluation."""
+        busy = self.cpu_end[0] - self.cpu_start[0]
+        total = self.cpu_end[1] - self.cpu_start[1]
+        ticks = os.sysconf("SC_CLK_TCK")
+        return {"percent_of_cores": round(100 * busy / total, 1) if total else None,
+                "cores": os.cpu_count(),
+                "core_seconds_per_evaluation": round(busy / ticks / max(1, evaluations), 3)}
 
     def mean(self):
         if not self.samples:
@@ -282,10 +304,11 @@ def main():
         result["serial"] = {"count": len(serial_paths), "seconds": round(seconds, 2),
                             "per_evaluation_seconds": round(seconds / len(serial_paths), 3),
                             "per_gpu_hour": per_gpu_hour(len(serial_paths), seconds, 1),
-                            "gpu_utilization_mean": sampler.mean(), "statuses": serial}
+                            "gpu_utilization_mean": sampler.mean(),
+                            "cpu": sampler.cpu(len(serial_paths)), "statuses": serial}
         print(f"serial kagent eval: {len(serial_paths)} in {seconds:.1f} s, "
               f"{result['serial']['per_gpu_hour']} per GPU-hour, "
-              f"GPU {sampler.mean()}%", flush=True)
+              f"GPU {sampler.mean()}%, CPU {result['serial']['cpu']}", flush=True)
 
         with Sampler(gpus) as sampler:
             started = time.monotonic()
@@ -306,6 +329,7 @@ def main():
             "per_evaluation_seconds": round(seconds / len(sources), 3),
             "per_gpu_hour": per_gpu_hour(len(sources), seconds, len(gpus)),
             "gpu_utilization_mean": sampler.mean(),
+            "cpu": sampler.cpu(len(sources)),
             "daemon_gpu_utilization": answer.get("gpu_utilization"),
             "statuses": service,
             "phase_seconds_median": {
@@ -322,7 +346,8 @@ def main():
         result["statuses_identical"] = same
         result["all_correct"] = all(s == "correct" for s in service)
         print(f"kagentd: {len(sources)} in {seconds:.1f} s, "
-              f"{result['service']['per_gpu_hour']} per GPU-hour, GPU {sampler.mean()}%; "
+              f"{result['service']['per_gpu_hour']} per GPU-hour, GPU {sampler.mean()}%, "
+              f"CPU {result['service']['cpu']}; "
               f"statuses identical to the serial path: {same}", flush=True)
         for entry in result["service"]["not_correct"]:
             print(f"  candidate {entry['index']}: {entry['status']}: {entry['reason']}",
@@ -351,7 +376,7 @@ def main():
                                      "per_evaluation_seconds": round(seconds / count, 3),
                                      "per_gpu_hour": per_gpu_hour(count, seconds, 1),
                                      "gpu_utilization_mean": sampler.mean(),
-                                     "statuses": statuses}
+                                     "cpu": sampler.cpu(count), "statuses": statuses}
             print(f"KernelBench's harness: {count} in {seconds:.1f} s, "
                   f"{result['kernelbench']['per_gpu_hour']} per GPU-hour", flush=True)
     finally:
