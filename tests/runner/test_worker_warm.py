@@ -40,6 +40,19 @@ def the_cache_key_is_computed_before_any_fork():
 
 
 @test
+def torch_registers_its_triton_operators_before_any_fork():
+    if cache is None:
+        raise Skip("triton is not installed")
+    import torch
+
+    worker._warm_triton()
+    table = getattr(torch, "_TritonLibrary", None)
+    if table is None or not hasattr(torch.cuda, "_register_triton_kernels"):
+        raise Skip("this torch registers no Triton operators")
+    assert ("_triton_bsr_dense_mm_out", "SparseCsrCUDA") in table.ops_table, table.ops_table
+
+
+@test
 def the_warm_up_leaves_cuda_alone():
     import torch
 
