@@ -338,8 +338,10 @@ def main():
                 for phase in sorted({phase for v in answer["verdicts"]
                                      for phase in (v.get("phase_seconds") or {})})},
             # why a verdict was not correct: the statuses must be explained, not only counted
+            # (an evaluation that could not be made answers {"error", "message"}, not a status)
             "not_correct": [{"index": index, "status": v.get("status") or v.get("error"),
-                             "reason": v.get("reason"), "violations": v.get("violations")}
+                             "reason": v.get("reason") or v.get("message"),
+                             "violations": v.get("violations")}
                             for index, v in enumerate(answer["verdicts"])
                             if v.get("status") != "correct"]}
         same = service[:len(serial)] == serial
