@@ -2,11 +2,13 @@
 """The worker's bytecode cache (kagent_runner/bytecode.py) on a package of our own with no
 bytecode: compiled once into the prefix, reused by the next worker, left alone where the
 package has bytecode of its own, and imported from the prefix by a new process. Prints TAP."""
+import fcntl
 import os
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 
 sys.path.insert(0, os.path.join(os.environ.get("KAGENT_SOURCE_DIR", "."), "sandbox", "runner"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -61,7 +63,7 @@ def a_package_without_bytecode_is_compiled_once_then_reused():
         try:
             assert bytecode.package_folders("kagent_bytecode_probe") == [folder]
             first = bytecode.prepare(prefix, distribution="kagent_bytecode_probe",
-                                     package="kagent_bytecode_probe")
+                                     package="kagent_bytecode_probe", wait=True)
             assert first["sources"] == 3, first
             assert sys.pycache_prefix == prefix and os.environ["PYTHONPYCACHEPREFIX"] == prefix
             compiled = bytecode.importlib.util.cache_from_source(
@@ -79,6 +81,59 @@ def a_package_without_bytecode_is_compiled_once_then_reused():
                 os.environ.pop("PYTHONPYCACHEPREFIX", None)
             else:
                 os.environ["PYTHONPYCACHEPREFIX"] = saved[1]
+
+
+@test
+def the_first_worker_compiles_in_a_process_of_its_own():
+    saved = sys.pycache_prefix, os.environ.get("PYTHONPYCACHEPREFIX")
+    with tempfile.TemporaryDirectory() as root:
+        folder = make_package(root, "kagent_bytecode_probe")
+        prefix = os.path.join(root, "prefix")
+        sys.path.insert(0, root)
+        try:
+            first = bytecode.prepare(prefix, distribution="kagent_bytecode_probe",
+                                     package="kagent_bytecode_probe")
+            assert first == {"prefix": prefix, "compiling": True}, first
+            # it returned at once, and left no child behind to wait for
+            try:
+                assert os.waitpid(-1, os.WNOHANG) == (0, 0), "a child of ours is left"
+            except ChildProcessError:
+                pass
+            compiled = bytecode.importlib.util.cache_from_source(
+                os.path.join(folder, "inner", "__init__.py"))
+            deadline = time.monotonic() + 60
+            stamps = []
+            while time.monotonic() < deadline and not stamps:
+                stamps = [name for name in os.listdir(prefix) if name.startswith("installation-")]
+                time.sleep(0.1)
+            assert stamps and os.path.exists(compiled), (os.listdir(prefix), compiled)
+            again = bytecode.prepare(prefix, distribution="kagent_bytecode_probe",
+                                     package="kagent_bytecode_probe")
+            assert again == {"prefix": prefix, "reused": True}, again
+        finally:
+            sys.path.remove(root)
+            sys.pycache_prefix = saved[0]
+            if saved[1] is None:
+                os.environ.pop("PYTHONPYCACHEPREFIX", None)
+            else:
+                os.environ["PYTHONPYCACHEPREFIX"] = saved[1]
+
+
+@test
+def a_compile_in_progress_is_left_to_its_process():
+    with tempfile.TemporaryDirectory() as root:
+        folder = make_package(root, "kagent_bytecode_probe")
+        stamp = os.path.join(root, "installation-x")
+        lock = os.open(os.path.join(root, ".lock"), os.O_RDWR | os.O_CREAT)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process is compiling
+        try:
+            assert bytecode.compile_once(root, [folder], stamp, wait=False) is None
+            assert not os.path.exists(stamp)
+        finally:
+            os.close(lock)
+        assert bytecode.compile_once(root, [folder], stamp, wait=False) == 3
+        assert os.path.exists(stamp)
+        assert bytecode.compile_once(root, [folder], stamp) == 0  # done already
 
 
 @test

@@ -4,10 +4,10 @@ torch installed without compiled bytecode (uv's default, or a site-packages nobo
 makes every process compile torch's modules from source: on an H100 machine a cold
 torch.compile baseline spent 6.6 s of its 21 s in Python's own compiler, importing inductor,
 and each of inductor's compile workers paid the same again. The worker calls prepare() before
-it imports torch: where torch has no bytecode beside its sources, it compiles torch and the
-packages torch requires into KAGENT_BYTECODE_DIR, in parallel and once per installation, and
-points sys.pycache_prefix (and PYTHONPYCACHEPREFIX, for processes started later) there. Its
-forks read that bytecode; the sandbox cannot write there (it is outside every sandboxed
+it imports torch: where torch has no bytecode beside its sources, it starts compiling torch and
+the packages torch requires into KAGENT_BYTECODE_DIR (in a process of its own, on every core,
+once per installation) and points sys.pycache_prefix (and PYTHONPYCACHEPREFIX, for processes
+started later) there. Its forks read that bytecode; the sandbox cannot write there (it is outside every sandboxed
 child's writable folders, and owned by the worker's uid). Where torch has bytecode of its
 own this does nothing: a prefix would hide it.
 
@@ -106,11 +106,60 @@ def compile_into(directory, folders, workers=None):
     return sources
 
 
-def prepare(directory, distribution="torch", package="torch"):
+def compile_once(directory, folders, stamp, wait=True):
+    """Compiles `folders` into `directory` and writes `stamp`, unless the stamp is there:
+    under a lock, so that one process compiles and the others (kagentd starts a worker per
+    lane) wait for it, or with wait=False leave it to the one compiling. The number of
+    sources compiled (0 where none was needed, None where another process is at it)."""
+    lock = os.open(os.path.join(directory, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                   0o644)
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None
+        if os.path.exists(stamp):
+            return 0
+        sources = compile_into(directory, folders)
+        with open(stamp, "w", encoding="ascii") as handle:
+            handle.write("\n".join(folders) + "\n")
+        return sources
+    finally:
+        os.close(lock)
+
+
+def _compile_detached(directory, folders, stamp):
+    """compile_once in a process of its own that nobody waits for: forked twice, so that it is
+    no child of the worker's (whose evaluations reap their orphans and would wait for it)."""
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                null = os.open(os.devnull, os.O_RDWR)
+                for descriptor in (0, 1, 2):
+                    os.dup2(null, descriptor)
+                os.umask(0o022)
+                runner = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+                os.execv(sys.executable, [
+                    sys.executable, "-c",
+                    "import sys; sys.path.insert(0, sys.argv[1]); "
+                    "from kagent_runner import bytecode; "
+                    "bytecode.compile_once(sys.argv[2], sys.argv[4:], sys.argv[3], wait=False)",
+                    runner, directory, stamp, *folders])
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+
+
+def prepare(directory, distribution="torch", package="torch", wait=False):
     """Makes the worker and its children read bytecode from `directory` when `package` has
-    none of its own, compiling it there first unless an earlier worker did. Returns what it
-    did: {"prefix", "sources", "seconds"}, {"prefix", "reused": True}, or None where nothing
-    was needed (or `package` is not installed)."""
+    none of its own. The first worker of an installation starts compiling it there, in a
+    process of its own (wait=False: its own imports compile as before meanwhile, and the
+    processes started later, a torch.compile baseline's, find the bytecode ready), or first
+    (wait=True). Returns what it did: {"prefix", "reused": True}, {"prefix", "compiling":
+    True}, {"prefix", "sources", "seconds"}, or None where nothing was needed (or `package`
+    is not installed)."""
     origin = _origin(package)
     if not directory or origin is None or has_own_bytecode(origin):
         return None
@@ -120,19 +169,13 @@ def prepare(directory, distribution="torch", package="torch"):
     stamp = os.path.join(directory, f"installation-{_stamp(folders)}")
     result = {"prefix": directory, "reused": True}
     if not os.path.exists(stamp):
-        # one worker compiles; the others (kagentd starts a worker per lane) wait and reuse
-        lock = os.open(os.path.join(directory, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                       0o644)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not os.path.exists(stamp):
-                sources = compile_into(directory, folders)
-                with open(stamp, "w", encoding="ascii") as handle:
-                    handle.write("\n".join(folders) + "\n")
-                result = {"prefix": directory, "sources": sources,
-                          "seconds": round(time.monotonic() - started, 2)}
-        finally:
-            os.close(lock)
+        if wait:
+            sources = compile_once(directory, folders, stamp)
+            result = {"prefix": directory, "sources": sources,
+                      "seconds": round(time.monotonic() - started, 2)}
+        else:
+            _compile_detached(directory, folders, stamp)
+            result = {"prefix": directory, "compiling": True}
     sys.pycache_prefix = directory
     os.environ["PYTHONPYCACHEPREFIX"] = directory
     return result
