@@ -67,6 +67,8 @@ struct evaluations__job {
 	enum evaluations__state state;
 	json_t *result; /* the verdict or the error object, once done */
 	int slot;	/* where it ran, -1 before */
+	int crowded;	/* another evaluation ran on its GPU meanwhile */
+	int alone;	/* again after an error beside others: nothing else on its GPU */
 };
 
 /* One POST: the problem, the options and the candidates. */
@@ -109,7 +111,9 @@ struct kagent_daemon_evaluations {
 	struct evaluations__group *groups; /* newest first */
 	struct evaluations__job *pending_head, *pending_tail;
 	size_t pending, running, finished;
-	json_t *gates; /* "sha256/slot" -> {"probing", "ready", "tries"} */
+	json_t *gates;	      /* "sha256/slot" -> {"probing", "ready", "tries"} */
+	size_t *slot_running; /* evaluations running per slot */
+	int *slot_alone;      /* a slot running an evaluation alone takes no other */
 	uint64_t counter;
 	/* utilisation sampling: one nvidia-smi at a time, on the thread pool */
 	uv_timer_t sampler;
@@ -449,11 +453,11 @@ evaluations__gate_allows(struct kagent_daemon_evaluations *service, struct evalu
 /* A probe ended: ready when its verdict has timed baselines, else one more try. */
 static void
 evaluations__gate_update(struct kagent_daemon_evaluations *service, struct evaluations__job *job,
-			 size_t slot)
+			 size_t slot, const json_t *result)
 {
 	char *key = evaluations__gate_key(job->group, slot);
 	json_t *gate = json_object_get(service->gates, key);
-	const json_t *timing = json_object_get(job->result, "timing");
+	const json_t *timing = json_object_get(result, "timing");
 
 	free(key);
 	if (gate == NULL || json_is_true(json_object_get(gate, "ready")))
@@ -467,6 +471,37 @@ evaluations__gate_update(struct kagent_daemon_evaluations *service, struct evalu
 		    json_integer(json_integer_value(json_object_get(gate, "tries")) + 1));
 }
 
+/*
+ * Whether an evaluation that ended in an error (no verdict) beside other evaluations on its
+ * GPU is worth one more try alone: the lanes of a GPU share its memory, so a problem that
+ * fits alone may not fit beside others (three of 64 evaluations at 12 lanes on an H100,
+ * docs/benchmarks.md), and a worker may fail the same way. A verdict is never tried again,
+ * nor a problem that cannot be used for any other reason.
+ */
+static int
+evaluations__worth_another_try(const struct evaluations__job *job, const json_t *result)
+{
+	const char *kind = json_string_value(json_object_get(result, "error"));
+	const char *message = json_string_value(json_object_get(result, "message"));
+
+	if (!job->crowded || job->alone || kind == NULL || job->group->discarded)
+		return 0;
+	if (strcmp(kind, "worker") == 0)
+		return 1;
+	return strcmp(kind, "problem") == 0 && message != NULL && strcasestr(message, "memory");
+}
+
+/* First in the queue: it takes the next slot that has nothing else running. */
+static void
+evaluations__queue_first(struct kagent_daemon_evaluations *service, struct evaluations__job *job)
+{
+	job->next_pending = service->pending_head;
+	service->pending_head = job;
+	if (service->pending_tail == NULL)
+		service->pending_tail = job;
+	service->pending++;
+}
+
 static void
 evaluations__evaluated(int status, const json_t *object, void *data)
 {
@@ -476,8 +511,22 @@ evaluations__evaluated(int status, const json_t *object, void *data)
 
 	lane->job = NULL;
 	service->running--;
-	evaluations__finish_job(job, json_incref((json_t *)object));
-	evaluations__gate_update(service, job, lane->slot);
+	service->slot_running[lane->slot]--;
+	service->slot_alone[lane->slot] = 0;
+	if (evaluations__worth_another_try(job, object)) {
+		kagent_daemon_log("evaluations %s: candidate %zu ended in an error beside other "
+				  "evaluations on GPU %d (%s); evaluating it again alone",
+				  job->group->id, job->index,
+				  service->options.slot_gpus[lane->slot],
+				  json_string_value(json_object_get(object, "message")));
+		job->state = EVALUATIONS_PENDING;
+		job->alone = 1;
+		job->crowded = 0;
+		evaluations__queue_first(service, job);
+	} else {
+		evaluations__finish_job(job, json_incref((json_t *)object));
+	}
+	evaluations__gate_update(service, job, lane->slot, object);
 	evaluations__expire(service);
 	evaluations__pump(service);
 	evaluations__notify(service);
@@ -569,13 +618,24 @@ evaluations__take(struct kagent_daemon_evaluations *service, const struct evalua
 	struct evaluations__job **link = &service->pending_head, *job, *previous = NULL;
 	int gpu = service->options.slot_gpus[lane->slot];
 
+	if (service->slot_alone[lane->slot])
+		return NULL;
 	for (; (job = *link) != NULL; previous = job, link = &job->next_pending) {
 		int wanted = job->group->gpu;
 
 		/* a dropped one is taken to be ended, whatever its GPU */
-		if (job->group->discarded ||
-		    ((wanted < 0 || wanted == gpu) &&
-		     evaluations__gate_allows(service, job, lane->slot, 1)))
+		if (job->group->discarded)
+			break;
+		if (wanted >= 0 && wanted != gpu)
+			continue;
+		/* one to evaluate alone waits for an idle slot, and holds back those behind it
+		 * on every slot it could run on, or it would never find one idle */
+		if (job->alone) {
+			if (service->slot_running[lane->slot] == 0)
+				break;
+			return NULL;
+		}
+		if (evaluations__gate_allows(service, job, lane->slot, 1))
 			break;
 	}
 	if (job == NULL)
@@ -586,6 +646,25 @@ evaluations__take(struct kagent_daemon_evaluations *service, const struct evalua
 	job->next_pending = NULL;
 	service->pending--;
 	return job;
+}
+
+/* job starts on slot: it and whatever runs there already share the GPU from now. */
+static void
+evaluations__crowd(struct kagent_daemon_evaluations *service, size_t slot,
+		   struct evaluations__job *job)
+{
+	size_t index;
+
+	service->slot_running[slot]++;
+	service->slot_alone[slot] = job->alone;
+	if (service->slot_running[slot] < 2)
+		return;
+	for (index = 0; index < service->lane_count; index++) {
+		struct evaluations__lane *lane = &service->lanes[index];
+
+		if (lane->slot == slot && lane->job != NULL)
+			lane->job->crowded = 1;
+	}
 }
 
 static void
@@ -615,6 +694,7 @@ evaluations__pump(struct kagent_daemon_evaluations *service)
 		job->slot = (int)lane->slot;
 		lane->job = job;
 		service->running++;
+		evaluations__crowd(service, lane->slot, job);
 		if (!kagent_warm_worker_wait(&lane->worker, evaluations__run, lane))
 			evaluations__run(lane);
 		index++;
@@ -1026,6 +1106,8 @@ kagent_daemon_evaluations_create(const struct kagent_daemon_evaluations_options 
 	service->utilisation_sum = kagent_calloc(slots, sizeof(double));
 	service->utilisation_count = kagent_calloc(slots, sizeof(long));
 	service->utilisation_last = kagent_calloc(slots, sizeof(double));
+	service->slot_running = kagent_calloc(slots, sizeof *service->slot_running);
+	service->slot_alone = kagent_calloc(slots, sizeof *service->slot_alone);
 	service->utilisation_available = strcmp(daemon->device, "cpu") == 0 ? 0 : -1;
 	service->utilisation_note = kagent_strdup("no GPU: the daemon runs on the CPU device");
 	uv_timer_init(daemon->loop, &service->sampler);
@@ -1101,5 +1183,7 @@ kagent_daemon_evaluations_free(struct kagent_daemon_evaluations *service)
 	free(service->utilisation_count);
 	free(service->utilisation_last);
 	free(service->utilisation_note);
+	free(service->slot_running);
+	free(service->slot_alone);
 	free(service);
 }

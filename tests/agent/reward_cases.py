@@ -265,6 +265,71 @@ def eval_through_daemon(kagent_reward, client, daemon):
     return problems
 
 
+CROWDED_PROBLEM = """import fcntl
+import os
+import time
+
+import torch
+import torch.nn as nn
+
+LOCK = {lock!r}
+_held = None
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    # stands in for a GPU's memory: two evaluations of this problem at once do not fit
+    global _held
+    if _held is None:
+        handle = os.open(LOCK, os.O_RDONLY)  # made by the test: the sandbox writes nothing
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(handle)
+            raise RuntimeError("out of memory: another evaluation of this problem holds it")
+        _held = handle
+        time.sleep(3)  # long enough for the other lane to start beside it
+    return [torch.randn(16, 32)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def crowded_error_again_alone(kagent_reward, client, daemon):
+    """Two candidates on two lanes of one device, for a problem that fits only alone: the one
+    that ends in a memory error beside the other is evaluated again alone, and both are
+    correct (the lanes share a GPU's memory: docs/reward-service.md)."""
+    # readable by the sandbox's uid, which a root worker runs the problem's code as
+    folder = tempfile.mkdtemp(prefix="kagent-crowded-")
+    os.chmod(folder, 0o755)
+    lock = os.path.join(folder, "crowded.lock")
+    with open(lock, "w"):
+        pass
+    os.chmod(lock, 0o644)
+    source = CROWDED_PROBLEM.format(lock=lock)
+    try:
+        answer = client.request("POST", "/v1/evaluations", {
+            "problem_source": source, "options": dict(FAST, no_cache=True),
+            "candidates": [read(os.path.join(CANDIDATES, "relu_correct.py"))] * 2})
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    problems = []
+    outcomes = [verdict.get("status") or f"{verdict.get('error')}: {verdict.get('message')}"
+                for verdict in answer["verdicts"]]
+    if outcomes != ["correct", "correct"]:
+        problems.append(f"outcomes {outcomes}")
+    log = daemon.log()
+    if "evaluating it again alone" not in log:
+        problems.append(f"no evaluation was tried again alone: {log[-1500:]}")
+    return problems
+
+
 def sigterm(kagent_reward, client, daemon):
     """SIGTERM with evaluations queued: exit 0 soon, lane workers gone, socket removed."""
     client.submit(RELU, [read(os.path.join(CANDIDATES, "relu_correct.py"))] * 6, FAST)
@@ -290,6 +355,8 @@ CASES = [
     ("bad input: malformed JSON and bad keys 400, caps 413, 405", bad_input),
     ("the client: reward() and score() on completions", client_reward),
     ("kagent eval through the daemon, and --no-daemon, agree", eval_through_daemon),
+    ("an error beside another evaluation on the device is tried again alone",
+     crowded_error_again_alone),
     ("SIGTERM with evaluations queued: exit 0, nothing left", sigterm),
 ]
 
