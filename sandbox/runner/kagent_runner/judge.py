@@ -652,7 +652,7 @@ class Judge:
         roots = {self.candidate.pid} | self.reference_pids
         uid = self.request.get("sandbox_uid")
         found = processes.other_processes(known, int(uid) if uid is not None else None, roots,
-                                        self.device)
+                                          self.device)
         if not found:
             return []
         shown = ", ".join(f"{pid} ({command})" for pid, command in found[:3])

@@ -17,7 +17,7 @@ import stat
 import sys
 import time
 
-from . import PROTOCOL_VERSION, bytecode, gpu_lock  # noqa: E402
+from . import PROTOCOL_VERSION, bytecode, gpu_lock
 
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 # before torch is imported: its bytecode, where the installation has none (bytecode.py)
