@@ -4,11 +4,12 @@ torch installed without compiled bytecode (uv's default, or a site-packages nobo
 makes every process compile torch's modules from source: on an H100 machine a cold
 torch.compile baseline spent 6.6 s of its 21 s in Python's own compiler, importing inductor,
 and each of inductor's compile workers paid the same again. The worker calls prepare() before
-it imports torch: where torch has no bytecode beside its sources, it starts compiling torch and
-the packages torch requires into KAGENT_BYTECODE_DIR (in a process of its own, on every core,
-once per installation) and points sys.pycache_prefix (and PYTHONPYCACHEPREFIX, for processes
-started later) there. Its forks read that bytecode; the sandbox cannot write there (it is outside every sandboxed
-child's writable folders, and owned by the worker's uid). Where torch has bytecode of its
+it imports torch: where torch has no bytecode beside its sources, it starts compiling torch
+and the packages torch requires into KAGENT_BYTECODE_DIR (in a process of its own, on half
+the cores, once per installation) and points sys.pycache_prefix (and PYTHONPYCACHEPREFIX, for
+processes started later) there. Its forks read that bytecode; the sandbox cannot write there
+(it is outside every sandboxed child's writable folders, and owned by the worker's uid).
+Where torch has bytecode of its
 own this does nothing: a prefix would hide it.
 
 No torch import here: this runs before it.
@@ -106,11 +107,12 @@ def compile_into(directory, folders, workers=None):
     return sources
 
 
-def compile_once(directory, folders, stamp, wait=True):
-    """Compiles `folders` into `directory` and writes `stamp`, unless the stamp is there:
-    under a lock, so that one process compiles and the others (kagentd starts a worker per
-    lane) wait for it, or with wait=False leave it to the one compiling. The number of
-    sources compiled (0 where none was needed, None where another process is at it)."""
+def compile_once(directory, folders, stamp, wait=True, workers=None):
+    """Compiles `folders` into `directory` (`workers` processes, every core by default) and
+    writes `stamp`, unless the stamp is there: under a lock, so that one process compiles and
+    the others (kagentd starts a worker per lane) wait for it, or with wait=False leave it to
+    the one compiling. The number of sources compiled (0 where none was needed, None where
+    another process is at it)."""
     lock = os.open(os.path.join(directory, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
                    0o644)
     try:
@@ -120,7 +122,7 @@ def compile_once(directory, folders, stamp, wait=True):
             return None
         if os.path.exists(stamp):
             return 0
-        sources = compile_into(directory, folders)
+        sources = compile_into(directory, folders, workers)
         with open(stamp, "w", encoding="ascii") as handle:
             handle.write("\n".join(folders) + "\n")
         return sources
@@ -130,7 +132,8 @@ def compile_once(directory, folders, stamp, wait=True):
 
 def _compile_detached(directory, folders, stamp):
     """compile_once in a process of its own that nobody waits for: forked twice, so that it is
-    no child of the worker's (whose evaluations reap their orphans and would wait for it)."""
+    no child of the worker's (whose evaluations reap their orphans and would wait for it), on
+    half the cores, leaving the others to the evaluations that start meanwhile."""
     child = os.fork()
     if child == 0:
         try:
@@ -143,9 +146,10 @@ def _compile_detached(directory, folders, stamp):
                 runner = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
                 os.execv(sys.executable, [
                     sys.executable, "-c",
-                    "import sys; sys.path.insert(0, sys.argv[1]); "
+                    "import os, sys; sys.path.insert(0, sys.argv[1]); "
                     "from kagent_runner import bytecode; "
-                    "bytecode.compile_once(sys.argv[2], sys.argv[4:], sys.argv[3], wait=False)",
+                    "bytecode.compile_once(sys.argv[2], sys.argv[4:], sys.argv[3], wait=False, "
+                    "workers=max(1, (os.cpu_count() or 2) // 2))",
                     runner, directory, stamp, *folders])
         finally:
             os._exit(0)
