@@ -9,8 +9,7 @@ and the packages torch requires into KAGENT_BYTECODE_DIR (in a process of its ow
 the cores, once per installation) and points sys.pycache_prefix (and PYTHONPYCACHEPREFIX, for
 processes started later) there. Its forks read that bytecode; the sandbox cannot write there
 (it is outside every sandboxed child's writable folders, and owned by the worker's uid).
-Where torch has bytecode of its
-own this does nothing: a prefix would hide it.
+Where torch has bytecode of its own this does nothing: a prefix would hide it.
 
 No torch import here: this runs before it.
 """
