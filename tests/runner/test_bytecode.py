@@ -2,8 +2,10 @@
 """The worker's bytecode cache (kagent_runner/bytecode.py) on a package of our own with no
 bytecode: compiled once into the prefix, reused by the next worker, left alone where the
 package has bytecode of its own, and imported from the prefix by a new process. Prints TAP."""
+import contextlib
 import fcntl
 import os
+import py_compile
 import subprocess
 import sys
 import tempfile
@@ -53,27 +55,16 @@ def in_child(code, root, prefix=None):
                           capture_output=True, text=True, check=True).stdout
 
 
-@test
-def a_package_without_bytecode_is_compiled_once_then_reused():
+@contextlib.contextmanager
+def installed_probe():
+    """(root, folder, prefix): the probe package installed on sys.path; the prefix settings
+    prepare() changes are as they were afterwards."""
     saved = sys.pycache_prefix, os.environ.get("PYTHONPYCACHEPREFIX")
     with tempfile.TemporaryDirectory() as root:
         folder = make_package(root, "kagent_bytecode_probe")
-        prefix = os.path.join(root, "prefix")
         sys.path.insert(0, root)
         try:
-            assert bytecode.package_folders("kagent_bytecode_probe") == [folder]
-            first = bytecode.prepare(prefix, distribution="kagent_bytecode_probe",
-                                     package="kagent_bytecode_probe", wait=True)
-            assert first["sources"] == 3, first
-            assert sys.pycache_prefix == prefix and os.environ["PYTHONPYCACHEPREFIX"] == prefix
-            compiled = bytecode.importlib.util.cache_from_source(
-                os.path.join(folder, "inner", "__init__.py"))
-            assert compiled.startswith(prefix) and os.path.exists(compiled), compiled
-            # nothing was written beside the sources
-            assert not os.path.exists(os.path.join(folder, "__pycache__"))
-            second = bytecode.prepare(prefix, distribution="kagent_bytecode_probe",
-                                      package="kagent_bytecode_probe")
-            assert second == {"prefix": prefix, "reused": True}, second
+            yield root, folder, os.path.join(root, "prefix")
         finally:
             sys.path.remove(root)
             sys.pycache_prefix = saved[0]
@@ -81,42 +72,49 @@ def a_package_without_bytecode_is_compiled_once_then_reused():
                 os.environ.pop("PYTHONPYCACHEPREFIX", None)
             else:
                 os.environ["PYTHONPYCACHEPREFIX"] = saved[1]
+
+
+def prepare_probe(prefix, **keywords):
+    return bytecode.prepare(prefix, distribution="kagent_bytecode_probe",
+                            package="kagent_bytecode_probe", **keywords)
+
+
+@test
+def a_package_without_bytecode_is_compiled_once_then_reused():
+    with installed_probe() as (root, folder, prefix):
+        assert bytecode.package_folders("kagent_bytecode_probe") == [folder]
+        first = prepare_probe(prefix, wait=True)
+        assert first["sources"] == 3, first
+        assert sys.pycache_prefix == prefix and os.environ["PYTHONPYCACHEPREFIX"] == prefix
+        compiled = bytecode.importlib.util.cache_from_source(
+            os.path.join(folder, "inner", "__init__.py"))
+        assert compiled.startswith(prefix) and os.path.exists(compiled), compiled
+        # nothing was written beside the sources
+        assert not os.path.exists(os.path.join(folder, "__pycache__"))
+        second = prepare_probe(prefix)
+        assert second == {"prefix": prefix, "reused": True}, second
 
 
 @test
 def the_first_worker_compiles_in_a_process_of_its_own():
-    saved = sys.pycache_prefix, os.environ.get("PYTHONPYCACHEPREFIX")
-    with tempfile.TemporaryDirectory() as root:
-        folder = make_package(root, "kagent_bytecode_probe")
-        prefix = os.path.join(root, "prefix")
-        sys.path.insert(0, root)
+    with installed_probe() as (root, folder, prefix):
+        first = prepare_probe(prefix)
+        assert first == {"prefix": prefix, "compiling": True}, first
+        # it returned at once, and left no child behind to wait for
         try:
-            first = bytecode.prepare(prefix, distribution="kagent_bytecode_probe",
-                                     package="kagent_bytecode_probe")
-            assert first == {"prefix": prefix, "compiling": True}, first
-            # it returned at once, and left no child behind to wait for
-            try:
-                assert os.waitpid(-1, os.WNOHANG) == (0, 0), "a child of ours is left"
-            except ChildProcessError:
-                pass
-            compiled = bytecode.importlib.util.cache_from_source(
-                os.path.join(folder, "inner", "__init__.py"))
-            deadline = time.monotonic() + 60
-            stamps = []
-            while time.monotonic() < deadline and not stamps:
-                stamps = [name for name in os.listdir(prefix) if name.startswith("installation-")]
-                time.sleep(0.1)
-            assert stamps and os.path.exists(compiled), (os.listdir(prefix), compiled)
-            again = bytecode.prepare(prefix, distribution="kagent_bytecode_probe",
-                                     package="kagent_bytecode_probe")
-            assert again == {"prefix": prefix, "reused": True}, again
-        finally:
-            sys.path.remove(root)
-            sys.pycache_prefix = saved[0]
-            if saved[1] is None:
-                os.environ.pop("PYTHONPYCACHEPREFIX", None)
-            else:
-                os.environ["PYTHONPYCACHEPREFIX"] = saved[1]
+            assert os.waitpid(-1, os.WNOHANG) == (0, 0), "a child of ours is left"
+        except ChildProcessError:
+            pass
+        compiled = bytecode.importlib.util.cache_from_source(
+            os.path.join(folder, "inner", "__init__.py"))
+        deadline = time.monotonic() + 60
+        stamps = []
+        while time.monotonic() < deadline and not stamps:
+            stamps = [name for name in os.listdir(prefix) if name.startswith("installation-")]
+            time.sleep(0.1)
+        assert stamps and os.path.exists(compiled), (os.listdir(prefix), compiled)
+        again = prepare_probe(prefix)
+        assert again == {"prefix": prefix, "reused": True}, again
 
 
 @test
@@ -136,6 +134,21 @@ def a_compile_in_progress_is_left_to_its_process():
         assert bytecode.compile_once(root, [folder], stamp) == 0  # done already
 
 
+# Imports the probe counting the sources Python compiles: prints twice(21), the count and
+# whether a prefix is set.
+COUNTED_IMPORT = """
+import importlib.machinery, sys
+compiled = []
+original = importlib.machinery.SourceFileLoader.source_to_code
+def counted(self, data, path, **keywords):
+    compiled.append(path)
+    return original(self, data, path, **keywords)
+importlib.machinery.SourceFileLoader.source_to_code = counted
+import kagent_bytecode_probe.inner as inner
+print(inner.twice(21), len(compiled), sys.pycache_prefix is not None)
+"""
+
+
 @test
 def a_new_process_imports_from_the_prefix_without_compiling():
     with tempfile.TemporaryDirectory() as root:
@@ -143,47 +156,19 @@ def a_new_process_imports_from_the_prefix_without_compiling():
         prefix = os.path.join(root, "prefix")
         bytecode.compile_into(prefix, [folder])
         # a source compiled from anywhere but the prefix would show in this count
-        out = in_child("""
-            import builtins, importlib.machinery, sys
-            compiled = []
-            original = importlib.machinery.SourceFileLoader.source_to_code
-            def counted(self, data, path, **keywords):
-                compiled.append(path)
-                return original(self, data, path, **keywords)
-            importlib.machinery.SourceFileLoader.source_to_code = counted
-            import kagent_bytecode_probe.inner as inner
-            print(inner.twice(21), len(compiled), sys.pycache_prefix is not None)
-            """, root, prefix)
+        out = in_child(COUNTED_IMPORT, root, prefix)
         assert out.split() == ["42", "0", "True"], out
-        out = in_child("""
-            import importlib.machinery
-            compiled = []
-            original = importlib.machinery.SourceFileLoader.source_to_code
-            def counted(self, data, path, **keywords):
-                compiled.append(path)
-                return original(self, data, path, **keywords)
-            importlib.machinery.SourceFileLoader.source_to_code = counted
-            import kagent_bytecode_probe.inner
-            print(len(compiled))
-            """, root)
-        assert out.split() == ["2"], out  # without the prefix: both modules compiled
+        out = in_child(COUNTED_IMPORT, root)
+        assert out.split() == ["42", "2", "False"], out  # without it: both modules compiled
 
 
 @test
 def a_package_with_its_own_bytecode_is_left_alone():
-    with tempfile.TemporaryDirectory() as root:
-        folder = make_package(root, "kagent_bytecode_probe")
-        import py_compile
-
+    with installed_probe() as (root, folder, prefix):
         py_compile.compile(os.path.join(folder, "__init__.py"), doraise=True)
-        sys.path.insert(0, root)
         saved = sys.pycache_prefix
-        try:
-            prefix = os.path.join(root, "prefix")
-            assert bytecode.prepare(prefix, package="kagent_bytecode_probe") is None
-            assert sys.pycache_prefix == saved and not os.path.exists(prefix)
-        finally:
-            sys.path.remove(root)
+        assert prepare_probe(prefix) is None
+        assert sys.pycache_prefix == saved and not os.path.exists(prefix)
 
 
 @test
