@@ -58,6 +58,14 @@ def device_basis(verdict):
     return problems
 
 
+def first_call_gated(verdict):
+    """The first trial call ran without the timing lock until its first device work, when the
+    candidate's device gate asked the judge for it (device_gate.py)."""
+    unlocked = (verdict.get("phase_seconds") or {}).get("first_call_unlocked")
+    return [] if isinstance(unlocked, (int, float)) and unlocked > 0 else [
+        f"the first call did not go through the device gate: {verdict.get('phase_seconds')}"]
+
+
 def mixed_share(verdict):
     share = verdict["kernels"]["own_share"]
     return [] if 0.0 < share < 0.9 else [f"own share {share:.2f} should be partial"]
@@ -65,7 +73,8 @@ def mixed_share(verdict):
 
 CASES = [
     Case("relu", "triton_relu", "correct",
-         check=lambda verdict: honest_relu(verdict) + device_basis(verdict)),
+         check=lambda verdict: honest_relu(verdict) + device_basis(verdict)
+         + first_call_gated(verdict)),
     Case("relu", "torch_only_relu", "rejected", "no_own_kernel"),
     Case("relu", "triton_fallback_relu", "rejected", "no_own_kernel"),
     Case("relu", "inherits_reference", "rejected", "no_own_kernel"),

@@ -21,7 +21,7 @@ import traceback
 
 import torch
 
-from . import compare, device_record, kernel_trace, problem, processes, tensors
+from . import compare, device_gate, device_record, kernel_trace, problem, processes, tensors
 from .problem import CandidateFailure
 from .channel import Channel, ChannelClosed
 
@@ -135,6 +135,7 @@ class CandidateRunner:
         self.pool_layout = []
         self.timed_receive = []
         self.recorder = None
+        self.gate = None
         self.exporter = None
 
 
@@ -211,6 +212,9 @@ class CandidateRunner:
             # before the candidate's import: the library reads the judge's key itself
             self.recorder = device_record.ChildRecorder(self.request.get("trace_library"),
                                                         int(self.request["record_fd"]))
+        if self.device == "cuda" and self.request.get("gate_fd") is not None:
+            self.gate = device_gate.ChildGate(self.request.get("trace_library"),
+                                              int(self.request["gate_fd"]))
 
     def synchronize(self):
         if self.device == "cuda":
@@ -451,10 +455,23 @@ class CandidateRunner:
             elif operation == "rebuild":
                 copied = self.build(message)
                 self.channel.send_json({"op": "ready", "copied_parameters": copied})
-            elif operation == "run":
+            elif operation == "poison":
+                # the first trial's poison, while the judge holds the lock; the gate armed
+                # for the call that follows (device_gate.py)
                 self.poison()
+                self.synchronize()
+                error = "this child has no device gate"
+                if message.get("gate") and self.gate is not None:
+                    error = self.gate.arm()
+                self.channel.send_json({"op": "poisoned", "gate_error": error})
+            elif operation == "run":
+                if not message.get("poisoned"):
+                    self.poison()
                 self.forward()
-                self.channel.send_json({"op": "result", "outputs": self.deliver()})
+                outputs = self.deliver()
+                if self.gate is not None:
+                    self.gate.disarm()
+                self.channel.send_json({"op": "result", "outputs": outputs})
                 self.release()
             elif operation == "pool":
                 self.set_pool(message)

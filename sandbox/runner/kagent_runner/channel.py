@@ -46,15 +46,21 @@ class Channel:
         except OSError as error:
             raise ChannelClosed(str(error)) from None
 
-    def _fill(self, count, deadline):
+    def _fill(self, count, deadline, watch=None):
         while len(self.buffer) < count:
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+            if deadline is not None or watch is not None:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
                     raise ChannelTimeout("no answer in time")
-                ready, _, _ = select.select([self.sock], [], [], remaining)
+                descriptors = [self.sock] + ([watch[0]] if watch is not None else [])
+                ready, _, _ = select.select(descriptors, [], [], remaining)
                 if not ready:
                     raise ChannelTimeout("no answer in time")
+                if watch is not None and watch[0] in ready:
+                    if not watch[1]():
+                        watch = None
+                    if self.sock not in ready:
+                        continue
             try:
                 chunk = self.sock.recv(max(65536, count - len(self.buffer)))
             except OSError as error:
@@ -63,14 +69,17 @@ class Channel:
                 raise ChannelClosed("connection closed")
             self.buffer += chunk
 
-    def receive(self, timeout=None):
+    def receive(self, timeout=None, watch=None):
+        """The next message. watch, when given, is (descriptor, handler): while waiting, the
+        handler is called whenever the descriptor is readable, and stops being watched once
+        it returns False (the judge's side of the device gate)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        self._fill(5, deadline)
+        self._fill(5, deadline, watch)
         (length,) = struct.unpack(">I", self.buffer[:4])
         kind = bytes(self.buffer[4:5])
         if length > MAX_FRAME:
             raise ChannelProtocolError(f"frame of {length} bytes exceeds {MAX_FRAME}")
-        self._fill(5 + length, deadline)
+        self._fill(5 + length, deadline, watch)
         body = bytes(self.buffer[5:5 + length])
         del self.buffer[:5 + length]
         if kind == b"j":

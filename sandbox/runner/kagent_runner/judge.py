@@ -19,8 +19,8 @@ import traceback
 
 import torch
 
-from . import (compare, cuda_ipc, device_record, gpu_lock, harness, kernel_trace, problem,
-               processes, tensors)
+from . import (compare, cuda_ipc, device_gate, device_record, gpu_lock, harness, kernel_trace,
+               problem, processes, tensors)
 from .problem import CandidateFailure
 from .channel import Channel, ChannelClosed, ChannelProtocolError, ChannelTimeout
 
@@ -76,7 +76,7 @@ class Judge:
         (the eager reference's timed child's channel), "reference_pid", "reference_record" and
         "reference_scratch", and when torch.compile is timed too the same four for its child
         ("compile", "compile_pid", ...); "timing_lock" (gpu_lock.TimingLock, opened before
-        privileges were dropped)."""
+        privileges were dropped); "candidate_gate" (the device gate's socket, on a GPU)."""
         self.channel = channel
         self.request = request
         self.candidate_pid = candidate_pid
@@ -94,6 +94,9 @@ class Judge:
         self.l2_reset_error = None
         self.children = children
         self.timing_lock = children.get("timing_lock") or gpu_lock.TimingLock(None)
+        # the candidate's first trial call compiles outside the lock (device_gate.py)
+        self.gate = (device_gate.JudgeGate(children["candidate_gate"], self.timing_lock)
+                     if children.get("candidate_gate") is not None else None)
         self.candidate = harness.TimedChild(self, channel, candidate_pid,
                                             children.get("candidate_record"), "candidate")
         # the reference's timed children by arm, when the baselines are not cached: eager, and
@@ -128,9 +131,9 @@ class Judge:
         self.phase_started = self.started = time.monotonic()
 
     # -- talking to the candidate --------------------------------------------------------
-    def ask(self, message, timeout, pickled=False, channel=None):
+    def ask(self, message, timeout, pickled=False, channel=None, watch=None):
         """Sends a message to the candidate (or another timed child's channel) and returns
-        its answer; a child's failure is a CandidateFailure."""
+        its answer; a child's failure is a CandidateFailure. watch: Channel.receive's."""
         channel = self.channel if channel is None else channel
         try:
             try:
@@ -141,7 +144,7 @@ class Judge:
             except ChannelClosed:
                 # the candidate may have said why it left before the judge spoke
                 timeout = 1.0
-            reply = channel.receive(timeout)
+            reply = channel.receive(timeout, watch)
         except ChannelTimeout:
             self.kill_candidate()
             raise CandidateFailure("timeout", f"the candidate did not answer within {timeout:g} s "
@@ -386,8 +389,11 @@ class Judge:
             # the first call may compile the candidate's kernels (Triton JIT, load_inline)
             timeout = float(self.limits.get("first_call_seconds" if first_call else "call_seconds",
                                             120 if first_call else 20))
+            if first_call and self.gate is not None and not self.gate.used:
+                reply = self.gated_call(timeout)
+            else:
+                reply = self.ask({"op": "run"}, timeout)
             first_call = False
-            reply = self.ask({"op": "run"}, timeout)
             described = reply.get("outputs") if isinstance(reply.get("outputs"), list) else []
             records = self.check_outputs(leaves, described)
             unchanged = self.inputs_unchanged(before, self.shared.tensors)
@@ -407,6 +413,27 @@ class Judge:
             degenerate["constant_output"] = bool(degenerate["constant_output"])
             self.result["degenerate"] = degenerate
         return all_passed
+
+    def gated_call(self, timeout):
+        """The candidate's first call, its compile outside the timing lock (device_gate.py):
+        the poison while the judge holds the lock, the gate armed, the lock let go; the
+        candidate's first device work asks for it again, and the judge holds it from then on.
+        Where the gate cannot be armed the lock stays held, as for any other call."""
+        self.gate.used = True
+        error = self.ask({"op": "poison", "gate": True}, self.call_seconds()).get("gate_error")
+        if error:
+            print(f"kagent judge: the device gate is closed: {str(error)[:300]}",
+                  file=sys.stderr)
+            return self.ask({"op": "run", "poisoned": True}, timeout)
+        self.timing_lock.release()
+        reply = self.ask({"op": "run", "poisoned": True}, timeout, watch=self.gate.watch())
+        self.timing_lock.shared()
+        # how long the first call ran before its first device work: the compile the lock
+        # no longer waits for
+        if self.gate.asked_after is not None:
+            self.result["phase_seconds"]["first_call_unlocked"] = round(self.gate.asked_after,
+                                                                        4)
+        return reply
 
     def release_cache(self):
         """Hands the judge's cached but unused device memory back to the driver, so that the

@@ -251,6 +251,10 @@ def _evaluate_locked(request):
     judge_socket, candidate_socket = socket.socketpair()
     # each timed child's device record goes to the judge over a socket of its own
     judge_record_socket, candidate_record_socket = socket.socketpair()
+    # the device gate of the candidate's first trial call (device_gate.py): on a GPU only
+    judge_gate_socket, candidate_gate_socket = (socket.socketpair()
+                                                if request.get("device") == "cuda" else
+                                                (None, None))
     candidate_out_read, candidate_out_write = os.pipe()
     candidate_err_read, candidate_err_write = os.pipe()
     judge_err_read, judge_err_write = os.pipe()
@@ -268,7 +272,7 @@ def _evaluate_locked(request):
     eager_request = _reference_request(request, "eager") if timing_reference else None
     compile_request = _reference_request(request, "compile") if timing_compile else None
 
-    def timed_child(child_request, sock, record_socket, out_fd, err_fd):
+    def timed_child(child_request, sock, record_socket, out_fd, err_fd, gate_socket=None):
         from . import candidate
 
         os.dup2(out_fd, 1)
@@ -276,15 +280,21 @@ def _evaluate_locked(request):
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         # nothing of the worker's (its protocol stream, other pipes) stays open in the sandbox
-        keep = sorted((sock.fileno(), record_socket.fileno()))
-        os.closerange(3, keep[0])
-        os.closerange(keep[0] + 1, keep[1])
-        os.closerange(keep[1] + 1, 1 << 16)
-        candidate.main(sock, dict(child_request, record_fd=record_socket.fileno()))
+        keep = sorted(item.fileno() for item in (sock, record_socket, gate_socket)
+                      if item is not None)
+        start = 3
+        for fd in keep:
+            os.closerange(start, fd)
+            start = fd + 1
+        os.closerange(start, 1 << 16)
+        child_request = dict(child_request, record_fd=record_socket.fileno())
+        if gate_socket is not None:
+            child_request["gate_fd"] = gate_socket.fileno()
+        candidate.main(sock, child_request)
 
     candidate_pid = _fork_child(lambda: timed_child(request, candidate_socket,
                                                     candidate_record_socket, candidate_out_write,
-                                                    candidate_err_write))
+                                                    candidate_err_write, candidate_gate_socket))
     reference_pid = compile_pid = None
     if timing_reference:
         reference_pid = _fork_child(lambda: timed_child(eager_request, reference_socket,
@@ -299,8 +309,10 @@ def _evaluate_locked(request):
         from . import judge
 
         for unused in (candidate_socket, candidate_record_socket, reference_socket,
-                       reference_record_socket, compile_socket, compile_record_socket):
-            unused.close()
+                       reference_record_socket, compile_socket, compile_record_socket,
+                       candidate_gate_socket):
+            if unused is not None:
+                unused.close()
         os.close(candidate_out_write)
         os.close(candidate_err_write)
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -311,7 +323,8 @@ def _evaluate_locked(request):
         # opened while the judge may still read the lock files (as the worker's user)
         timing_lock = gpu_lock.TimingLock(request.get("timing_lock"))
         _drop_judge_privileges(request)
-        children = {"candidate_record": judge_record_socket, "timing_lock": timing_lock}
+        children = {"candidate_record": judge_record_socket, "timing_lock": timing_lock,
+                    "candidate_gate": judge_gate_socket}
         if timing_reference:
             children.update({"reference": judge_reference_socket,
                              "reference_pid": reference_pid,
@@ -329,8 +342,10 @@ def _evaluate_locked(request):
     for ours in (judge_socket, candidate_socket, judge_record_socket, candidate_record_socket,
                  judge_reference_socket, reference_socket, judge_reference_record,
                  reference_record_socket, judge_compile_socket, compile_socket,
-                 judge_compile_record, compile_record_socket):
-        ours.close()
+                 judge_compile_record, compile_record_socket, judge_gate_socket,
+                 candidate_gate_socket):
+        if ours is not None:
+            ours.close()
 
     tails = {"stdout": CappedTail(output_cap), "stderr": CappedTail(output_cap),
              "judge": CappedTail(output_cap), "result": CappedTail(MAX_LINE)}
