@@ -6,7 +6,8 @@ took. The choice: the LARGEST problems by input bytes (measured on the meta devi
 is allocated), then every k-th of the rest across the three levels up to COUNT in all.
 
     python3 bench/kernelbench_sweep.py KERNELBENCH_DIR [--count 60] [--largest 15]
-        [--kagent build/kagent] [--start N] [more kagent eval flags, e.g. --no-compile-baseline]
+        [--kagent build/kagent] [--start N] [--only NAME,...]
+        [more kagent eval flags, e.g. --no-compile-baseline]
 """
 import argparse
 import json
@@ -72,10 +73,17 @@ def main():
     parser.add_argument("--kagent", default="build/kagent")
     parser.add_argument("--start", type=int, default=0,
                         help="skip the first START problems of the plan (a sweep in parts)")
+    parser.add_argument("--only", default=None,
+                        help="comma-separated names: only the plan's problems whose file name "
+                             "contains one of them (a re-run of some)")
     options, extra = parser.parse_known_args()
     options.extra = [flag for flag in extra if flag != "--"]
     chosen, sizes = choose(options.root, options.count, options.largest)
     chosen = chosen[options.start:]
+    if options.only:
+        names = [name for name in options.only.split(",") if name]
+        chosen = [path for path in chosen if any(name in os.path.basename(path)
+                                                  for name in names)]
     print(f"GPU: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'}; "
           f"{len(chosen)} problems")
     print(f"{'problem':<52} {'GB in':>7} {'cold s':>7} {'warm s':>7}  verdict (cold / warm)")
