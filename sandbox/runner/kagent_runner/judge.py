@@ -149,7 +149,10 @@ class Judge:
                 timeout = 1.0
             reply = channel.receive(timeout)
         except ChannelTimeout:
-            self.kill_candidate()
+            # a reference child's is ended by its caller (judge.reference_failed): the
+            # candidate goes on to be judged
+            if channel is self.channel:
+                self.kill_candidate()
             raise CandidateFailure("timeout", f"the candidate did not answer within {timeout:g} s "
                                    f"during {self.phase}")
         except ChannelClosed:
