@@ -767,14 +767,17 @@ class Judge:
         self.candidate.start_record(self.call_seconds())
         self.enter("baselines")
         baselines, references = self.baselines_start()
-        self.result["baselines"] = baselines
         interleaved = bool(references) and self.interleaves(len(references) + 1)
         if not interleaved:
             for reference in references:
                 self.time_arms(harness_, baselines, [reference], candidate=False)
             references = []
+            # whole before the candidate's arm: kept (and cached) if the candidate fails
+            self.result["baselines"] = baselines
         self.enter("timing")
         candidate, findings = self.time_arms(harness_, baselines, references, candidate=True)
+        # interleaved, whole only now: a candidate that failed meanwhile leaves none to cache
+        self.result["baselines"] = baselines
         boundary = candidate.pop("boundary")
         if self.candidate.reader is not None:
             _, outside = device_record.assign(self.candidate.records, self.candidate.windows)
