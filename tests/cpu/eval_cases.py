@@ -30,7 +30,25 @@ def nothing_left(verdict):
 
 
 def baselines_cached(verdict):
-    return [] if verdict["timing"]["baselines_cached"] else ["baselines were measured again"]
+    """Cached baselines, and so the candidate timed alone: its order is sequential."""
+    timing = verdict["timing"]
+    if not timing["baselines_cached"]:
+        return ["baselines were measured again"]
+    return [] if timing["order"] == "sequential" else [f"order {timing['order']} when cached"]
+
+
+STOPS = ("fine", "tight", "time_cap", "call_cap")
+
+
+def timed_together(verdict):
+    """A small problem on the CPU: every arm timed in alternating rounds (docs/verdict.md),
+    each with a stop reason of the rule's."""
+    timing = verdict["timing"]
+    arms = [timing[arm] for arm in ("candidate", "eager", "compile")]
+    if timing["order"] != "interleaved" or None in arms:
+        return [f"order {timing['order']}, arms measured {[arm is not None for arm in arms]}"]
+    return [] if all(arm["stop"] in STOPS for arm in arms) else \
+        [f"stop reasons {[arm['stop'] for arm in arms]}"]
 
 
 def generalises(expected):
@@ -156,7 +174,7 @@ def evidence_cases(suite):
                      and saved == verdict and evidence["status"] == "correct"
                      and evidence["seeds"]["base"] == verdict["trials"][0]["seed"]
                      and len(candidate["samples_ms"]) == candidate["calls"] >= 10
-                     and candidate["stop"] in ("tight", "time_cap", "call_cap")
+                     and candidate["stop"] in STOPS
                      and evidence["environment"]["torch"]
                      and os.path.exists(os.path.join(bundle, "problem.py"))
                      and os.path.exists(os.path.join(bundle, "candidate.py")))
@@ -186,14 +204,18 @@ def main():
     suite = Suite("cpu", os.path.join(os.environ["KAGENT_SOURCE_DIR"], "tests", "fixtures"),
                   call_timeout=5)
     print(f"1..{6 + len(CASES) + 2 * len(BAD_PROBLEMS) - 2}")
-    code, verdict, log, _ = suite.evaluate("relu", "relu_correct", ("--cold",), worker=False)
+    # no cache: the baselines of an earlier run would leave the candidate's arm to time alone
+    code, verdict, log, _ = suite.evaluate("relu", "relu_correct", ("--cold", "--no-cache"),
+                                           worker=False)
     status = suite.without_torch(verdict, log)
     if status is not None:
         return status
-    suite.report(code == 0 and verdict["status"] == "correct"
-                 and verdict["timing"]["compile"] is not None,
-                 "cold evaluation: a fresh worker and the torch.compile baseline",
-                 json.dumps(verdict)[:800] + log[-800:])
+    problems = timed_together(verdict) if code == 0 else []
+    suite.report(code == 0 and verdict["status"] == "correct" and not problems,
+                 "cold evaluation: a fresh worker and the torch.compile baseline, the arms "
+                 "timed in alternating rounds",
+                 f"{problems} {verdict['warnings'] if code == 0 else ''} "
+                 + json.dumps(verdict)[:800] + log[-800:])
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)

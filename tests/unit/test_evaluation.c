@@ -160,8 +160,17 @@ check_protocol_keys(const json_t *request)
 						 "max_processes",
 						 "output_bytes",
 						 NULL};
-	static const char *const timing_keys[] = {"warmup_calls",   "min_calls",    "max_calls",
-						  "target_seconds", "verify_calls", NULL};
+	static const char *const timing_keys[] = {"warmup_calls",
+						  "min_calls",
+						  "max_calls",
+						  "target_seconds",
+						  "verify_calls",
+						  "target_relative_ci",
+						  "fine_relative_ci",
+						  "tighten_seconds",
+						  "max_seconds",
+						  "call_cap",
+						  NULL};
 
 	check_keys(request, request_keys);
 	check_keys(json_object_get(request, "limits"), limit_keys);

@@ -36,7 +36,8 @@ static const char base_result[] =
     "   \"signed_skipped\": null,"
     "   \"degenerate\": {\"constant_output\": false, \"zeros_pass\": false, \"identity_pass\": "
     "false},"
-    "   \"timing\": {\"method\": \"judge wall clock\", \"null_overhead_ms\": 0.012,"
+    "   \"timing\": {\"method\": \"judge wall clock\", \"order\": \"interleaved\","
+    "     \"null_overhead_ms\": 0.012,"
     "     \"candidate\": {\"device\": {\"calls\": 40, \"median_ms\": 2.0, \"min_ms\": 1.9,"
     "       \"max_ms\": 2.2, \"p10_ms\": 1.9, \"p90_ms\": 2.1, \"mean_ms\": 2.0, \"stdev_ms\": "
     "0.05},"
@@ -213,6 +214,8 @@ test_correct(void)
 	CHECK(json_real_value(json_object_get(timing, "speedup_vs_eager")) == 1.5);
 	CHECK(json_real_value(json_object_get(timing, "speedup_vs_compile")) == 2.0);
 	CHECK(json_is_false(json_object_get(timing, "baselines_cached")));
+	/* the judge's order of the arms passes through (docs/verdict.md) */
+	CHECK_STRING(json_string_value(json_object_get(timing, "order")), "interleaved");
 	CHECK_INT(json_array_size(json_object_get(verdict, "violations")), 0);
 	CHECK_INT(json_array_size(json_object_get(verdict, "warnings")), 0);
 	CHECK_INT(json_array_size(json_object_get(verdict, "trials")), 3);

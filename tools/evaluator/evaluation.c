@@ -196,13 +196,15 @@ evaluation__seeds(uint64_t base, int count)
 }
 
 /* The first round's size (warmup, min, max, target seconds), then the adaptive rounds' stop:
- * a median's 95% interval within 2% either side, 2 s or 1000 calls per arm (docs/verdict.md). */
+ * a median's 95% interval within 2% either side, then on towards 0.5% while the arm has used
+ * less than 0.3 s, 2 s or 1000 calls per arm (docs/verdict.md). */
 static json_t *
 evaluation__timing_options(void)
 {
-	return json_pack("{s:i, s:i, s:i, s:f, s:i, s:f, s:f, s:i}", "warmup_calls", 3, "min_calls",
-			 10, "max_calls", 100, "target_seconds", 0.1, "verify_calls", 5,
-			 "target_relative_ci", 0.02, "max_seconds", 2.0, "call_cap", 1000);
+	return json_pack("{s:i, s:i, s:i, s:f, s:i, s:f, s:f, s:f, s:f, s:i}", "warmup_calls", 3,
+			 "min_calls", 10, "max_calls", 100, "target_seconds", 0.1, "verify_calls",
+			 5, "target_relative_ci", 0.02, "fine_relative_ci", 0.005,
+			 "tighten_seconds", 0.3, "max_seconds", 2.0, "call_cap", 1000);
 }
 
 /* A library beside the sandbox library (libkagent-trace.so, libkagent-cuda.so), when built. */

@@ -858,6 +858,7 @@ verdict__timing(struct verdict__state *state, const json_t *judge,
 	const json_t *baselines = json_object_get(judge, "baselines");
 	const json_t *boundary = json_object_get(timing, "boundary");
 	const char *method = verdict__string(timing, "method");
+	const char *order = verdict__string(timing, "order");
 	const char *device_note = verdict__string(timing, "device_note");
 	const char *compile_error = verdict__string(baselines, "compile_error");
 	enum kagent_verdict_basis basis = in->basis == KAGENT_VERDICT_BASIS_WALL
@@ -903,6 +904,7 @@ verdict__timing(struct verdict__state *state, const json_t *judge,
 			    json_boolean(in->baselines_cached ||
 					 json_is_false(json_object_get(baselines, "measured"))));
 	json_object_set_new(object, "method", method ? json_string(method) : json_null());
+	json_object_set_new(object, "order", order ? json_string(order) : json_null());
 	json_object_set_new(object, "null_overhead_ms",
 			    verdict__number(timing, "null_overhead_ms", &overhead)
 				? json_real(overhead)

@@ -6,6 +6,10 @@ The stop rule uses the distribution-free order-statistic interval of the median 
 binomial(n, 1/2) count allows), not kagent's bootstrap: it costs a sort per round instead of
 2000 resamples, needs no generator, and for these sample sizes it is about as wide; the
 reported interval (ci95_ms) is still statistics.c's bootstrap of the same samples.
+
+Several arms may be timed together (measure_arms): their rounds alternate, so that a drift of
+the device's state (its clocks) during the measurement falls on every arm alike and cancels
+in their ratio instead of going into it.
 """
 import math
 import statistics
@@ -13,6 +17,8 @@ import time
 
 # Defaults of the request's timing keys (docs/verdict.md).
 TARGET_RELATIVE_CI = 0.02
+FINE_RELATIVE_CI = 0.005
+TIGHTEN_SECONDS = 0.3
 MAX_SECONDS = 2.0
 CALL_CAP = 1000
 
@@ -24,6 +30,8 @@ Z95 = 1.959964
 def plan(timing):
     """The stopping rule's settings from the request's timing object, with the defaults."""
     return {"target_relative_ci": float(timing.get("target_relative_ci", TARGET_RELATIVE_CI)),
+            "fine_relative_ci": float(timing.get("fine_relative_ci", FINE_RELATIVE_CI)),
+            "tighten_seconds": float(timing.get("tighten_seconds", TIGHTEN_SECONDS)),
             "max_seconds": float(timing.get("max_seconds", MAX_SECONDS)),
             "call_cap": int(timing.get("call_cap", CALL_CAP))}
 
@@ -51,35 +59,97 @@ def relative_half_width(samples):
     return (interval[1] - interval[0]) / 2 / median
 
 
-def stop_reason(samples, elapsed_seconds, settings):
-    """Why to stop timing an arm now, or None to go on: "tight" when the interval's relative
-    half-width is at most the target, "call_cap" at the cap on calls, "time_cap" when the arm
-    has used its seconds. Checked in that order, so a tight arm says tight."""
-    if relative_half_width(samples) <= settings["target_relative_ci"]:
+def stop_reason(samples, elapsed_seconds, settings, calls=None):
+    """Why to stop timing an arm now, or None to go on: "fine" when the interval's relative
+    half-width is at most the fine target; "tight" when it is at most the target and the arm
+    has used its tightening seconds or reached a cap (two verdicts whose arms stop at +-2%
+    can differ by 4% from sampling alone, so where calls are cheap the arm goes on towards
+    the fine target, within a budget that keeps expensive calls from paying much for it);
+    "call_cap" at the cap on calls, "time_cap" when the arm has used its seconds. Checked in
+    that order, so a tight arm at a cap says tight. calls, the arm's calls so far, is the
+    samples' count unless given (the device record may hold fewer samples than calls)."""
+    width = relative_half_width(samples)
+    if width <= settings["fine_relative_ci"]:
+        return "fine"
+    calls = len(samples) if calls is None else calls
+    capped = ("call_cap" if calls >= settings["call_cap"] else
+              "time_cap" if elapsed_seconds >= settings["max_seconds"] else None)
+    if width <= settings["target_relative_ci"] and (
+            capped or elapsed_seconds >= settings["tighten_seconds"]):
         return "tight"
-    if len(samples) >= settings["call_cap"]:
-        return "call_cap"
-    if elapsed_seconds >= settings["max_seconds"]:
-        return "time_cap"
-    return None
+    return capped
+
+
+class Leave(Exception):
+    """Raised by an arm's call or judge_samples: that arm leaves the measurement with the
+    samples it has (stop reason "left") and the other arms go on."""
+
+
+class _Arm:
+    """One arm's state in measure_arms: its samples, the seconds its own rounds used, and
+    its stop reason after its last round."""
+
+    def __init__(self, call, first_calls, judge_samples):
+        self.call = call
+        self.size = max(1, first_calls)
+        self.judge_samples = judge_samples
+        self.samples = []
+        self.judged = []
+        self.seconds = 0.0
+        self.reason = None
+
+    def capped(self, settings):
+        return len(self.samples) >= settings["call_cap"] or \
+            self.seconds >= settings["max_seconds"]
+
+    def round(self, settings, clock, first):
+        """One round: the first is always whole; a later one is cut at the call cap and,
+        before each call, at the arm's seconds: the tightening budget while the arm goes on
+        only to reach the fine target, else the time cap."""
+        count, limit = self.size, math.inf
+        if not first:
+            count = min(count, settings["call_cap"] - len(self.samples))
+            limit = settings["max_seconds"]
+            if self.reason is None and \
+                    relative_half_width(self.judged) <= settings["target_relative_ci"]:
+                limit = min(limit, settings["tighten_seconds"])
+        started = clock()
+        try:
+            for _ in range(count):
+                if self.seconds + clock() - started >= limit:
+                    break
+                self.samples.append(self.call(len(self.samples)))
+            self.judged = self.judge_samples() if self.judge_samples is not None \
+                else self.samples
+        except Leave:
+            self.reason = "left"
+        self.seconds += clock() - started
+        if self.reason != "left":
+            self.reason = stop_reason(self.judged, self.seconds, settings, len(self.samples))
+
+
+def measure_arms(arms, settings, clock=time.monotonic):
+    """Times arms together: arms is a list of (call, first_calls, judge_samples), where
+    call(index) returns one call's milliseconds and judge_samples, when not None, returns the
+    samples the rule looks at after a round (the device times, read once per round) instead
+    of call's. Each arm's first round is first_calls calls, as many as a fixed count would
+    make; each later round as many again. Rounds alternate arm by arm, the order reversed
+    every round (A B C, C B A, A B C, ...), until every arm's stop_reason says stop after its
+    last round. An arm whose rule says stop goes on while another's does not, up to its own
+    caps, so that all arms span the same time and a drift of the device cancels in their
+    ratio. The caps and the tightening budget count each arm's own seconds (its rounds'
+    calls and judging). Returns [(samples, stop reason)] in the arms' order."""
+    states = [_Arm(call, first_calls, judge_samples)
+              for call, first_calls, judge_samples in arms]
+    turn = 0
+    while turn == 0 or any(state.reason is None for state in states):
+        for state in states if turn % 2 == 0 else states[::-1]:
+            if turn == 0 or (state.reason != "left" and not state.capped(settings)):
+                state.round(settings, clock, turn == 0)
+        turn += 1
+    return [(state.samples, state.reason) for state in states]
 
 
 def measure(call, first_calls, settings, clock=time.monotonic, judge_samples=None):
-    """Times an arm: call(index) returns one call's milliseconds. The first round is
-    first_calls calls, as many as a fixed count would make; each later round as many again,
-    within the call cap, until stop_reason says stop (checked after every round, and the
-    time cap before every call of a later round). judge_samples, when given, returns the
-    samples the rule looks at after a round (the device times, read once per round) instead
-    of call's. Returns (samples, stop reason)."""
-    started = clock()
-    first_calls = max(1, first_calls)
-    samples = [call(index) for index in range(first_calls)]
-    while True:
-        judged = judge_samples() if judge_samples is not None else samples
-        reason = stop_reason(judged, clock() - started, settings)
-        if reason is not None:
-            return samples, reason
-        for _ in range(min(first_calls, settings["call_cap"] - len(samples))):
-            if clock() - started >= settings["max_seconds"]:
-                break
-            samples.append(call(len(samples)))
+    """Times one arm (measure_arms with one arm). Returns (samples, stop reason)."""
+    return measure_arms([(call, first_calls, judge_samples)], settings, clock)[0]

@@ -11,6 +11,7 @@ the secondary one. Both go into the result with every sample.
 import statistics
 
 from . import adaptive, compare, device_record
+from .problem import CandidateFailure
 from .processes import process_status
 
 
@@ -89,6 +90,30 @@ class TimedChild:
         self.records.extend(self.reader.collect(timeout))
 
 
+class TimedArm:
+    """One arm between its setup and its finish (Harness): what its rounds need (the base of
+    its seeds, the null round trip, the first round's size) and what they gather."""
+
+    def __init__(self, child, arm, base, verify_calls, reference):
+        self.child = child
+        self.arm = arm
+        self.base = base
+        self.verify_calls = verify_calls
+        self.reference = reference
+        self.findings = []
+        self.boundary = {}
+        self.first_window = self.discovery_window = 0
+        self.null = 0.0
+        self.threads_before = None
+        self.first_calls = 1
+        self.verify_probability = 0.0
+        self.timed_windows, self.wall_samples = [], []
+        self.verified = self.failures = 0
+        self.first_failure = None
+        self.stop = None
+        self.failure = None  # a reference arm's: why its child failed during the rounds
+
+
 class Harness:
     """Times arms of timed children for one judge."""
 
@@ -148,86 +173,119 @@ class Harness:
             return str((failed or {}).get("reason") or "no outputs")[:300]
         return None
 
-    # -- one arm ---------------------------------------------------------------------------
-    def time_arm(self, child, arm, first_calls=None, verify_calls=0, seal=False):
-        """Times `arm` of `child`: warm-up calls (the last is the discovery call), the null
-        round trip, the seal (for the candidate), then adaptive rounds. Returns (result,
-        findings): result {"device": summary or None, "wall": summary, "boundary": ...}."""
-        judge = self.judge
-        base = judge.secret.randrange(1 << 30)
-        findings = []
-        boundary = {"record": None if child.reader is not None else child.record_error}
+    # -- arms ------------------------------------------------------------------------------
+    def setup(self, child, arm, first_calls=None, verify_calls=0, seal=False, reference=False):
+        """An arm's calls before its adaptive rounds (measure, then finish): warm-up calls (the
+        last is the discovery call), the null round trip, the seal (for the candidate).
+        Returns the arm's TimedArm; a reference arm's child failing in its rounds leaves them
+        (TimedArm.failure) instead of ending them for every arm."""
+        base = self.judge.secret.randrange(1 << 30)
+        timed = TimedArm(child, arm, base, verify_calls, reference)
+        timed.boundary["record"] = None if child.reader is not None else child.record_error
         estimates = []
-        first_window = len(child.windows)
+        timed.first_window = len(child.windows)
         for index in range(self.warmup):
             wall, _, _ = self.call(child, arm, base + index, first=index == 0)
             estimates.append(wall)
-        discovery_window = len(child.windows) - 1
+        timed.discovery_window = len(child.windows) - 1
         nulls = [self.call(child, arm, 0, null=True)[0] for _ in range(max(5, self.warmup))]
-        null = statistics.median(nulls)
+        timed.null = statistics.median(nulls)
         if seal:
-            findings += self.seal(child, boundary)
-        threads_before = process_status(child.pid)["threads"]
+            timed.findings += self.seal(child, timed.boundary)
+        timed.threads_before = process_status(child.pid)["threads"]
         estimate = max(min(estimates) / 1e3 if estimates else 1e-3, 1e-6)
         if first_calls is None:
             first_calls = int(min(max(
                 round(float(self.timing.get("target_seconds", 0.1)) / estimate),
                 int(self.timing.get("min_calls", 10))), int(self.timing.get("max_calls", 100))))
-        verify_probability = min(1.0, verify_calls / max(1, first_calls))
-        timed_windows, wall_samples = [], []
-        failures = verified = 0
-        first_failure = None
+        timed.first_calls = first_calls
+        timed.verify_probability = min(1.0, verify_calls / max(1, first_calls))
+        return timed
 
-        def one(index):
-            nonlocal failures, verified, first_failure
-            verify = verify_calls > 0 and judge.secret.random() < verify_probability
-            wall, reply, expected = self.call(child, arm, base + self.warmup + index, verify)
-            timed_windows.append(len(child.windows) - 1)
-            if verify:
-                verified += 1
-                reason = self.check(child, reply, expected)
-                if reason is not None:
-                    failures += 1
-                    first_failure = first_failure or reason
-            sample = max(wall - null, 1e-6)
-            wall_samples.append(sample)
-            return sample
+    def one(self, timed, index):
+        """One timed call of an arm's rounds: its wall sample (less the null round trip)."""
+        verify = timed.verify_calls > 0 and self.judge.secret.random() < \
+            timed.verify_probability
+        wall, reply, expected = self.call(timed.child, timed.arm,
+                                          timed.base + self.warmup + index, verify)
+        timed.timed_windows.append(len(timed.child.windows) - 1)
+        if verify:
+            timed.verified += 1
+            reason = self.check(timed.child, reply, expected)
+            if reason is not None:
+                timed.failures += 1
+                timed.first_failure = timed.first_failure or reason
+        sample = max(wall - timed.null, 1e-6)
+        timed.wall_samples.append(sample)
+        return sample
 
-        def device_so_far():
-            # the stop rule looks at the primary basis: flush and read the record per round
-            if child.reader is None:
-                return wall_samples
-            child.flush(self.call_seconds)
-            samples, _, _ = device_record.analyse(child.records, child.windows, timed_windows,
-                                                  0)
-            return samples
+    def judged(self, timed):
+        """The samples the stop rule looks at: the primary basis, the device record flushed
+        and read once per round (each child has its own record and windows)."""
+        child = timed.child
+        if child.reader is None:
+            return timed.wall_samples
+        child.flush(self.call_seconds)
+        samples, _, _ = device_record.analyse(child.records, child.windows,
+                                              timed.timed_windows, 0)
+        return samples
 
-        _, stop = adaptive.measure(one, first_calls, adaptive.plan(self.timing),
-                                   judge_samples=device_so_far)
+    def measure(self, arms):
+        """The adaptive rounds of arms set up, in alternating rounds when there are several
+        (adaptive.measure_arms); each TimedArm gets its stop reason. A reference arm whose
+        child fails leaves with the failure kept, and the child is ended at once (nothing of
+        it runs beside the other arms' calls); the candidate's failure ends them all."""
+
+        def guarded(timed, work):
+            def run(*args):
+                try:
+                    return work(timed, *args)
+                except (CandidateFailure, device_record.RecordError) as failure:
+                    if not timed.reference:
+                        raise
+                    timed.failure = failure
+                    self.judge.end_child(timed.child, kill=True)
+                    raise adaptive.Leave() from failure
+            return run
+
+        measured = adaptive.measure_arms(
+            [(guarded(timed, self.one), timed.first_calls, guarded(timed, self.judged))
+             for timed in arms], adaptive.plan(self.timing))
+        for timed, (_, stop) in zip(arms, measured):
+            timed.stop = stop
+
+    def finish(self, timed):
+        """An arm's result after its rounds: its device samples from the whole record, the
+        findings of its boundary, the threads its child started. Returns (result,
+        findings)."""
+        child, findings, boundary = timed.child, timed.findings, timed.boundary
         threads_after = process_status(child.pid)["threads"]
         device = None
         if child.reader is not None:
             child.flush(self.call_seconds)
             discovery = device_record.call_summary(device_record.assign(
-                child.records, child.windows)[0][discovery_window])
+                child.records, child.windows)[0][timed.discovery_window])
             samples, arm_findings, details = device_record.analyse(
-                child.records, child.windows, timed_windows, discovery["kernels"])
+                child.records, child.windows, timed.timed_windows, discovery["kernels"])
             # records outside windows are judged once for the whole child (judge.finish)
             findings += [finding for finding in arm_findings if "outside" not in finding]
             boundary.update(details)
             boundary["discovery_names"] = discovery["names"][:64]
             if any(sample > 0 for sample in samples):
-                device = summarize(samples, stop)
+                device = summarize(samples, timed.stop)
+        threads_before = timed.threads_before
         if threads_before is not None and threads_after is not None \
                 and threads_after > threads_before:
             findings.append(f"the child started {threads_after - threads_before} thread(s) "
                             f"during its timed calls ({threads_before} before, "
                             f"{threads_after} after)")
         boundary.update({"threads_before": threads_before, "threads_after": threads_after,
-                         "null_overhead_ms": null, "windows": len(child.windows) - first_window,
-                         "verified_calls": verified, "verification_failures": failures,
-                         "first_verification_failure": first_failure})
-        return {"device": device, "wall": summarize(wall_samples, stop),
+                         "null_overhead_ms": timed.null,
+                         "windows": len(child.windows) - timed.first_window,
+                         "verified_calls": timed.verified,
+                         "verification_failures": timed.failures,
+                         "first_verification_failure": timed.first_failure})
+        return {"device": device, "wall": summarize(timed.wall_samples, timed.stop),
                 "boundary": boundary}, findings
 
     def seal(self, child, boundary):

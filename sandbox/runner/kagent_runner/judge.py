@@ -47,6 +47,12 @@ RELEASE_BYTES = 256 << 20
 # outputs, and the comparison's chunks. Else the reference goes to host memory and the inputs
 # are checked by a keyed fingerprint, which needs no copy but costs several passes.
 KEEP_ON_DEVICE_ROOM = 3
+# The arms are timed in alternating rounds when every timed child's pool and outputs (the
+# problem's input and output bytes, each child) fit at once in this share of the device's free
+# memory, the rest left to the children's own work and the judge's copies of each call's
+# inputs; else one after the other, each reference child ended (its memory freed) before the
+# next one's pool exists. On the CPU always together (docs/verdict.md).
+INTERLEAVE_SHARE = 0.25
 
 
 def _same_bytes(first, second):
@@ -146,7 +152,10 @@ class Judge:
                 timeout = 1.0
             reply = channel.receive(timeout, watch)
         except ChannelTimeout:
-            self.kill_candidate()
+            # a reference child's is ended by its caller (judge.reference_failed): the
+            # candidate goes on to be judged
+            if channel is self.channel:
+                self.kill_candidate()
             raise CandidateFailure("timeout", f"the candidate did not answer within {timeout:g} s "
                                    f"during {self.phase}")
         except ChannelClosed:
@@ -686,12 +695,14 @@ class Judge:
         return [f"{len(found)} other process(es) could run device work the record does not "
                 f"see: {shown}"]
 
-    def time_baselines(self, harness_):
-        """Eager and torch.compile, each in its reference child, through the same harness."""
+    def baselines_start(self):
+        """The baselines before their arms are timed: the cached ones as they are, or a fresh
+        result (the bandwidth, the compile's note) and the reference arms to time,
+        [(arm, child)]. A reference child that will not be timed is ended now."""
         if not self.needs_baselines():
             result = dict(self.request["baselines"])
             result["measured"] = False
-            return result
+            return result, []
         result = {"eager": None, "compile": None, "compile_error": self.compile_error,
                   # the cap the compile was abandoned at: a cache entry retries it only
                   # under a larger cap (docs/verdict.md)
@@ -702,44 +713,98 @@ class Judge:
                   "boundary": {}}
         if "eager" not in self.baseline_arms:
             result["error"] = self.reference_error or "the reference's timed child is missing"
-        for arm in ("eager", "compile"):
-            child = self.references.get(arm)
-            if child is None:
-                continue
-            # without eager (failed or missing) there are no baselines to time
-            if not result.get("error") and arm in self.baseline_arms:
+        # without eager (failed or missing) there are no baselines to time
+        arms = [(arm, child) for arm, child in self.references.items()
+                if not result.get("error") and arm in self.baseline_arms]
+        for arm, child in self.references.items():
+            if (arm, child) not in arms:
+                self.end_child(child)
+        return result, arms
+
+    def interleaves(self, arms):
+        """Whether `arms` timed children may hold their pools at once (INTERLEAVE_SHARE)."""
+        if self.device != "cuda":
+            return True
+        return arms * self.result_bytes <= INTERLEAVE_SHARE * torch.cuda.mem_get_info()[0]
+
+    def reference_failed(self, baselines, arm, child, failure):
+        """A reference child failed (a call past its limit, a crash, its record): the
+        baselines say so and the candidate is still judged; never its fault. The child is
+        ended at once, so nothing of it runs beside the candidate's calls."""
+        message = getattr(failure, "message", None) or str(failure)
+        why = f"the reference's timed {arm} child failed: {message[:500]}"
+        if arm == "eager":
+            baselines["error"] = why
+        else:
+            baselines["compile_error"] = baselines["compile_error"] or why
+        child.reader = None
+        self.end_child(child, kill=True)
+
+    def time_arms(self, harness_, baselines, references, candidate):
+        """Times the reference arms `references` ([(arm, child)], eager first) and, when
+        `candidate`, the candidate's arm, together: each arm's setup, then alternating rounds
+        (harness.measure); one arm alone is a step of the sequential order. Without eager
+        there is no compile either. Each reference child is ended after its arm, its pool
+        freed before another pool exists. Returns the candidate's (result, findings), or
+        None."""
+        timed = []
+        try:
+            for arm, child in references:
+                if baselines.get("error"):
+                    break
                 try:
                     child.start_record(self.call_seconds())
                     self.give_pool(child)
-                    measured, _ = harness_.time_arm(child, arm)
-                    result["boundary"][arm] = measured.pop("boundary")
-                    result[arm] = measured
+                    timed.append(harness_.setup(child, arm, reference=True))
                 except (CandidateFailure, device_record.RecordError) as failure:
-                    # a reference child failed (a call past its limit, a crash): the
-                    # baselines say so and the candidate is still judged; never its fault
-                    message = getattr(failure, "message", None) or str(failure)
-                    why = f"the reference's timed {arm} child failed: {message[:500]}"
-                    if arm == "eager":
-                        result["error"] = why
-                    else:
-                        result["compile_error"] = result["compile_error"] or why
-                    child.reader = None
+                    self.reference_failed(baselines, arm, child, failure)
+            if candidate:
+                self.give_pool(self.candidate)
+                timed.append(harness_.setup(
+                    self.candidate, "candidate", seal=True,
+                    verify_calls=int(self.request.get("timing", {}).get("verify_calls", 5))))
+            harness_.measure(timed)
+            for reference in timed:
+                if not reference.reference or baselines.get("error"):
+                    continue
+                failure = reference.failure
+                if failure is None:
+                    try:
+                        measured, _ = harness_.finish(reference)
+                        baselines["boundary"][reference.arm] = measured.pop("boundary")
+                        baselines[reference.arm] = measured
+                    except (CandidateFailure, device_record.RecordError) as error:
+                        failure = error
+                if failure is not None:
+                    self.reference_failed(baselines, reference.arm, reference.child, failure)
+        finally:
+            for _, child in references:
                 child.pool = None  # its device memory, before the next child's pool exists
-            self.end_child(child)
-        return result
+                self.end_child(child)
+        return harness_.finish(timed[-1]) if candidate else None
 
     def timing(self):
+        """Times eager, torch.compile and the candidate: in alternating rounds when every
+        timed child's pool fits at once (interleaves), so a drift of the device's state
+        during the timing cancels in the speedups; else the baselines one after the other,
+        then the candidate (docs/verdict.md, "Adaptive repetitions")."""
         harness_ = harness.Harness(self)
         # the candidate's record runs from here: its device work while the baselines are
         # timed is outside its calls too
         self.candidate.start_record(self.call_seconds())
         self.enter("baselines")
-        self.result["baselines"] = self.time_baselines(harness_)
+        baselines, references = self.baselines_start()
+        interleaved = bool(references) and self.interleaves(len(references) + 1)
+        if not interleaved:
+            for reference in references:
+                self.time_arms(harness_, baselines, [reference], candidate=False)
+            references = []
+            # whole before the candidate's arm: kept (and cached) if the candidate fails
+            self.result["baselines"] = baselines
         self.enter("timing")
-        self.give_pool(self.candidate)
-        candidate, findings = harness_.time_arm(
-            self.candidate, "candidate",
-            verify_calls=int(self.request.get("timing", {}).get("verify_calls", 5)), seal=True)
+        candidate, findings = self.time_arms(harness_, baselines, references, candidate=True)
+        # interleaved, whole only now: a candidate that failed meanwhile leaves none to cache
+        self.result["baselines"] = baselines
         boundary = candidate.pop("boundary")
         if self.candidate.reader is not None:
             _, outside = device_record.assign(self.candidate.records, self.candidate.windows)
@@ -772,6 +837,7 @@ class Judge:
                       "device time from the child's device record (CUPTI), wall time less "
                       "the null round trip",
             "null_overhead_ms": boundary.get("null_overhead_ms"),
+            "order": "interleaved" if interleaved else "sequential",
             "candidate": candidate, "device_note": device_note, "boundary": boundary,
             "verified_calls": boundary.get("verified_calls"),
             "verification_failures": boundary.get("verification_failures")}
