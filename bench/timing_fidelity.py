@@ -5,7 +5,8 @@ torch.profiler (CUPTI) in this process, then runs `kagent eval --json --no-cache
 --no-compile-baseline` ten times in a row (both arms measured afresh each time) and prints
 the device-time speedup of each verdict, its median against CUPTI's kernel ratio (the goal:
 within 0.95-1.05) and the spread of the ten (the goal: within 3%), plus the wall-time speedups
-beside them. Needs a GPU, torch and triton.
+beside them. Where OUT is set, each verdict is written there whole (fidelity-SIZE-N.json). Needs
+a GPU, torch and triton.
 
     python3 bench/timing_fidelity.py [--kagent build/kagent] [--runs 10] [--sizes 4MB,64MB,6.4GB]
 """
@@ -99,10 +100,15 @@ def main():
         eager_ms, own_ms = cupti_ratio(folder, batch, dim)
         ratio = eager_ms / own_ms
         device, wall = [], []
-        for _ in range(options.runs):
+        for run in range(options.runs):
             result = subprocess.run([options.kagent, "eval", "--json", "--no-cache",
                                      "--no-compile-baseline", problem, candidate],
                                     capture_output=True, text=True)
+            if os.environ.get("OUT"):
+                # each verdict whole (its samples, stops, order), to look into a spread
+                with open(os.path.join(os.environ["OUT"], f"fidelity-{size}-{run}.json"),
+                          "w") as handle:
+                    handle.write(result.stdout)
             try:
                 verdict = json.loads(result.stdout)
                 timing = verdict["timing"]
