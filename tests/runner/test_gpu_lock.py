@@ -85,6 +85,44 @@ def a_waiting_timer_holds_back_new_trials():
     assert order.index(("exclusive", "in")) < order.index(("shared", "in"), 1), order
 
 
+def trials_yielding(lock_path, trials, seconds, log, start_after=0.0):
+    """In a child: `trials` pieces of shared work of `seconds` each, yielding between them."""
+    time.sleep(start_after)
+    lock = gpu_lock.TimingLock(lock_path)
+    lock.shared()
+    for index in range(trials):
+        if index and lock.yield_to_timer():
+            log.put(("shared", "yielded", time.monotonic()))
+        log.put(("shared", "in", time.monotonic()))
+        time.sleep(seconds)
+        log.put(("shared", "out", time.monotonic()))
+    lock.release()
+
+
+@test
+def a_timer_waits_for_one_trial_of_a_yielding_phase():
+    # a phase of five 0.2 s trials holds the lock; a timer asks during the first: it times
+    # after that trial, not after all five, and the trials go on after its window
+    log = multiprocessing.Queue()
+    children = [multiprocessing.Process(target=trials_yielding,
+                                        args=(path("e.lock"), 5, 0.2, log)),
+                multiprocessing.Process(target=hold,
+                                        args=(path("e.lock"), "exclusive", 0.2, log, 0.1))]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(30)
+    events = []
+    while not log.empty():
+        events.append(log.get())
+    events.sort(key=lambda event: event[2])
+    order = [(mode, edge) for mode, edge, _ in events]
+    timer_in = order.index(("exclusive", "in"))
+    assert order[:timer_in].count(("shared", "out")) == 1, order
+    assert ("shared", "yielded") in order and order.count(("shared", "out")) == 5, order
+    assert not overlaps([event for event in events if event[1] != "yielded"])[1], order
+
+
 @test
 def no_path_is_no_lock():
     lock = gpu_lock.TimingLock(None)
