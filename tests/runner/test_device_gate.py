@@ -68,8 +68,9 @@ def first_call(lock_path, compile_seconds, timer_seconds=None):
     for process in processes:
         process.join(10)
     events = {}
-    while not log.empty():
-        name, moment = log.get()
+    # every event by count (Queue.empty() may not yet see a put of this very process)
+    for _ in range(3 + (2 if timer_seconds is not None else 0)):
+        name, moment = log.get(timeout=10)
         events[name] = moment
     return reply, held, gate, events
 
