@@ -90,7 +90,7 @@ def run_arm(values, first_calls, settings, step):
         clock.now += step
         return values[index % len(values)]
 
-    return adaptive.measure(call, first_calls, settings, clock)
+    return adaptive.measure_arms([(call, first_calls, None)], settings, clock)[0]
 
 
 @test

@@ -149,7 +149,3 @@ def measure_arms(arms, settings, clock=time.monotonic):
         turn += 1
     return [(state.samples, state.reason) for state in states]
 
-
-def measure(call, first_calls, settings, clock=time.monotonic, judge_samples=None):
-    """Times one arm (measure_arms with one arm). Returns (samples, stop reason)."""
-    return measure_arms([(call, first_calls, judge_samples)], settings, clock)[0]
