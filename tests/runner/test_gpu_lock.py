@@ -36,9 +36,16 @@ def hold(lock_path, mode, seconds, log, start_after=0.0):
 
 def run(lock_path, plan):
     """plan: (mode, seconds, start_after) per child; returns the log sorted by time."""
+    return run_children([(hold, (lock_path, mode, seconds, after)) for mode, seconds, after in
+                         plan])
+
+
+def run_children(plan):
+    """plan: (target, args) per child, each called as target(*args[:-1], log, args[-1])
+    (the log before the last argument, the start delay); returns the log sorted by time."""
     log = multiprocessing.Queue()
-    children = [multiprocessing.Process(target=hold, args=(lock_path, mode, seconds, log, after))
-                for mode, seconds, after in plan]
+    children = [multiprocessing.Process(target=target, args=(*args[:-1], log, args[-1]))
+                for target, args in plan]
     for child in children:
         child.start()
     for child in children:
@@ -103,19 +110,8 @@ def trials_yielding(lock_path, trials, seconds, log, start_after=0.0):
 def a_timer_waits_for_one_trial_of_a_yielding_phase():
     # a phase of five 0.2 s trials holds the lock; a timer asks during the first: it times
     # after that trial, not after all five, and the trials go on after its window
-    log = multiprocessing.Queue()
-    children = [multiprocessing.Process(target=trials_yielding,
-                                        args=(path("e.lock"), 5, 0.2, log)),
-                multiprocessing.Process(target=hold,
-                                        args=(path("e.lock"), "exclusive", 0.2, log, 0.1))]
-    for child in children:
-        child.start()
-    for child in children:
-        child.join(30)
-    events = []
-    while not log.empty():
-        events.append(log.get())
-    events.sort(key=lambda event: event[2])
+    events = run_children([(trials_yielding, (path("e.lock"), 5, 0.2, 0.0)),
+                           (hold, (path("e.lock"), "exclusive", 0.2, 0.1))])
     order = [(mode, edge) for mode, edge, _ in events]
     timer_in = order.index(("exclusive", "in"))
     assert order[:timer_in].count(("shared", "out")) == 1, order
