@@ -337,6 +337,15 @@ def main():
                               for v in answer["verdicts"])[len(sources) // 2]
                 for phase in sorted({phase for v in answer["verdicts"]
                                      for phase in (v.get("phase_seconds") or {})})},
+            # each verdict's phases and its candidate arm's stop: where an evaluation's
+            # time went under load
+            "verdict_phases": [
+                {"phase_seconds": v.get("phase_seconds"),
+                 "candidate_stop": (((v.get("timing") or {}).get("device") or {})
+                                    .get("candidate") or {}).get("stop"),
+                 "candidate_calls": (((v.get("timing") or {}).get("device") or {})
+                                     .get("candidate") or {}).get("calls")}
+                for v in answer["verdicts"]],
             # why a verdict was not correct: the statuses must be explained, not only counted
             # (an evaluation that could not be made answers {"error", "message"}, not a status)
             "not_correct": [{"index": index, "status": v.get("status") or v.get("error"),

@@ -84,6 +84,25 @@ def timed_calls_exclude_everything():
 
 
 @test
+def the_lock_counts_the_time_spent_waiting_for_it():
+    # a timer holds the device for 0.4 s; a trial asking meanwhile waits about that long, and
+    # the trial's lock says so (phase_seconds.trials_lock_wait); a free lock adds nothing
+    log = multiprocessing.Queue()
+    timer = multiprocessing.Process(target=hold, args=(path("w.lock"), "exclusive", 0.4, log))
+    timer.start()
+    assert log.get(timeout=10)[:2] == ("exclusive", "in")
+    lock = gpu_lock.TimingLock(path("w.lock"))
+    lock.shared()
+    timer.join(10)
+    assert 0.2 < lock.waited < 5, lock.waited
+    waited = lock.waited
+    lock.release()
+    lock.shared()
+    assert lock.waited - waited < 0.1, lock.waited
+    lock.release()
+
+
+@test
 def a_waiting_timer_holds_back_new_trials():
     # a trial holds the lock; a timer waits for it; a later trial must wait for the timer
     events = run(path("c.lock"), [("shared", 0.6, 0), ("exclusive", 0.2, 0.15),

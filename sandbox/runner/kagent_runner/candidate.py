@@ -346,12 +346,13 @@ class CandidateRunner:
         return described
 
     def release(self):
-        """After a trial the outputs are in the judge's buffers: the child lets go of them
-        and of its cached device memory, which the judge needs for the next trial's inputs
-        and reference (a 6 GB problem does not fit twice)."""
+        """After a trial the outputs are in the judge's buffers: the child lets go of them,
+        and of its cached device memory where the judge may need it for the next trial's
+        inputs and reference (tensors.RELEASE_ROOM: a 6 GB problem does not fit twice)."""
+        room = tensors.tensor_bytes(value for _, value in compare.flatten(self.last_output))
         self.last_output = None
         if self.device == "cuda":
-            _empty_cache()
+            tensors.release_cached_memory(room + tensors.tensor_bytes(self.inputs or []))
 
     # -- timed calls -------------------------------------------------------------------------
     def set_pool(self, message):

@@ -7,6 +7,7 @@ readers and for the whole window by the writer, keeps a stream of trials from st
 The files are opened before the judge drops its privileges; the locks go with the process."""
 import fcntl
 import os
+import time
 
 
 def _open(path):
@@ -19,17 +20,21 @@ class TimingLock:
     def __init__(self, path):
         self.files = None if not path else (_open(path + ".gate"), _open(path))
         self.held = None
+        # seconds spent blocked in shared() and exclusive(): where a phase's time went
+        self.waited = 0.0
 
     def shared(self):
         """For work on the device that is not timed (the trials)."""
         if self.files is None or self.held:
             return
         gate, main = self.files
+        started = time.monotonic()
         fcntl.flock(gate, fcntl.LOCK_EX)
         try:
             fcntl.flock(main, fcntl.LOCK_SH)
         finally:
             fcntl.flock(gate, fcntl.LOCK_UN)
+            self.waited += time.monotonic() - started
         self.held = "shared"
 
     def exclusive(self):
@@ -37,8 +42,10 @@ class TimingLock:
         if self.files is None or self.held:
             return
         gate, main = self.files
+        started = time.monotonic()
         fcntl.flock(gate, fcntl.LOCK_EX)
         fcntl.flock(main, fcntl.LOCK_EX)
+        self.waited += time.monotonic() - started
         self.held = "exclusive"
 
     def yield_to_timer(self):

@@ -40,8 +40,6 @@ def _finite_or_none(value):
 # the candidate's outputs (bench/eval_memory.py measures it on a GPU)
 JUDGE_INPUT_COPIES = 2
 JUDGE_OUTPUT_COPIES = 3
-# cached but unused device memory above which the judge hands it back before the candidate runs
-RELEASE_BYTES = 256 << 20
 # The first reference, and a copy of the inputs for the mutation check, stay on the device when
 # the free memory is this many times their size: room for them, the next trial's inputs and
 # outputs, and the comparison's chunks. Else the reference goes to host memory and the inputs
@@ -128,6 +126,7 @@ class Judge:
         # detects changed inputs; its key never leaves this process
         self.fingerprint = tensors.Fingerprint(int.from_bytes(os.urandom(8), "little") >> 1)
         self.free_bytes = None  # the device's free memory before the judge allocated any
+        self.trial_bytes = 0  # the inputs and outputs of the trial in progress
         self.result = {"problem_error": None, "phase": "load", "candidate_error": None,
                        "environment": None, "trials": [], "signed_skipped": None,
                        "degenerate": None, "timing": None, "baselines": None, "kernels": None,
@@ -373,8 +372,12 @@ class Judge:
         first_reference = {}
         all_passed = True
         first_call = True
+        # where the phase's time goes under load: waiting for the lock, the candidate's calls
+        waited, calls_seconds = self.timing_lock.waited, 0.0
         for seed, distribution in plan:
-            # a timer of another evaluation on this GPU waits for this trial only
+            # a timer of another evaluation on this GPU waits for one step of a trial only (the
+            # judge's preparation, the candidate's call, the comparison): while it waits, no
+            # new trial work may start on the device, so the steps are kept short (issue 13)
             self.timing_lock.yield_to_timer()
             inputs = problem.make_inputs(self.module, seed, distribution, self.device)
             leaves = compare.flatten(self.reference(inputs))
@@ -385,6 +388,8 @@ class Judge:
                                                  "so only the problem's own inputs were used")
                 inputs = leaves = None
                 continue
+            self.trial_bytes = tensors.tensor_bytes(inputs) + tensors.tensor_bytes(
+                value for _, value in leaves)
             if probe_degenerate:
                 self.probe(degenerate, leaves, inputs, distribution, first_reference)
             self.share(inputs, leaves)
@@ -397,14 +402,18 @@ class Judge:
                     _poison(buffer)
             self.synchronize()
             self.release_cache()
+            self.timing_lock.yield_to_timer()
             # the first call may compile the candidate's kernels (Triton JIT, load_inline)
             timeout = float(self.limits.get("first_call_seconds" if first_call else "call_seconds",
                                             120 if first_call else 20))
+            call_started = time.monotonic()
             if first_call and self.gate is not None and not self.gate.used:
                 reply = self.gated_call(timeout)
             else:
                 reply = self.ask({"op": "run"}, timeout)
+            calls_seconds += time.monotonic() - call_started
             first_call = False
+            self.timing_lock.yield_to_timer()
             described = reply.get("outputs") if isinstance(reply.get("outputs"), list) else []
             records = self.check_outputs(leaves, described)
             unchanged = self.inputs_unchanged(before, self.shared.tensors)
@@ -420,6 +429,9 @@ class Judge:
             leaves = None  # this trial's reference outputs, before the next trial's are made
         first_reference.clear()
         self.release_cache()
+        self.result["phase_seconds"]["trials_lock_wait"] = round(
+            self.timing_lock.waited - waited, 4)
+        self.result["phase_seconds"]["trials_calls"] = round(calls_seconds, 4)
         if probe_degenerate:
             degenerate["constant_output"] = bool(degenerate["constant_output"])
             self.result["degenerate"] = degenerate
@@ -447,11 +459,10 @@ class Judge:
         return reply
 
     def release_cache(self):
-        """Hands the judge's cached but unused device memory back to the driver, so that the
-        candidate (another process) can use it: only where that is worth the cost."""
-        if self.device == "cuda" and torch.cuda.memory_reserved() - torch.cuda.memory_allocated() \
-                >= RELEASE_BYTES:
-            torch.cuda.empty_cache()
+        """Hands the judge's cached but unused device memory back to the driver where the
+        candidate (another process) may need it for this trial (tensors.RELEASE_ROOM)."""
+        if self.device == "cuda":
+            tensors.release_cached_memory(self.trial_bytes)
 
     def probe(self, degenerate, leaves, inputs, distribution, first_reference):
         """Which trivial answers would pass: zeros (a broadcast zero, never materialised), the
@@ -649,7 +660,9 @@ class Judge:
 
     def give_pool(self, child):
         """A pool of the problem's input shapes for one timed child (its own: one child
-        cannot reach another's inputs), and on the CPU receive files for its outputs."""
+        cannot reach another's inputs), and on the CPU receive files for its outputs. Its
+        time goes into phase_seconds.pools: it is part of an exclusive window."""
+        started = time.monotonic()
         template = self.make_problem_inputs(0)
         scratch = getattr(child, "scratch", None) or self.request["scratch_directory"]
         child.pool = tensors.InputPool(template, self.device, scratch)
@@ -662,6 +675,8 @@ class Judge:
             message["receive"] = child.receive.descriptors
         del template
         self.ask(message, self.call_seconds(), pickled=True, channel=child.channel)
+        seconds = self.result["phase_seconds"]
+        seconds["pools"] = round(seconds.get("pools", 0.0) + time.monotonic() - started, 4)
 
     def call_seconds(self):
         return float(self.limits.get("call_seconds", 20))
