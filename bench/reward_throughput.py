@@ -340,7 +340,7 @@ def main():
             # each verdict's phases and its candidate arm's stop: where an evaluation's
             # time went under load
             "verdict_phases": [
-                {"phase_seconds": v.get("phase_seconds"),
+                {"phase_seconds": v.get("phase_seconds"), "wall_seconds": v.get("wall_seconds"),
                  "candidate_stop": (((v.get("timing") or {}).get("device") or {})
                                     .get("candidate") or {}).get("stop"),
                  "candidate_calls": (((v.get("timing") or {}).get("device") or {})
