@@ -7,6 +7,7 @@ KAGENT_REQUIRE_TORCH=1, as in CI."""
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +26,7 @@ def no_escape(verdict):
 
 def nothing_left(verdict):
     time.sleep(0.5)
-    left = sandbox_processes()
+    left = sandbox_processes(spare_kept_judge=True)
     return [f"{left} sandbox processes outlived the evaluation"] if left else []
 
 
@@ -200,10 +201,55 @@ def evidence_cases(suite):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def kept_judges(worker_pid):
+    """The worker's kept judges: its children named kagent-judge."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                parent = int(handle.read().rpartition(")")[2].split()[1])
+            with open(f"/proc/{entry}/comm") as handle:
+                name = handle.read().strip()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == worker_pid and name == "kagent-judge":
+            found.append(int(entry))
+    return found
+
+
+def kept_judge_cases(suite):
+    """The kept judge (docs/worker-protocol.md): one judge process judges one problem's
+    evaluations one after another; another problem gets a new one; a kept judge that was
+    killed between evaluations (another worker's sweep of the uid) is replaced; the worker's
+    end ends it (the suite's last check)."""
+    worker = suite.worker.pid
+    verdicts, judges = [], []
+    for problem, candidate in (("relu", "relu_correct"), ("relu", "relu_correct"),
+                               ("linear", "linear_correct")):
+        code, verdict, log, _ = suite.evaluate(problem, candidate, ("--no-compile-baseline",))
+        verdicts.append(verdict.get("status") if verdict else log[-300:])
+        judges.append(kept_judges(worker))
+    suite.report(verdicts == ["correct"] * 3 and len(judges[0]) == 1 and judges[1] == judges[0]
+                 and len(judges[2]) == 1 and judges[2] != judges[0],
+                 "one kept judge judges a problem's evaluations; another problem, another judge",
+                 f"{verdicts} {judges}")
+    if judges[2]:
+        os.kill(judges[2][0], signal.SIGKILL)
+        time.sleep(0.2)
+    code, verdict, log, _ = suite.evaluate("linear", "linear_correct", ("--no-compile-baseline",))
+    now = kept_judges(worker)
+    suite.report(verdict is not None and verdict.get("status") == "correct" and len(now) == 1
+                 and now != judges[2],
+                 "a kept judge killed between evaluations is replaced",
+                 f"{now} {judges[2]} " + (json.dumps(verdict)[:400] if verdict else log[-400:]))
+
+
 def main():
     suite = Suite("cpu", os.path.join(os.environ["KAGENT_SOURCE_DIR"], "tests", "fixtures"),
                   call_timeout=5)
-    print(f"1..{6 + len(CASES) + 2 * len(BAD_PROBLEMS) - 2}")
+    print(f"1..{8 + len(CASES) + 2 * len(BAD_PROBLEMS) - 2}")
     # no cache: the baselines of an earlier run would leave the candidate's arm to time alone
     code, verdict, log, _ = suite.evaluate("relu", "relu_correct", ("--cold", "--no-cache"),
                                            worker=False)
@@ -243,6 +289,7 @@ def main():
     suite.report(code == 0 and verdict is not None
                  and (verdict.get("compute") or {}).get("flops") == 2 * 32 * 256 * 128,
                  "kagent profile counts the reference's FLOPs", json.dumps(verdict)[:600] + log)
+    kept_judge_cases(suite)
     suite.stop_worker()
     listener.close()
     return suite.finish()

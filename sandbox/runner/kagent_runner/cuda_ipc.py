@@ -35,6 +35,7 @@ def driver():
         library.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(CUipcMemHandle), ctypes.c_uint64]
         library.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64),
                                                   CUipcMemHandle, ctypes.c_uint]
+        library.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
         library.cuCtxResetPersistingL2Cache.argtypes = []
         _driver = library
     return _driver
@@ -82,6 +83,17 @@ class Importer:
 
     def __init__(self):
         self.opened = {}
+        self.pointers = []
+
+    def close(self):
+        """Closes every handle opened (the judge is kept for the next evaluation: an open
+        handle would keep the ended child's memory allocated); the tensors built on them
+        must be gone."""
+        self.opened = {}
+        torch.cuda.synchronize()
+        for pointer in self.pointers:
+            driver().cuIpcCloseMemHandle(pointer)
+        self.pointers = []
 
     def tensor(self, description, dtype, shape, stride):
         """The child's output as a tensor over its memory (no copy), or raises DriverError /
@@ -111,6 +123,7 @@ class Importer:
                    "cuIpcOpenMemHandle")
             bytes_view = torch.as_tensor(_Allocation(pointer.value, size), device="cuda")
             self.opened[handle] = bytes_view
+            self.pointers.append(pointer.value)
         if bytes_view.numel() < offset + span * element:
             raise ValueError("output reaches past its allocation")
         result = torch.empty(0, dtype=dtype, device="cuda")

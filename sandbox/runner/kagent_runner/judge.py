@@ -7,6 +7,7 @@ compile is abandoned past its cap) and the candidate with one harness (harness.p
 the judge's clock. The reference outputs, the clock and the verdict on the device record never
 enter a timed child's address space.
 """
+import gc
 import json
 import math
 import os
@@ -1281,8 +1282,10 @@ def is_own_kernel(name, own_names):
     return unqualified in own_names
 
 
-def main(sock, result_fd, request, candidate_pid, children):
-    """Entry point in the forked judge child; never returns. children: see Judge."""
+def judge_one(sock, result_fd, request, candidate_pid, children):
+    """Judges one evaluation in this process, the kept judge (worker.py), and writes its
+    result to result_fd, which it closes; what it held on the device goes at
+    release_device. children: see Judge."""
     judge = Judge(Channel(sock, accept_pickles=False), request, candidate_pid, children)
     try:
         judge.run()
@@ -1297,4 +1300,22 @@ def main(sock, result_fd, request, candidate_pid, children):
     os.close(result_fd)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    _held.append(judge.importer)
+
+
+# What the last evaluation's judge left open: its Importer, until the candidate is gone.
+_held = []
+
+
+def release_device():
+    """After an evaluation, once its candidate has ended (the worker says so): the
+    candidate's outputs the judge opened are closed and the judge's cached memory goes back,
+    so that an idle kept judge holds nothing another lane's candidate may need. Its own
+    buffers go back only now too: the candidate had them open."""
+    gc.collect()  # the last Judge and its tensors
+    while _held:
+        importer = _held.pop()
+        if importer is not None:
+            importer.close()
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()

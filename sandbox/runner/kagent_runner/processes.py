@@ -1,7 +1,7 @@
 """What /proc says about processes: a process's threads and seccomp filters, whether a process
 group still runs, which processes could do device work the judge's record does not see
-(harness.py, judge.py), and a process's descendants (candidate.py ends torch.compile's
-workers with them)."""
+(harness.py, judge.py), a process's children and descendants (candidate.py ends
+torch.compile's workers with them) and a uid's live processes (worker.py ends them)."""
 import os
 
 
@@ -97,6 +97,36 @@ def other_processes(known, uid, roots, device):
         same_uid = uid is not None and owners.get(pid) == uid and os.getuid() == uid
         if (below or same_uid) and (device != "cuda" or _gpu_holder(pid)):
             found.append((pid, commands.get(pid, "?")))
+    return found
+
+
+def user_processes(uid):
+    """The pids of the live (not zombie) processes whose real uid is `uid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as handle:
+                fields = dict(line.partition(":")[::2] for line in handle)
+        except OSError:
+            continue
+        if fields.get("State", "").split()[:1] == ["Z"]:
+            continue
+        owner = fields.get("Uid", "").split()[:1]
+        if owner and owner[0].isdigit() and int(owner[0]) == uid:
+            found.append(int(entry))
+    return found
+
+
+def children(parent):
+    """The pids whose parent is `parent`, zombies included."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat_fields(int(entry))
+            if fields and len(fields) > 1 and fields[1] == str(parent):
+                found.append(int(entry))
     return found
 
 

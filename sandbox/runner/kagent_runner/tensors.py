@@ -1,7 +1,10 @@
 """Tensors the judge shares with the candidate child without copying them through a pipe.
 
-On a GPU the judge allocates the buffers and sends CUDA IPC handles (torch's own reducers);
-on the CPU both sides map the same file in the candidate's scratch folder. Either way the
+On a GPU the judge allocates the buffers and sends the CUDA IPC handles of their allocations
+(cuda_ipc, not torch's reducers: torch keeps a shared buffer allocated until every receiver
+has let go of it, and a killed candidate never does, which a judge kept between evaluations
+would pay for with its memory); on the CPU both sides map the same file in the candidate's
+scratch folder. Either way the
 buffers belong to the judge: it fills the inputs, the candidate writes its outputs into the
 receive buffers, and the judge reads both after the candidate has answered.
 
@@ -13,6 +16,8 @@ import os
 import random
 
 import torch
+
+from . import cuda_ipc
 
 
 def dtype_name(dtype):
@@ -145,7 +150,7 @@ class SharedBuffers:
                                                        f"{label}-{index}.bin")
             else:
                 tensor = torch.empty(template.shape, dtype=template.dtype, device=template.device)
-                descriptor = {"kind": "ipc", "tensor": tensor}
+                descriptor = device_descriptor(tensor)
             self.tensors.append(tensor)
             self.descriptors.append(descriptor)
 
@@ -164,12 +169,28 @@ class SharedBuffers:
                         "shape": list(template.shape), "numel": template.numel()}
 
 
+def device_descriptor(tensor):
+    """Judge side: how a child finds a device tensor of the judge's: its allocation's IPC
+    handle, where the tensor lies in it, and its layout."""
+    return dict(cuda_ipc.Exporter().describe(tensor), kind="handle",
+                dtype=dtype_name(tensor.dtype), shape=list(tensor.shape),
+                stride=list(tensor.stride()))
+
+
+# Candidate side: the handles opened, kept for the process's life (its tensors use them).
+_importer = None
+
+
 def open_shared(descriptors):
     """Candidate side: the tensors behind the judge's descriptors."""
+    global _importer
     tensors = []
     for descriptor in descriptors:
-        if descriptor["kind"] == "ipc":
-            tensors.append(descriptor["tensor"])
+        if descriptor["kind"] == "handle":
+            if _importer is None:
+                _importer = cuda_ipc.Importer()
+            tensors.append(_importer.tensor(descriptor, dtype_from_name(descriptor["dtype"]),
+                                            descriptor["shape"], descriptor["stride"]))
         else:
             dtype = dtype_from_name(descriptor["dtype"])
             numel = descriptor["numel"]
@@ -219,7 +240,7 @@ class InputPool:
             self.tensor, self.descriptors = shared.tensors[0], shared.descriptors
         else:
             self.tensor = torch.empty(self.bytes, dtype=torch.uint8, device=device)
-            self.descriptors = [{"kind": "ipc", "tensor": self.tensor}]
+            self.descriptors = [device_descriptor(self.tensor)]
         self.calls = 0
 
     def next_shift(self):

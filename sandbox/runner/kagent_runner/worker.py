@@ -73,10 +73,13 @@ def _kill_group(pid):
         pass
 
 
-def _kill_sandbox_user(uid):
+def _kill_sandbox_user(uid, spare=None):
     """When the worker is root, the sandboxed child runs as a uid of its own (one per GPU);
     anything it left behind (a fork bomb that escaped its process group) is ended by a
-    helper of that uid. Never use a uid that other programs run as."""
+    helper of that uid. Never use a uid that other programs run as. `spare`: the kept
+    judge's pid (KeptJudge), which runs as that uid too; then the helper ends the uid's
+    processes one by one, pass after pass until a pass finds none (the uid's process limit
+    bounds a fork bomb, and a killed process forks no more)."""
     if os.getuid() != 0 or uid in (0, 65534):
         return
     pid = os.fork()
@@ -84,7 +87,21 @@ def _kill_sandbox_user(uid):
         try:
             os.setgid(uid)
             os.setuid(uid)
-            os.kill(-1, signal.SIGKILL)
+            if spare is None:
+                os.kill(-1, signal.SIGKILL)
+            else:
+                from . import processes
+
+                for _ in range(1000):
+                    found = [other for other in processes.user_processes(uid)
+                             if other not in (spare, os.getpid())]
+                    if not found:
+                        break
+                    for other in found:
+                        try:
+                            os.kill(other, signal.SIGKILL)
+                        except OSError:
+                            pass
         except OSError:
             pass
         os._exit(0)
@@ -121,16 +138,23 @@ def _warm_triton():
         pass
 
 
-def _drop_judge_privileges(request):
-    """Runs the judge as the candidate's uid when the worker is root: CUDA IPC works only
-    between processes of one uid. The candidate's Landlock domain and seccomp filter still
-    keep it from tracing, reading or signalling the judge (checked on an H100)."""
+def _judge_folders(request):
+    """The judge's home and cache folders, made, and given to the sandbox uid when the worker
+    is root: (home, caches)."""
     # outside the candidate's scratch folder, which the candidate (same uid) can write
     judge_home = request.get("judge_directory") or os.path.join(
         os.path.dirname(request["scratch_directory"].rstrip("/")), "judge")
     caches = request.get("judge_cache_directory") or os.path.join(judge_home, "cache")
     for path in (judge_home, caches):
         os.makedirs(path, exist_ok=True)
+    uid = int(request.get("sandbox_uid", 65534))
+    if os.getuid() == 0 and uid != 0:
+        _give_tree(judge_home, uid)
+        _give_tree(caches, uid)
+    return judge_home, caches
+
+
+def _enter_judge_folders(judge_home, caches):
     os.environ["HOME"] = judge_home
     os.environ["TMPDIR"] = judge_home
     os.environ["USER"] = os.environ["LOGNAME"] = "kagent-judge"
@@ -138,11 +162,16 @@ def _drop_judge_privileges(request):
     os.environ["TRITON_CACHE_DIR"] = os.path.join(caches, "triton")
     # compile workers would count against the candidate's process limit (one uid)
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+
+
+def _drop_judge_privileges(request):
+    """Runs the judge as the candidate's uid when the worker is root: CUDA IPC works only
+    between processes of one uid. The candidate's Landlock domain and seccomp filter still
+    keep it from tracing, reading or signalling the judge (checked on an H100)."""
+    _enter_judge_folders(*_judge_folders(request))
     uid = int(request.get("sandbox_uid", 65534))
     if os.getuid() != 0 or uid == 0:
         return
-    _give_tree(judge_home, uid)
-    _give_tree(caches, uid)
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
@@ -155,14 +184,21 @@ def _drop_judge_privileges(request):
 def _reap_orphans(seconds=5.0):
     """The worker is a child subreaper: processes a candidate forked and abandoned are
     re-parented here once killed, and must be reaped, or their zombies would count against
-    the next candidate's process limit."""
+    the next candidate's process limit. The kept judge, a child that stays, is left alone
+    (and reaped here only if it has ended)."""
+    from . import processes
+
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
+        if _kept_judge is not None and pid == _kept_judge.pid:
+            _kept_judge.ended(status)
         if pid == 0:
+            if _kept_judge is not None and processes.children(os.getpid()) == [_kept_judge.pid]:
+                return
             time.sleep(0.01)
 
 
@@ -184,6 +220,9 @@ def _remove_socket(path, inode):
 def _terminate(signal_number, frame):
     for pid in list(_children):
         _kill_group(pid)
+    if _kept_judge is not None:
+        # gone before the worker is: nothing of the sandbox uid outlives the worker
+        _kept_judge.end()
     if _listening is not None:
         _remove_socket(*_listening)
     os._exit(0)
@@ -202,6 +241,182 @@ def _fork_child(setup):
         os._exit(70)
     _children.add(pid)
     return pid
+
+
+# A kept judge with nothing to judge for this long ends; the next evaluation starts another.
+KEPT_JUDGE_IDLE_SECONDS = 300
+PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
+
+
+class KeptJudge:
+    """The judge process this worker keeps between evaluations of one problem on one device,
+    uid and timing lock (docs/worker-protocol.md, "The kept judge"): its CUDA context and
+    its start outlive each evaluation, which with eight lanes on one GPU had become an
+    evaluation's largest phase (issue 13). It judges each evaluation with a Judge of its
+    own; the worker hands it the evaluation's sockets and pipes over `control`."""
+
+    def __init__(self, key, pid, control):
+        self.key = key
+        self.pid = pid
+        self.control = control
+        self.status = None  # its wait status once it has ended
+
+    @classmethod
+    def start(cls, request, key):
+        worker_end, judge_end = socket.socketpair()
+        worker = os.getpid()
+
+        def setup():
+            import ctypes
+
+            # nothing of the worker's (its protocol stream, the listening socket) stays open
+            keep = judge_end.fileno()
+            os.closerange(3, keep)
+            os.closerange(keep + 1, 1 << 16)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            # opened while the judge may still read the lock files (as the worker's user)
+            timing_lock = gpu_lock.TimingLock(request.get("timing_lock"))
+            _drop_judge_privileges(request)
+            libc = ctypes.CDLL(None)
+            # after the uid changed, which clears it: the judge ends with the worker
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+            if os.getppid() != worker:
+                os._exit(0)
+            libc.prctl(PR_SET_NAME, b"kagent-judge", 0, 0, 0)
+            _serve_kept_judge(judge_end, timing_lock, devnull)
+            os._exit(0)
+
+        pid = _fork_child(setup)
+        _children.discard(pid)  # not one evaluation's: it stays
+        judge_end.close()
+        return cls(key, pid, worker_end)
+
+    def alive(self):
+        if self.status is not None:
+            return False
+        try:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            done, status = self.pid, 0
+        if done:
+            self.status = status
+        return not done
+
+    def ended(self, status):
+        self.status = status
+
+    def send(self, message, fds):
+        """One message, with the file descriptors `fds` ({name: socket or fd}) when given."""
+        names = list(fds)
+        numbers = [item if isinstance(item, int) else item.fileno() for item in fds.values()]
+        payload = json.dumps(dict(message, fds=names)).encode()
+        data = len(payload).to_bytes(8, "big") + payload
+        sent = socket.send_fds(self.control, [data], numbers)
+        self.control.sendall(data[sent:])
+
+    def end(self):
+        _kill_group(self.pid)
+        if self.alive():
+            try:
+                self.status = os.waitpid(self.pid, 0)[1]
+            except ChildProcessError:
+                self.status = 0
+        self.control.close()
+
+
+_kept_judge = None
+
+
+def _kept_judge_key(request):
+    """What a kept judge is kept for: the problem (its bytes: a problem's import may change
+    torch's global state), the device and the judge's uid, lock and caches."""
+    import hashlib
+
+    with open(request["problem_path"], "rb") as handle:
+        digest = hashlib.sha256(handle.read()).hexdigest()
+    return (digest, request.get("device"), int(request.get("gpu_index", 0)),
+            int(request.get("sandbox_uid", 65534)), request.get("timing_lock"),
+            request.get("judge_cache_directory"))
+
+
+def _kept_judge_for(request):
+    """The kept judge for this request: the one kept, or a new one in its place."""
+    global _kept_judge
+    key = _kept_judge_key(request)
+    if _kept_judge is not None and (_kept_judge.key != key or not _kept_judge.alive()):
+        _kept_judge.end()
+        _kept_judge = None
+    if _kept_judge is None:
+        _kept_judge = KeptJudge.start(request, key)
+    return _kept_judge
+
+
+def _receive_message(control):
+    """(message, fds) from the worker, or (None, []) when it is gone."""
+    header, fds, _, _ = socket.recv_fds(control, 8, 32)
+    while header and len(header) < 8:
+        more = control.recv(8 - len(header))
+        if not more:
+            break
+        header += more
+    if len(header) < 8:
+        for fd in fds:
+            os.close(fd)
+        return None, []
+    length, payload = int.from_bytes(header, "big"), b""
+    while len(payload) < length:
+        more = control.recv(min(length - len(payload), 1 << 20))
+        if not more:
+            return None, fds
+        payload += more
+    return json.loads(payload), fds
+
+
+def _serve_kept_judge(control, timing_lock, devnull):
+    """The kept judge's loop: an evaluation at a time, each with a fresh Judge; after each,
+    once the worker says the candidate is gone ("release"), what it held on the device."""
+    from . import judge
+
+    while True:
+        readable, _, _ = select.select([control], [], [], KEPT_JUDGE_IDLE_SECONDS)
+        if not readable:
+            return
+        message, fds = _receive_message(control)
+        if message is None:
+            return
+        if message.get("op") == "release":
+            judge.release_device()
+            continue
+        named = dict(zip(message["fds"], fds))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # the judge's and the problem's prints, to this evaluation's pipe
+        os.dup2(named["judge_err"], 1)
+        os.dup2(named["judge_err"], 2)
+        os.close(named.pop("judge_err"))
+        result_fd = named.pop("result")
+        _enter_judge_folders(message["judge_home"], message["caches"])
+        sockets = {name: socket.socket(fileno=fd) for name, fd in named.items()}
+        children = {"candidate_record": sockets["candidate_record"],
+                    "timing_lock": timing_lock, "candidate_gate": sockets.get("candidate_gate")}
+        for arm in ("reference", "compile"):
+            if arm in sockets:
+                children.update({arm: sockets[arm], f"{arm}_pid": message[f"{arm}_pid"],
+                                 f"{arm}_record": sockets[f"{arm}_record"],
+                                 f"{arm}_scratch": message[f"{arm}_scratch"]})
+        try:
+            judge.judge_one(sockets["judge"], result_fd, message["request"],
+                            message["candidate_pid"], children)
+        finally:
+            for item in sockets.values():
+                item.close()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
 
 
 def _lock_sandbox_uid(request):
@@ -271,6 +486,8 @@ def _evaluate_locked(request):
     judge_compile_record, compile_record_socket = socket.socketpair()
     eager_request = _reference_request(request, "eager") if timing_reference else None
     compile_request = _reference_request(request, "compile") if timing_compile else None
+    # before the children are forked: each closes what it inherits of the worker's
+    kept = _kept_judge_for(request)
 
     def timed_child(child_request, sock, record_socket, out_fd, err_fd, gate_socket=None):
         from . import candidate
@@ -305,38 +522,27 @@ def _evaluate_locked(request):
                                                       compile_record_socket,
                                                       judge_err_write, judge_err_write))
 
-    def judge_setup():
-        from . import judge
-
-        for unused in (candidate_socket, candidate_record_socket, reference_socket,
-                       reference_record_socket, compile_socket, compile_record_socket,
-                       candidate_gate_socket):
-            if unused is not None:
-                unused.close()
-        os.close(candidate_out_write)
-        os.close(candidate_err_write)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        # the judge's and the problem's prints must never reach the protocol stream
-        os.dup2(judge_err_write, 1)
-        os.dup2(judge_err_write, 2)
-        # opened while the judge may still read the lock files (as the worker's user)
-        timing_lock = gpu_lock.TimingLock(request.get("timing_lock"))
-        _drop_judge_privileges(request)
-        children = {"candidate_record": judge_record_socket, "timing_lock": timing_lock,
-                    "candidate_gate": judge_gate_socket}
-        if timing_reference:
-            children.update({"reference": judge_reference_socket,
-                             "reference_pid": reference_pid,
-                             "reference_record": judge_reference_record,
-                             "reference_scratch": eager_request["scratch_directory"]})
-        if timing_compile:
-            children.update({"compile": judge_compile_socket, "compile_pid": compile_pid,
-                             "compile_record": judge_compile_record,
-                             "compile_scratch": compile_request["scratch_directory"]})
-        judge.main(judge_socket, result_write, request, candidate_pid, children)
-
-    judge_pid = _fork_child(judge_setup)
+    judge_fds = {"judge": judge_socket, "result": result_write, "judge_err": judge_err_write,
+                 "candidate_record": judge_record_socket}
+    if judge_gate_socket is not None:
+        judge_fds["candidate_gate"] = judge_gate_socket
+    message = {"op": "evaluate", "request": request, "candidate_pid": candidate_pid}
+    for arm, pid, arm_request, judge_end, record_end in (
+            ("reference", reference_pid, eager_request, judge_reference_socket,
+             judge_reference_record),
+            ("compile", compile_pid, compile_request, judge_compile_socket,
+             judge_compile_record)):
+        if pid is not None:
+            judge_fds.update({arm: judge_end, f"{arm}_record": record_end})
+            message.update({f"{arm}_pid": pid,
+                            f"{arm}_scratch": arm_request["scratch_directory"]})
+    message["judge_home"], message["caches"] = _judge_folders(request)
+    try:
+        kept.send(message, judge_fds)
+    except OSError:
+        # it ended since it was asked (another worker's sweep of this uid): a new one
+        kept = _kept_judge_for(request)
+        kept.send(message, judge_fds)
     for fd in own_ends:
         os.close(fd)
     for ours in (judge_socket, candidate_socket, judge_record_socket, candidate_record_socket,
@@ -351,13 +557,19 @@ def _evaluate_locked(request):
              "judge": CappedTail(output_cap), "result": CappedTail(MAX_LINE)}
     open_fds = {candidate_out_read: "stdout", candidate_err_read: "stderr",
                 judge_err_read: "judge", result_read: "result"}
-    statuses = {candidate_pid: None, judge_pid: None}
+    statuses = {candidate_pid: None}
     references = [pid for pid in (reference_pid, compile_pid) if pid is not None]
     for pid in references:
         statuses[pid] = None
-    killed_for_timeout = False
+    killed_for_timeout = judged = False
     deadline = started + wall + 30
     while open_fds or any(status is None for status in statuses.values()):
+        if not judged and (result_read not in open_fds or not kept.alive()):
+            # the judge has spoken (or died): the others have nothing left to do
+            judged = True
+            _kill_group(candidate_pid)
+            for reference in references:
+                _kill_group(reference)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             if killed_for_timeout:
@@ -365,6 +577,7 @@ def _evaluate_locked(request):
             killed_for_timeout = True
             for pid in statuses:
                 _kill_group(pid)
+            kept.end()
             deadline = time.monotonic() + 10
             continue
         if open_fds:
@@ -384,11 +597,6 @@ def _evaluate_locked(request):
                 done, status = os.waitpid(pid, os.WNOHANG)
                 if done:
                     statuses[pid] = status
-                    if pid == judge_pid:
-                        # the judge has spoken (or died): the others have nothing left to do
-                        _kill_group(candidate_pid)
-                        for reference in references:
-                            _kill_group(reference)
     for fd in open_fds:
         os.close(fd)
     for pid in statuses:
@@ -396,9 +604,17 @@ def _evaluate_locked(request):
             _kill_group(pid)
             statuses[pid] = os.waitpid(pid, 0)[1]
     _kill_group(candidate_pid)
-    _kill_sandbox_user(int(request.get("sandbox_uid", 65534)))
+    kept_alive = kept.alive()
+    _kill_sandbox_user(int(request.get("sandbox_uid", 65534)), kept.pid if kept_alive else None)
     _reap_orphans()
     _children.clear()
+    if kept_alive:
+        try:
+            kept.send({"op": "release"}, {})
+        except OSError:
+            pass
+    judge_process = (dict(_status(None), kept=True, pid=kept.pid) if kept_alive else
+                     dict(_status(kept.status), kept=False, pid=kept.pid))
 
     judge_result = None
     raw = bytes(tails["result"].data).strip()
@@ -413,7 +629,7 @@ def _evaluate_locked(request):
     return {
         "type": "result", "id": request.get("id"), "wall_seconds": time.monotonic() - started,
         "judge": judge_result,
-        "judge_process": dict(_status(statuses[judge_pid]), stderr=tails["judge"].text()),
+        "judge_process": dict(judge_process, stderr=tails["judge"].text()),
         "candidate_process": dict(candidate_status, killed_for_timeout=killed_for_timeout,
                                   stdout=tails["stdout"].text(), stderr=tails["stderr"].text(),
                                   stdout_bytes=tails["stdout"].total,
@@ -488,7 +704,8 @@ def _check_problem_locked(request):
         tails[output_read].add(chunk)
     for fd in tails:
         os.close(fd)
-    _kill_sandbox_user(int(request.get("sandbox_uid", 65534)))
+    kept = _kept_judge is not None and _kept_judge.alive()
+    _kill_sandbox_user(int(request.get("sandbox_uid", 65534)), _kept_judge.pid if kept else None)
     _reap_orphans()
     _children.clear()
     try:
