@@ -266,7 +266,6 @@ def eval_through_daemon(kagent_reward, client, daemon):
 
 
 CROWDED_PROBLEM = """import fcntl
-import os
 import time
 
 import torch
@@ -282,14 +281,16 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    # stands in for a GPU's memory: two evaluations of this problem at once do not fit
+    # stands in for a GPU's memory: two evaluations of this problem at once do not fit. Held
+    # as a Python object, as a problem's tensors are: the kept judge lets go of the problem's
+    # module, and so of it, once its evaluation has ended
     global _held
     if _held is None:
-        handle = os.open(LOCK, os.O_RDONLY)  # made by the test: the sandbox writes nothing
+        handle = open(LOCK, "rb")  # made by the test: the sandbox writes nothing
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            os.close(handle)
+            handle.close()
             raise RuntimeError("out of memory: another evaluation of this problem holds it")
         _held = handle
         time.sleep(3)  # long enough for the other lane to start beside it

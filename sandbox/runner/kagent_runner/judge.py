@@ -1311,8 +1311,10 @@ def release_device():
     """After an evaluation, once its candidate has ended (the worker says so): the
     candidate's outputs the judge opened are closed and the judge's cached memory goes back,
     so that an idle kept judge holds nothing another lane's candidate may need. Its own
-    buffers go back only now too: the candidate had them open."""
-    gc.collect()  # the last Judge and its tensors
+    buffers go back only now too: the candidate had them open; so does the problem's module,
+    with whatever its code holds."""
+    sys.modules.pop("kagent_problem", None)
+    gc.collect()  # the last Judge, its tensors and the problem's module
     while _held:
         importer = _held.pop()
         if importer is not None:

@@ -488,6 +488,9 @@ def _evaluate_locked(request):
     compile_request = _reference_request(request, "compile") if timing_compile else None
     # before the children are forked: each closes what it inherits of the worker's
     kept = _kept_judge_for(request)
+    # what else runs as this uid is no process of this evaluation's (another worker's kept
+    # judge: kagent eval and kagentd's lane 0 share a uid, one at a time): ended first
+    _kill_sandbox_user(int(request.get("sandbox_uid", 65534)), kept.pid)
 
     def timed_child(child_request, sock, record_socket, out_fd, err_fd, gate_socket=None):
         from . import candidate
