@@ -10,9 +10,7 @@ prints into docs/benchmarks.md.
 cold: a fresh worker, empty caches (Triton's and the baselines'), the torch.compile baseline
       included. warm: a running `kagent worker`, the problem's baselines cached.
 KernelBench: eval_kernel_against_ref with 5 correctness trials and 100 timed trials, in a new
-Python process as its scripts run it. Its package imports LLM clients (dotenv, litellm,
-openai) that evaluation never calls; where they are missing they are replaced by empty
-modules so that the evaluation itself runs unchanged.
+Python process as its scripts run it (bench/kernelbench_child.py).
 """
 import argparse
 import json
@@ -23,31 +21,9 @@ import sys
 import tempfile
 import time
 
-KERNELBENCH_DRIVER = r"""
-import json, os, sys, time, types
-started = time.monotonic()
-for name, attributes in (("dotenv", ("load_dotenv",)), ("litellm", ("completion",)),
-                         ("openai", ("OpenAI",))):
-    try:
-        __import__(name)
-    except ImportError:
-        module = types.ModuleType(name)
-        for attribute in attributes:
-            setattr(module, attribute, lambda *a, **k: None)
-        sys.modules[name] = module
-sys.path.insert(0, os.path.join(sys.argv[1], "src"))
-from kernelbench import eval as kernel_eval
-imported = time.monotonic()
-reference = open(sys.argv[2]).read()
-candidate = open(sys.argv[3]).read()
-result = kernel_eval.eval_kernel_against_ref(
-    reference, candidate, seed_num=42, num_correct_trials=5, num_perf_trials=100,
-    measure_performance=True, backend="triton", build_dir=sys.argv[4])
-finished = time.monotonic()
-print(json.dumps({"compiled": result.compiled, "correctness": result.correctness,
-                  "runtime_ms": result.runtime, "metadata": str(result.metadata)[:400],
-                  "import_seconds": imported - started, "eval_seconds": finished - imported}))
-"""
+# KernelBench's harness in a process of its own, shared with reward_throughput.py
+KERNELBENCH_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                 "kernelbench_child.py")
 
 
 def run_kagent(kagent, problem, candidate, environment, extra):
@@ -100,7 +76,7 @@ def main():
     if not arguments.skip_kernelbench:
         build = tempfile.mkdtemp(prefix="kernelbench-build-")
         started = time.monotonic()
-        result = subprocess.run([sys.executable, "-c", KERNELBENCH_DRIVER, arguments.kernelbench,
+        result = subprocess.run([sys.executable, KERNELBENCH_CHILD, arguments.kernelbench,
                                  problem, candidate, build], capture_output=True, text=True,
                                 timeout=1800)
         seconds = time.monotonic() - started

@@ -190,24 +190,9 @@ def per_gpu_hour(count, seconds, gpus):
     return round(count / seconds * 3600 / max(1, gpus), 1) if seconds > 0 else None
 
 
-KERNELBENCH_CHILD = r"""
-import inspect, json, sys
-sys.path.insert(0, sys.argv[1])
-sys.path.insert(0, sys.argv[1] + "/src")
-try:
-    from kernelbench.eval import eval_kernel_against_ref
-except ImportError:
-    from src.eval import eval_kernel_against_ref
-reference, candidate = open(sys.argv[2]).read(), open(sys.argv[3]).read()
-wanted = dict(num_correct_trials=5, num_perf_trials=100, measure_performance=True,
-              backend="triton", device=0, verbose=False)
-accepted = inspect.signature(eval_kernel_against_ref).parameters
-result = eval_kernel_against_ref(reference, candidate,
-                                 **{k: v for k, v in wanted.items() if k in accepted})
-status = ("compile_error" if not getattr(result, "compiled", False) else
-          "correct" if getattr(result, "correctness", False) else "incorrect")
-print(json.dumps({"status": status, "runtime": getattr(result, "runtime", None)}))
-"""
+# KernelBench's harness in a process of its own per candidate, shared with eval_speed.py
+KERNELBENCH_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                 "kernelbench_child.py")
 
 
 def main():
@@ -365,14 +350,11 @@ def main():
                   flush=True)
 
         if arguments.kernelbench:
-            child = os.path.join(folder, "kernelbench_child.py")
-            with open(child, "w") as handle:
-                handle.write(KERNELBENCH_CHILD)
             statuses = []
             with Sampler(gpus) as sampler:
                 started = time.monotonic()
                 for path in paths[:arguments.kernelbench_count]:
-                    run = subprocess.run([sys.executable, child,
+                    run = subprocess.run([sys.executable, KERNELBENCH_CHILD,
                                           os.path.abspath(arguments.kernelbench), problem_path,
                                           path], capture_output=True, text=True,
                                          cwd=arguments.kernelbench)
