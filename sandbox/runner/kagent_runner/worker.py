@@ -261,6 +261,7 @@ class KeptJudge:
         self.pid = pid
         self.control = control
         self.status = None  # its wait status once it has ended
+        self.last_sent = time.monotonic()
 
     @classmethod
     def start(cls, request, key):
@@ -316,6 +317,12 @@ class KeptJudge:
         data = len(payload).to_bytes(8, "big") + payload
         sent = socket.send_fds(self.control, [data], numbers)
         self.control.sendall(data[sent:])
+        self.last_sent = time.monotonic()
+
+    def idle_ending(self):
+        """Whether it may be ending for want of work (KEPT_JUDGE_IDLE_SECONDS, less a margin):
+        an evaluation handed to it then could be lost with it."""
+        return time.monotonic() - self.last_sent > KEPT_JUDGE_IDLE_SECONDS - 30
 
     def end(self):
         _kill_group(self.pid)
@@ -346,7 +353,8 @@ def _kept_judge_for(request):
     """The kept judge for this request: the one kept, or a new one in its place."""
     global _kept_judge
     key = _kept_judge_key(request)
-    if _kept_judge is not None and (_kept_judge.key != key or not _kept_judge.alive()):
+    if _kept_judge is not None and (_kept_judge.key != key or _kept_judge.idle_ending()
+                                    or not _kept_judge.alive()):
         _kept_judge.end()
         _kept_judge = None
     if _kept_judge is None:
@@ -543,7 +551,8 @@ def _evaluate_locked(request):
     try:
         kept.send(message, judge_fds)
     except OSError:
-        # it ended since it was asked (another worker's sweep of this uid): a new one
+        # it ended since it was asked: a new one in its place
+        kept.end()
         kept = _kept_judge_for(request)
         kept.send(message, judge_fds)
     for fd in own_ends:
