@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """What the runner reads from /proc (kagent_runner/processes.py), on processes of our own: a
-process's descendants, a process group that still runs, threads; and the compile child's end
+process's descendants and children, a uid's live processes, a process group that still runs,
+threads; and the compile child's end
 of torch.compile's workers (candidate._stop_compile_workers) killing every process below it
 at once. Prints TAP."""
 import os
@@ -39,6 +40,52 @@ def descendants_are_children_and_their_children():
         os.kill(grandchild, signal.SIGKILL)
         child.kill()
         child.wait()
+
+
+@test
+def children_are_direct_children_zombies_included():
+    # what the worker's reaping spares (the kept judge): its own children, by parent pid
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import subprocess, sys\n"
+                              "p = subprocess.Popen(['sleep', '30'])\n"
+                              "print(p.pid, flush=True)\n"
+                              "sys.stdin.read()\n"
+                              "p.kill()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    grandchild = int(child.stdout.readline())
+    quick = subprocess.Popen(["true"])
+    for _ in range(100):
+        if not alive(quick.pid):
+            break
+        time.sleep(0.01)
+    try:
+        found = processes.children(os.getpid())
+        assert child.pid in found and quick.pid in found, found
+        assert grandchild not in found and os.getpid() not in found, found
+    finally:
+        quick.wait()
+        child.stdin.close()
+        child.wait(10)
+
+
+@test
+def a_users_processes_are_the_live_ones_of_that_uid():
+    # what the worker's sweep of a sandbox uid ends, one by one: live processes of the uid
+    sleeper = subprocess.Popen(["sleep", "30"])
+    ended = subprocess.Popen(["true"])
+    for _ in range(100):
+        if not alive(ended.pid):
+            break
+        time.sleep(0.01)
+    try:
+        found = processes.user_processes(os.getuid())
+        assert os.getpid() in found and sleeper.pid in found, found
+        assert ended.pid not in found, "a zombie is no live process"
+        assert sleeper.pid not in processes.user_processes(os.getuid() + 12345)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        ended.wait()
 
 
 @test
