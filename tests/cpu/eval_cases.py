@@ -15,7 +15,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "sandbox", "runner"))
 from eval_suite import Case, Suite, sandbox_processes  # noqa: E402
+from kagent_runner import processes  # noqa: E402 - /proc readings only, no torch
 
 ESCAPE = "/tmp/kagent-sandbox-escape"
 
@@ -204,18 +207,13 @@ def evidence_cases(suite):
 def kept_judges(worker_pid):
     """The worker's kept judges: its children named kagent-judge."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in processes.children(worker_pid):
         try:
-            with open(f"/proc/{entry}/stat") as handle:
-                parent = int(handle.read().rpartition(")")[2].split()[1])
-            with open(f"/proc/{entry}/comm") as handle:
-                name = handle.read().strip()
-        except (OSError, ValueError, IndexError):
+            with open(f"/proc/{pid}/comm") as handle:
+                if handle.read().strip() == "kagent-judge":
+                    found.append(pid)
+        except OSError:
             continue
-        if parent == worker_pid and name == "kagent-judge":
-            found.append(int(entry))
     return found
 
 

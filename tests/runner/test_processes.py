@@ -42,6 +42,16 @@ def descendants_are_children_and_their_children():
         child.wait()
 
 
+def zombie():
+    """A child of ours that has ended and is not yet reaped."""
+    ended = subprocess.Popen(["true"])
+    for _ in range(100):
+        if not alive(ended.pid):
+            break
+        time.sleep(0.01)
+    return ended
+
+
 @test
 def children_are_direct_children_zombies_included():
     # what the worker's reaping spares (the kept judge): its own children, by parent pid
@@ -53,11 +63,7 @@ def children_are_direct_children_zombies_included():
                               "p.kill()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True)
     grandchild = int(child.stdout.readline())
-    quick = subprocess.Popen(["true"])
-    for _ in range(100):
-        if not alive(quick.pid):
-            break
-        time.sleep(0.01)
+    quick = zombie()
     try:
         found = processes.children(os.getpid())
         assert child.pid in found and quick.pid in found, found
@@ -72,11 +78,7 @@ def children_are_direct_children_zombies_included():
 def a_users_processes_are_the_live_ones_of_that_uid():
     # what the worker's sweep of a sandbox uid ends, one by one: live processes of the uid
     sleeper = subprocess.Popen(["sleep", "30"])
-    ended = subprocess.Popen(["true"])
-    for _ in range(100):
-        if not alive(ended.pid):
-            break
-        time.sleep(0.01)
+    ended = zombie()
     try:
         found = processes.user_processes(os.getuid())
         assert os.getpid() in found and sleeper.pid in found, found
