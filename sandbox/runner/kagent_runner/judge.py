@@ -46,11 +46,11 @@ JUDGE_OUTPUT_COPIES = 3
 # outputs, and the comparison's chunks. Else the reference goes to host memory and the inputs
 # are checked by a keyed fingerprint, which needs no copy but costs several passes.
 KEEP_ON_DEVICE_ROOM = 3
-# The arms are timed in alternating rounds when every timed child's pool and outputs (the
-# problem's input and output bytes, each child) fit at once in this share of the device's free
-# memory, the rest left to the children's own work and the judge's copies of each call's
-# inputs; else one after the other, each reference child ended (its memory freed) before the
-# next one's pool exists. On the CPU always together (docs/verdict.md).
+# The arms are timed in alternating rounds when the timing's pool (the problem's input bytes)
+# and every timed child's outputs (its output bytes, each child) fit at once in this share of
+# the device's free memory, the rest left to the children's own work and the judge's copies of
+# each call's inputs; else one after the other, each reference child ended (its memory freed)
+# before the next one starts its calls. On the CPU always together (docs/verdict.md).
 INTERLEAVE_SHARE = 0.25
 
 
@@ -122,6 +122,7 @@ class Judge:
         self.compile_abandoned = False
         self.compile_started = None
         self.importer = None
+        self.timing_pool = None  # on a GPU, the one pool every timed child reads (give_pool)
         self.pickler = tensors.pickler_for(self.device)
         self.secret = random.Random(int.from_bytes(os.urandom(8), "little"))
         # detects changed inputs; its key never leaves this process
@@ -660,13 +661,26 @@ class Judge:
             time.sleep(0.02)
 
     def give_pool(self, child):
-        """A pool of the problem's input shapes for one timed child (its own: one child
-        cannot reach another's inputs), and on the CPU receive files for its outputs. Its
-        time goes into phase_seconds.pools: it is part of an exclusive window."""
+        """The pool one timed child's calls read their inputs from, and on the CPU receive
+        files for its outputs. Its time goes into phase_seconds.pools: it is part of an
+        exclusive window.
+
+        On a GPU every timed child of the timing reads the same pool (self.timing_pool): where
+        a pool lies in device memory moves the kernels that read it, 3-8% from one pool to
+        another (docs/benchmarks.md, session 9), so arms reading pools of their own differ by
+        where each pool happens to lie, while on one pool their ratio holds. A child reaches
+        the pool only by device work, and its device work outside its own calls is a finding
+        (the sealed boundary). On the CPU each child gets a file of its own in its scratch
+        folder, which it could write at any time outside every record."""
         started = time.monotonic()
         template = self.make_problem_inputs(0)
         scratch = getattr(child, "scratch", None) or self.request["scratch_directory"]
-        child.pool = tensors.InputPool(template, self.device, scratch)
+        if self.device == "cpu":
+            child.pool = tensors.InputPool(template, self.device, scratch)
+        else:
+            if self.timing_pool is None:
+                self.timing_pool = tensors.InputPool(template, self.device, scratch)
+            child.pool = self.timing_pool
         message = {"op": "pool", "pool": child.pool.descriptors, "layout": child.pool.layout}
         if self.device == "cpu":
             outputs = [value for _, value in compare.flatten(self.reference(template))]
@@ -740,10 +754,12 @@ class Judge:
         return result, arms
 
     def interleaves(self, arms):
-        """Whether `arms` timed children may hold their pools at once (INTERLEAVE_SHARE)."""
+        """Whether `arms` timed children may be alive at once beside the timing's pool
+        (INTERLEAVE_SHARE)."""
         if self.device != "cuda":
             return True
-        return arms * self.result_bytes <= INTERLEAVE_SHARE * torch.cuda.mem_get_info()[0]
+        needed = self.result_input_bytes + arms * self.result_output_bytes
+        return needed <= INTERLEAVE_SHARE * torch.cuda.mem_get_info()[0]
 
     def reference_failed(self, baselines, arm, child, failure):
         """A reference child failed (a call past its limit, a crash, its record): the
@@ -762,9 +778,9 @@ class Judge:
         """Times the reference arms `references` ([(arm, child)], eager first) and, when
         `candidate`, the candidate's arm, together: each arm's setup, then alternating rounds
         (harness.measure); one arm alone is a step of the sequential order. Without eager
-        there is no compile either. Each reference child is ended after its arm, its pool
-        freed before another pool exists. Returns the candidate's (result, findings), or
-        None."""
+        there is no compile either. Each reference child is ended after its arm, its memory
+        freed before another child's calls start. Returns the candidate's (result, findings),
+        or None."""
         timed = []
         try:
             for arm, child in references:
@@ -797,7 +813,7 @@ class Judge:
                     self.reference_failed(baselines, reference.arm, reference.child, failure)
         finally:
             for _, child in references:
-                child.pool = None  # its device memory, before the next child's pool exists
+                child.pool = None  # on the CPU its own, freed before the next child's exists
                 self.end_child(child)
         return harness_.finish(timed[-1]) if candidate else None
 
@@ -965,7 +981,8 @@ class Judge:
                 self.result["tamper"] = self.ask({"op": "tamper"}, 20).get("findings", [])
                 return
             self.result_inputs = problem.make_inputs(self.module, 0, "problem", self.device)
-            self.result_bytes = tensors.tensor_bytes(self.result_inputs) + tensors.tensor_bytes(
+            self.result_input_bytes = tensors.tensor_bytes(self.result_inputs)
+            self.result_output_bytes = tensors.tensor_bytes(
                 value for _, value in compare.flatten(self.reference(self.result_inputs)))
             # the reference's compile may take long: other evaluations time meanwhile
             self.timing_lock.release()
@@ -983,7 +1000,8 @@ class Judge:
             self.timing()
             self.timing_lock.release()
             self.timing_lock.shared()
-            self.result["roofline"] = self.roofline(self.result_bytes)
+            self.result["roofline"] = self.roofline(self.result_input_bytes +
+                                                    self.result_output_bytes)
             if self.request.get("profile_reference"):
                 self.enter("profile_reference")
                 self.result["compute"] = self.compute_bound()
