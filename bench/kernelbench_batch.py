@@ -7,9 +7,18 @@ copied through a Triton kernel of the candidate's own), then finishing. The batc
 `kagent batch`, is followed with `kagent status --json`, and its report is printed with
 `kagent report` (table, summary CSV and JSON into --out).
 
+On several GPUs (issue 16): `--gpus 0,1` gives the daemon those GPUs; every GPU's utilisation
+is sampled during the batch (gpu_utilisation.csv and .png in --out), the daemon's log is
+checked for timing windows that overlap on one GPU (timing_windows.py), and
+`--compare-with REPORT.json` (another run's batch_report.json, one GPU say) compares the
+speedups problem by problem (`--tolerance`, 5% by default).
+
 Run on the GPU machine (env as docs/gpu-suite.md says):
   python3 bench/kernelbench_batch.py KERNELBENCH_DIR --kagent .gpu/kagent [--out DIR]
-Prints the chosen problems, the batch's progress, the report, and the daemon's log tail."""
+      [--gpus 0,1] [--compare-with ONE_GPU/batch_report.json]
+Prints the chosen problems, the batch's progress, the report, the GPUs' utilisation, the
+timing windows, the comparison, and the daemon's log tail. Exit 1 when the batch failed to
+run, windows overlap or a speedup is off by more than the tolerance."""
 import argparse
 import json
 import os
@@ -19,6 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from gpu_sampler import Sampler
+import timing_windows
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER = os.path.join(SOURCE, "tests", "fixtures", "llm_server.py")
@@ -57,6 +69,18 @@ def problems(kernelbench):
             if match:
                 chosen.append(os.path.join(folder, match[0]))
     return chosen
+
+
+def gpu_indexes(asked):
+    """The GPUs the daemon will use: those asked, else every GPU nvidia-smi lists."""
+    if asked:
+        return [int(gpu) for gpu in asked.split(",")]
+    try:
+        listed = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=30).stdout
+        return [int(line) for line in listed.split()]
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return []
 
 
 def print_verdicts(runs, keep):
@@ -101,6 +125,51 @@ def replay(executable, environment, runs, count, out):
             f.write(result.stdout)
 
 
+def compare(report, other, tolerance):
+    """Problem by problem, the speedups of this batch's report against another run's (same
+    problems): [(problem, basis, this, other, ratio)] and the problems off by more than
+    `tolerance` (a ratio outside 1 ± tolerance, or a speedup in one run only)."""
+    def speedups(rows):
+        return {row.get("problem"): row for row in rows if row.get("problem")}
+
+    theirs = speedups(other.get("rows", []))
+    pairs, off = [], []
+    for problem, row in sorted(speedups(report.get("rows", [])).items()):
+        if problem not in theirs:
+            continue
+        for basis in ("speedup_vs_eager", "speedup_vs_compile"):
+            mine, their = row.get(basis), theirs[problem].get(basis)
+            if mine is None and their is None:
+                continue
+            ratio = mine / their if mine and their else None
+            pairs.append((problem, basis, mine, their, ratio))
+            if ratio is None or abs(ratio - 1) > tolerance:
+                off.append(problem)
+    return pairs, sorted(set(off))
+
+
+def follow(executable, environment, batch, started, deadline):
+    """Prints the batch's state as it changes until it is done; past `deadline` seconds from
+    `started` the rest of it is cancelled."""
+    last = None
+    while True:
+        state = json.loads(kagent([executable, "status", batch, "--json"], environment).stdout)
+        counts = {}
+        for session in state.get("sessions", []):
+            counts[session["state"]] = counts.get(session["state"], 0) + 1
+        line = f"{state['state']} {json.dumps(counts, sort_keys=True)}"
+        if line != last:
+            print(f"# {time.monotonic() - started:6.1f} s  {line}", flush=True)
+            last = line
+        if state["state"] in ("done", "cancelled"):
+            return
+        if time.monotonic() - started > deadline:
+            print("# deadline: cancelling the rest", flush=True)
+            kagent([executable, "cancel", batch], environment)
+            deadline = float("inf")
+        time.sleep(2)
+
+
 def kagent(arguments, environment, check=True):
     result = subprocess.run(arguments, env=environment, capture_output=True, text=True)
     if check and result.returncode != 0:
@@ -114,7 +183,9 @@ def main():
     parser.add_argument("kernelbench", help="a KernelBench checkout's KernelBench folder")
     parser.add_argument("--kagent", required=True)
     parser.add_argument("--out", default=None, help="where the report's files go")
-    parser.add_argument("--max-sessions", type=int, default=4)
+    parser.add_argument("--max-sessions", type=int, default=None,
+                        help="sessions in flight (default: 4 per GPU, so that runs on one and "
+                             "on several GPUs load each GPU alike; 4 on the CPU)")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
                         help="cpu: a check of this script without a GPU")
     parser.add_argument("--replay", type=int, default=0, metavar="N",
@@ -123,6 +194,13 @@ def main():
                         help="these problem files instead of the chosen KernelBench ones")
     parser.add_argument("--deadline", type=float, default=540,
                         help="seconds; then the rest of the batch is cancelled and reported")
+    parser.add_argument("--gpus", default=None,
+                        help="the daemon's GPUs, e.g. 0,1 (default: every GPU it finds)")
+    parser.add_argument("--compare-with", default=None, metavar="REPORT_JSON",
+                        help="another run's batch_report.json: compare the speedups")
+    parser.add_argument("--tolerance", type=float, default=0.05,
+                        help="the largest relative difference of a speedup from the other "
+                             "run's (--compare-with)")
     arguments = parser.parse_args()
     executable = os.path.abspath(arguments.kagent)
     folder = tempfile.mkdtemp(prefix="kagent-batch-")
@@ -151,10 +229,14 @@ def main():
     log_path = os.path.join(out, "kagentd.log")
     log = open(log_path, "w")
     started = time.monotonic()
+    gpus = [] if arguments.device == "cpu" else gpu_indexes(arguments.gpus)
+    sessions = arguments.max_sessions or 4 * max(1, len(gpus))
     daemon = subprocess.Popen(
         [executable, "daemon", "--device", arguments.device, "--socket", socket_path, "--store",
          f"sqlite:{folder}/kagent.db", "--config", config, "--max-sessions",
-         str(arguments.max_sessions)], env=environment, stdout=log, stderr=subprocess.STDOUT)
+         str(sessions)] + (["--gpus", arguments.gpus] if arguments.gpus else []),
+        env=environment, stdout=log, stderr=subprocess.STDOUT)
+    sampler = Sampler(gpus)
     status = 1
     try:
         while kagent([executable, "status", "--json"], environment, check=False).returncode:
@@ -164,41 +246,42 @@ def main():
         chosen = arguments.problems or problems(arguments.kernelbench)
         print(f"# {len(chosen)} problems:", *(os.path.relpath(p, arguments.kernelbench)
                                               for p in chosen), sep="\n#   ")
-        reply = kagent([executable, "batch", *chosen, "--json", "--max-turns", "2",
-                        "--target", "0"], environment)
-        batch = json.loads(reply.stdout)["batch"]
-        print(f"# batch {batch}", flush=True)
-        last = None
-        while True:
-            state = json.loads(kagent([executable, "status", batch, "--json"],
-                                      environment).stdout)
-            counts = {}
-            for session in state.get("sessions", []):
-                counts[session["state"]] = counts.get(session["state"], 0) + 1
-            line = f"{state['state']} {json.dumps(counts, sort_keys=True)}"
-            if line != last:
-                print(f"# {time.monotonic() - started:6.1f} s  {line}", flush=True)
-                last = line
-            if state["state"] in ("done", "cancelled"):
-                break
-            if time.monotonic() - started > arguments.deadline:
-                print("# deadline: cancelling the rest", flush=True)
-                kagent([executable, "cancel", batch], environment)
-                arguments.deadline = float("inf")
-            time.sleep(2)
+        with sampler:
+            reply = kagent([executable, "batch", *chosen, "--json", "--max-turns", "2",
+                            "--target", "0"], environment)
+            batch = json.loads(reply.stdout)["batch"]
+            print(f"# batch {batch}", flush=True)
+            follow(executable, environment, batch, started, arguments.deadline)
         elapsed = time.monotonic() - started
         print(f"# batch ended after {elapsed:.1f} s")
+        if gpus:
+            sampler.write_trace(os.path.join(out, "gpu_utilisation.csv"))
+            sampler.plot(os.path.join(out, "gpu_utilisation.png"),
+                         f"GPU utilisation during a batch of {len(chosen)} problems")
+            print(f"# GPU utilisation over the batch (mean %, share of samples above 0): "
+                  f"{dict(zip(gpus, sampler.mean() or []))}, "
+                  f"{dict(zip(gpus, sampler.busy_share() or []))}")
         table = kagent([executable, "report", batch], environment)
         print(table.stdout)
         report = kagent([executable, "report", batch, "--json", "--plot",
                          os.path.join(out, "batch_report.png")], environment, check=False)
         with open(os.path.join(out, "batch_report.json"), "w") as f:
             f.write(report.stdout)
+        status = 0
+        if arguments.compare_with:
+            with open(arguments.compare_with) as f:
+                pairs, off = compare(json.loads(report.stdout), json.load(f),
+                                     arguments.tolerance)
+            for problem, basis, mine, their, ratio in pairs:
+                print(f"# {problem} {basis}: {mine} here, {their} there, ratio "
+                      f"{'-' if ratio is None else f'{ratio:.3f}'}")
+            print(f"# {len(off)} problem(s) off by more than {100 * arguments.tolerance:g}%: "
+                  f"{off}")
+            status = 1 if off or not pairs else 0
         summary = kagent([executable, "report", batch, "--summary-csv"], environment)
         print(summary.stdout)
         print_verdicts(os.path.join(folder, "runs"), os.path.join(out, "traces"))
         replay(executable, environment, os.path.join(folder, "runs"), arguments.replay, out)
-        status = 0
     finally:
         daemon.send_signal(signal.SIGTERM)
         try:
@@ -210,6 +293,15 @@ def main():
         server.terminate()
         with open(log_path) as f:
             print("# kagentd log (tail):\n" + "".join(f.readlines()[-40:]))
+        # two evaluations timing at once on one GPU would spoil both
+        windows = timing_windows.summary(timing_windows.read_windows([log_path]))
+        with open(os.path.join(out, "timing_windows.json"), "w") as f:
+            json.dump(windows, f, indent=1)
+        for device, one in windows.items():
+            print(f"# timing windows on {device}: {one['windows']}, "
+                  f"{len(one['overlaps'])} overlapping")
+            if one["overlaps"]:
+                status = 1
         if arguments.out is not None:
             shutil.rmtree(folder, ignore_errors=True)
     return status

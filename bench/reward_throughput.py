@@ -5,8 +5,9 @@ serially with `kagent eval --no-daemon --worker SOCKET` (today's path, a warm wo
 kagentd's POST /v1/evaluations (evaluation lanes per GPU), and optionally with KernelBench's
 own harness (eval_kernel_against_ref, a fresh process per candidate, as its scripts do).
 Prints evaluations per GPU-hour for each, the statuses (the service's must equal the serial
-path's), the GPU utilisation (nvidia-smi sampled every 0.5 s in each phase) and writes
-everything to --out as JSON. Not a CI test.
+path's), the GPU utilisation (nvidia-smi sampled every 0.5 s in each phase), the daemon's
+timing windows per GPU (none may overlap: timing_windows.py) and writes everything to --out
+as JSON. Not a CI test.
 
 On a GPU the candidates are Triton kernels (BLOCK sizes, num_warps, trivially different
 source); on the CPU device (--device cpu, to check the script itself) they are torch-only
@@ -30,12 +31,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "fixtures"))
 import daemon_process  # noqa: E402 - kagentd over its Unix socket, shared with the tests
+from gpu_sampler import Sampler  # noqa: E402 - beside this script
+import timing_windows  # noqa: E402 - beside this script
 
 PROBLEM = """import torch
 import torch.nn as nn
@@ -120,70 +122,6 @@ def candidates(count, device):
 
 def call(socket_path, method, path, body=None):
     return daemon_process.request(socket_path, method, path, body, timeout=60)
-
-
-def cpu_times():
-    """(busy, total) CPU time of the whole machine so far, in clock ticks (/proc/stat)."""
-    with open("/proc/stat", encoding="ascii") as handle:
-        fields = [int(value) for value in handle.readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
-    return sum(fields) - idle, sum(fields)
-
-
-class Sampler:
-    """nvidia-smi's utilisation every 0.5 s while a phase runs, and the machine's CPU time
-    over the phase (is the host, not the GPU, what bounds it?)."""
-
-    def __init__(self, gpus):
-        self.gpus = gpus
-        self.samples = []
-        self.running = False
-        self.cpu_start = self.cpu_end = None
-
-    def __enter__(self):
-        self.samples = []
-        self.cpu_start = cpu_times()
-        self.running = shutil.which("nvidia-smi") is not None and bool(self.gpus)
-        if self.running:
-            self.thread = threading.Thread(target=self.loop, daemon=True)
-            self.thread.start()
-        return self
-
-    def loop(self):
-        while self.running:
-            try:
-                out = subprocess.run(
-                    ["nvidia-smi", "--query-gpu=index,utilization.gpu",
-                     "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                    timeout=5).stdout
-                row = {int(i): float(p) for i, p in
-                       (line.split(",") for line in out.strip().splitlines())}
-                self.samples.append([row.get(gpu) for gpu in self.gpus])
-            except (OSError, ValueError, subprocess.TimeoutExpired):
-                pass
-            time.sleep(0.5)
-
-    def __exit__(self, *exc):
-        self.cpu_end = cpu_times()
-        if self.running:
-            self.running = False
-            self.thread.join()
-
-    def cpu(self, evaluations):
-        """The machine's CPU use over the phase: percent of all cores busy, and busy core
-        seconds per evaluation."""
-        busy = self.cpu_end[0] - self.cpu_start[0]
-        total = self.cpu_end[1] - self.cpu_start[1]
-        ticks = os.sysconf("SC_CLK_TCK")
-        return {"percent_of_cores": round(100 * busy / total, 1) if total else None,
-                "cores": os.cpu_count(),
-                "core_seconds_per_evaluation": round(busy / ticks / max(1, evaluations), 3)}
-
-    def mean(self):
-        if not self.samples:
-            return None
-        return [round(sum(s[i] or 0 for s in self.samples) / len(self.samples), 1)
-                for i in range(len(self.gpus))]
 
 
 def per_gpu_hour(count, seconds, gpus):
@@ -380,6 +318,13 @@ def main():
                     process.wait(60)
                 except subprocess.TimeoutExpired:
                     process.kill()
+        # the daemon's log: did two evaluations ever time at once on one GPU?
+        daemon_log.close()
+        windows = timing_windows.summary(timing_windows.read_windows([daemon_log.name]))
+        result["timing_windows"] = windows
+        for device, one in windows.items():
+            print(f"timing windows on {device}: {one['windows']}, "
+                  f"{len(one['overlaps'])} overlapping, {one['timed_share']} of the span timed")
         with open(arguments.out, "w") as handle:
             json.dump(result, handle, indent=2)
         if "service" not in result:
@@ -387,7 +332,8 @@ def main():
                 print("the daemon's log ends:\n" + handle.read()[-3000:], file=sys.stderr)
         shutil.rmtree(folder, ignore_errors=True)
     print(f"written to {arguments.out}")
-    ok = result.get("statuses_identical") and result.get("all_correct")
+    ok = result.get("statuses_identical") and result.get("all_correct") and not any(
+        one["overlaps"] for one in result.get("timing_windows", {}).values())
     return 0 if ok else 1
 
 

@@ -643,6 +643,15 @@ daemon__observe(const json_t *record, void *data)
 		json_object_set(ds->live, "cost", json_object_get(totals, "cost"));
 		if (best != NULL)
 			json_object_set(ds->live, "best", (json_t *)best);
+	} else if (strcmp(type, "verdict") == 0) {
+		const char *variant = json_string_value(json_object_get(record, "variant"));
+		const char *purpose = json_string_value(json_object_get(record, "purpose"));
+		char who[160];
+
+		snprintf(who, sizeof who, "session %s, %s %s", ds->claim->session_id,
+			 variant != NULL ? variant : "a variant",
+			 purpose != NULL ? purpose : "evaluated");
+		kagent_daemon_log_timing_window(json_object_get(record, "verdict"), who);
 	} else if (strcmp(type, "best") == 0) {
 		json_object_set_new(ds->live, "best",
 				    json_pack("{s:O?, s:O?}", "variant",

@@ -524,6 +524,11 @@ evaluations__evaluated(int status, const json_t *object, void *data)
 		job->crowded = 0;
 		evaluations__queue_first(service, job);
 	} else {
+		char who[96];
+
+		snprintf(who, sizeof who, "evaluations %s, candidate %zu", job->group->id,
+			 job->index);
+		kagent_daemon_log_timing_window(object, who);
 		evaluations__finish_job(job, json_incref((json_t *)object));
 	}
 	evaluations__gate_update(service, job, lane->slot, object);

@@ -256,6 +256,12 @@ def batch_with_broken_problem():
             stored = daemon.stored_trace_seqs(relu["id"])
             if not any(r["type"] == "stream" for r in records) or stored != expected:
                 problems.append(f"stored trace seqs {stored}, expected {expected}")
+        # each timed verdict's window in the log, named by session, variant and purpose
+        with open(daemon.log_path) as f:
+            logged = f.read()
+        if "timing window on the CPU: " not in logged or \
+                f"(session {relu.get('id')}, v1 evaluate)" not in logged:
+            problems.append(f"no timing window logged for relu's v1: {logged[-1500:]}")
         status, report = daemon.request("GET", f"/v1/batches/{created['batch']}/report")
         rows = (report or {}).get("rows", []) if status == 200 else []
         if sorted(row["problem"] for row in rows) != ["relu", "softmax_wide", "syntax_error"]:

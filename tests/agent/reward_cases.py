@@ -5,8 +5,8 @@ driven through the Python client (clients/python, installed with pip into a scra
 when setuptools is there, else from the checkout). Checks good and bad candidates in one
 request (order kept, baselines measured once), async ids, caps and malformed JSON, the client's
 reward() on completions (tests/agent/reward_client_cases.py checks the client without torch),
-`kagent eval` through the daemon (same status as --no-daemon), and
-SIGTERM with evaluations waiting. Starts the sandboxed runner: run under the sandbox lock.
+`kagent eval` through the daemon (same status as --no-daemon), the timing windows in the
+verdicts and the daemon's log (bench/timing_windows.py finds no overlap), and SIGTERM with evaluations waiting. Starts the sandboxed runner: run under the sandbox lock.
 Prints TAP ending with a line `N passed, N failed`.
 Run: KAGENT=build/kagent KAGENT_SOURCE_DIR=. .venv/bin/python3 tests/agent/reward_cases.py"""
 import json
@@ -331,6 +331,40 @@ def crowded_error_again_alone(kagent_reward, client, daemon):
     return problems
 
 
+def timing_windows(kagent_reward, client, daemon):
+    """Four correct candidates on two lanes of one device: each verdict says when it held the
+    device's timing lock alone, kagentd logs each window, and bench/timing_windows.py finds
+    none overlapping in the log (and finds the overlap in a copy with a forged line)."""
+    answer = client.request("POST", "/v1/evaluations", {
+        "problem_source": read(RELU), "options": FAST,
+        "candidates": [read(os.path.join(CANDIDATES, "relu_correct.py"))] * 4})
+    problems = []
+    windows = [verdict.get("timing_window") or {} for verdict in answer["verdicts"]]
+    if not all(window.get("device") == "cpu" and window.get("gpu_index") is None and
+               0 < window.get("start_unix", 0) < window.get("end_unix", 0) for window in windows):
+        problems.append(f"timing windows in the verdicts: {windows}")
+    log = daemon.log()
+    for index in range(4):
+        if f"(evaluations {answer['id']}, candidate {index})" not in log:
+            problems.append(f"no timing window logged for candidate {index}: {log[-1500:]}")
+    checker = os.path.join(SOURCE, "bench", "timing_windows.py")
+    checked = subprocess.run([sys.executable, checker, daemon.log_path], capture_output=True,
+                             text=True, timeout=60)
+    if checked.returncode != 0 or not checked.stdout.startswith("CPU: "):
+        problems.append(f"timing_windows.py: exit {checked.returncode}: {checked.stdout}"
+                        f"{checked.stderr}")
+    forged = os.path.join(daemon.folder, "forged.log")
+    start, end = windows[0].get("start_unix", 0), windows[0].get("end_unix", 0)
+    with open(forged, "w") as handle:
+        handle.write(read(daemon.log_path) + "kagentd: timing window on the CPU: "
+                     f"{start + (end - start) / 2:.6f} to {end + 1:.6f} (a forged one)\n")
+    checked = subprocess.run([sys.executable, checker, forged], capture_output=True, text=True,
+                             timeout=60)
+    if checked.returncode != 1 or "and a forged one (" not in checked.stdout:
+        problems.append(f"an overlap not found: exit {checked.returncode}: {checked.stdout}")
+    return problems
+
+
 def sigterm(kagent_reward, client, daemon):
     """SIGTERM with evaluations queued: exit 0 soon, lane workers gone, socket removed."""
     client.submit(RELU, [read(os.path.join(CANDIDATES, "relu_correct.py"))] * 6, FAST)
@@ -358,6 +392,8 @@ CASES = [
     ("kagent eval through the daemon, and --no-daemon, agree", eval_through_daemon),
     ("an error beside another evaluation on the device is tried again alone",
      crowded_error_again_alone),
+    ("timing windows: in each verdict and the log, none overlapping on the device",
+     timing_windows),
     ("SIGTERM with evaluations queued: exit 0, nothing left", sigterm),
 ]
 

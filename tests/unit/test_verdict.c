@@ -54,6 +54,8 @@ static const char base_result[] =
     "     \"own_names\": [\"relu_kernel\"], \"launches\": [{\"name\": \"relu_kernel\","
     "     \"count\": 1, \"ms\": 1.9, \"own\": true}]},"
     "   \"tamper\": [],"
+    "   \"timing_window\": {\"device\": \"cuda\", \"gpu_index\": 1, \"start_unix\": 100.5,"
+    "     \"end_unix\": 101.25},"
     "   \"roofline\": {\"bytes\": 2048, \"floor_ms\": 1.0}}}";
 
 static json_t *
@@ -216,6 +218,14 @@ test_correct(void)
 	CHECK(json_is_false(json_object_get(timing, "baselines_cached")));
 	/* the judge's order of the arms passes through (docs/verdict.md) */
 	CHECK_STRING(json_string_value(json_object_get(timing, "order")), "interleaved");
+	{
+		/* and when it held the device's timing lock alone, for kagentd's log */
+		const json_t *window = json_object_get(verdict, "timing_window");
+
+		CHECK_INT(json_integer_value(json_object_get(window, "gpu_index")), 1);
+		CHECK(json_real_value(json_object_get(window, "start_unix")) == 100.5);
+		CHECK(json_real_value(json_object_get(window, "end_unix")) == 101.25);
+	}
 	CHECK_INT(json_array_size(json_object_get(verdict, "violations")), 0);
 	CHECK_INT(json_array_size(json_object_get(verdict, "warnings")), 0);
 	CHECK_INT(json_array_size(json_object_get(verdict, "trials")), 3);
@@ -507,9 +517,11 @@ test_cpu_skips_gpu_checks(void)
 			    json_string("cpu"));
 	json_object_set_new(judge_of(result), "kernels", json_null());
 	json_object_set_new(judge_of(result), "roofline", json_null());
+	json_object_set_new(judge_of(result), "timing_window", json_string("not an object"));
 	verdict = build(result);
 	CHECK_STRING(status_of(verdict), "correct");
 	CHECK(json_is_null(json_object_get(verdict, "kernels")));
+	CHECK(json_is_null(json_object_get(verdict, "timing_window")));
 	CHECK_INT(json_array_size(json_object_get(verdict, "warnings")), 0);
 	json_decref(verdict);
 	json_decref(result);

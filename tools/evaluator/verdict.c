@@ -1021,8 +1021,7 @@ verdict__environment(const struct kagent_verdict_input *in, const json_t *judge)
 	json_object_set_new(object, "driver",
 			    in->gpu != NULL && in->gpu->driver[0] ? json_string(in->gpu->driver)
 								  : json_null());
-	json_object_set_new(object, "clocks",
-			    verdict__clocks(json_object_get(reported, "clocks")));
+	json_object_set_new(object, "clocks", verdict__clocks(json_object_get(reported, "clocks")));
 	return object;
 }
 
@@ -1342,6 +1341,8 @@ verdict__assemble(const struct kagent_verdict_input *in, const json_t *judge,
 			    verdict__copy(judge, "counters", JSON_OBJECT, json_null()));
 	json_object_set_new(verdict, "reference_counters",
 			    verdict__copy(judge, "reference_counters", JSON_OBJECT, json_null()));
+	json_object_set_new(verdict, "timing_window",
+			    verdict__copy(judge, "timing_window", JSON_OBJECT, json_null()));
 	json_object_set_new(verdict, "phase_seconds",
 			    verdict__copy(judge, "phase_seconds", JSON_OBJECT, json_object()));
 	json_object_set_new(verdict, "phase_peak_bytes",

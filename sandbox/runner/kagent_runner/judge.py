@@ -134,7 +134,8 @@ class Judge:
                        "degenerate": None, "timing": None, "baselines": None, "kernels": None,
                        "tamper": [], "roofline": None, "compute": None,
                        "reference_kernels": None, "counters": None, "reference_counters": None,
-                       "generalisation": None, "phase_seconds": {}, "phase_peak_bytes": {}}
+                       "generalisation": None, "timing_window": None, "phase_seconds": {},
+                       "phase_peak_bytes": {}}
         self.phase_started = self.started = time.monotonic()
 
     # -- talking to the candidate --------------------------------------------------------
@@ -947,6 +948,15 @@ class Judge:
         return counters_summary(answer, [])
 
     # -- the whole evaluation --------------------------------------------------------------
+    def timing_window(self, started):
+        """When this evaluation held its device's timing lock alone, on the wall clock (Unix
+        seconds): the span began after the lock was taken and ends before it is let go, so
+        the windows of evaluations on one device never overlap (kagentd logs each one, and
+        bench/timing_windows.py checks a log for overlaps)."""
+        gpu = int(self.request.get("gpu_index", 0)) if self.device == "cuda" else None
+        return {"device": self.device, "gpu_index": gpu, "start_unix": round(started, 6),
+                "end_unix": round(time.time(), 6)}
+
     def enter(self, phase):
         """Starts a phase; the time spent in the previous one goes into phase_seconds, its
         peak of device memory into phase_peak_bytes."""
@@ -997,7 +1007,11 @@ class Judge:
             self.enter("timing_wait")
             self.timing_lock.release()
             self.timing_lock.exclusive()
-            self.timing()
+            started = time.time()
+            try:
+                self.timing()
+            finally:
+                self.result["timing_window"] = self.timing_window(started)
             self.timing_lock.release()
             self.timing_lock.shared()
             self.result["roofline"] = self.roofline(self.result_input_bytes +
