@@ -4,6 +4,7 @@ candidates: the real worker, judge, sandbox and verdict, everything but the GPU;
 `kagent optimize` refusing the bad problems before its first request. Prints TAP. Needs
 torch in the runner's Python; without it the suite skips (exit 77) unless
 KAGENT_REQUIRE_TORCH=1, as in CI."""
+import fcntl
 import json
 import os
 import shutil
@@ -217,11 +218,71 @@ def kept_judges(worker_pid):
     return found
 
 
+HELD_PROBLEM = """import fcntl
+
+import torch
+import torch.nn as nn
+
+LOCK = {lock!r}
+_held = None
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    # stands in for device memory the problem's module holds for as long as it is loaded
+    global _held
+    if _held is None:
+        _held = open(LOCK, "rb")
+        fcntl.flock(_held, fcntl.LOCK_EX)
+    return [torch.randn(16, 32)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def released_before_the_verdict(suite):
+    """An evaluation's result comes once its kept judge has let go of the problem: what the
+    problem's module holds (here a lock, for device memory) is free when `kagent eval`
+    returns, so an evaluation after it finds it free (kagentd's retry alone counts on it)."""
+    folder = tempfile.mkdtemp(prefix="kagent-held-")
+    try:
+        # readable by the sandbox's uid, which a root worker runs the problem's code as
+        os.chmod(folder, 0o755)
+        lock = os.path.join(folder, "held.lock")
+        with open(lock, "w"):
+            pass
+        os.chmod(lock, 0o644)
+        with open(os.path.join(folder, "held.py"), "w") as handle:
+            handle.write(HELD_PROBLEM.format(lock=lock))
+        free = []
+        for _ in range(2):
+            code, verdict, log, _ = suite.evaluate(os.path.join(folder, "held"), "relu_correct",
+                                                   ("--no-compile-baseline",))
+            with open(lock, "rb") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    free.append(verdict.get("status") if verdict else log[-300:])
+                except BlockingIOError:
+                    free.append("held after the verdict")
+        suite.report(free == ["correct", "correct"],
+                     "an evaluation's verdict comes once its kept judge let go of the problem",
+                     f"{free}")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def kept_judge_cases(suite):
     """The kept judge (docs/worker-protocol.md): one judge process judges one problem's
     evaluations one after another; another problem gets a new one; a kept judge that was
-    killed between evaluations (another worker's sweep of the uid) is replaced; the worker's
-    end ends it (the suite's last check)."""
+    killed between evaluations (another worker's sweep of the uid) is replaced; a verdict
+    comes only once the kept judge let go of its evaluation; the worker's end ends it (the
+    suite's last check)."""
     worker = suite.worker.pid
     verdicts, judges = [], []
     for problem, candidate in (("relu", "relu_correct"), ("relu", "relu_correct"),
@@ -242,12 +303,13 @@ def kept_judge_cases(suite):
                  and now != judges[2],
                  "a kept judge killed between evaluations is replaced",
                  f"{now} {judges[2]} " + (json.dumps(verdict)[:400] if verdict else log[-400:]))
+    released_before_the_verdict(suite)
 
 
 def main():
     suite = Suite("cpu", os.path.join(os.environ["KAGENT_SOURCE_DIR"], "tests", "fixtures"),
                   call_timeout=5)
-    print(f"1..{8 + len(CASES) + 2 * len(BAD_PROBLEMS) - 2}")
+    print(f"1..{9 + len(CASES) + 2 * len(BAD_PROBLEMS) - 2}")
     # no cache: the baselines of an earlier run would leave the candidate's arm to time alone
     code, verdict, log, _ = suite.evaluate("relu", "relu_correct", ("--cold", "--no-cache"),
                                            worker=False)

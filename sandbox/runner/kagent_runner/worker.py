@@ -245,6 +245,10 @@ def _fork_child(setup):
 
 # A kept judge with nothing to judge for this long ends; the next evaluation starts another.
 KEPT_JUDGE_IDLE_SECONDS = 300
+# How long a kept judge may take to let go of an evaluation (KeptJudge.release) before it is
+# ended instead: a collection and handing cached memory back, well under a second as a rule.
+KEPT_JUDGE_RELEASE_SECONDS = 30
+RELEASED = b"\x01"  # a kept judge's answer to "release", on the control socket
 PR_SET_PDEATHSIG = 1
 PR_SET_NAME = 15
 
@@ -318,6 +322,23 @@ class KeptJudge:
         sent = socket.send_fds(self.control, [data], numbers)
         self.control.sendall(data[sent:])
         self.last_sent = time.monotonic()
+
+    def release(self):
+        """Has it let go of what the evaluation left it (the problem's module with whatever
+        its code holds, the judge's buffers, the candidate's outputs it opened: release_device
+        in judge.py) and waits for its answer. The evaluation's result goes out only then: what
+        an evaluation held is free once its result is known, which kagentd counts on when it
+        evaluates again alone one that ran out of memory beside others. A judge that does not
+        answer within KEPT_JUDGE_RELEASE_SECONDS is ended. Returns whether it answered."""
+        try:
+            self.send({"op": "release"}, {})
+            readable, _, _ = select.select([self.control], [], [], KEPT_JUDGE_RELEASE_SECONDS)
+            if readable and self.control.recv(1) == RELEASED:
+                return True
+        except OSError:
+            pass
+        self.end()
+        return False
 
     def idle_ending(self):
         """Whether it may be ending for want of work (KEPT_JUDGE_IDLE_SECONDS, less a margin):
@@ -397,6 +418,7 @@ def _serve_kept_judge(control, timing_lock, devnull):
             return
         if message.get("op") == "release":
             judge.release_device()
+            control.sendall(RELEASED)
             continue
         named = dict(zip(message["fds"], fds))
         sys.stdout.flush()
@@ -621,10 +643,7 @@ def _evaluate_locked(request):
     _reap_orphans()
     _children.clear()
     if kept_alive:
-        try:
-            kept.send({"op": "release"}, {})
-        except OSError:
-            pass
+        kept.release()
     judge_process = (dict(_status(None), kept=True, pid=kept.pid) if kept_alive else
                      dict(_status(kept.status), kept=False, pid=kept.pid))
 
