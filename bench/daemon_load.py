@@ -32,26 +32,13 @@ import time
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "fixtures"))
 import daemon_process  # noqa: E402 - starting kagentd, shared with tests/agent/daemon_cases.py
+from scripted_replies import chat_reply  # noqa: E402 - the scripted model's replies
 from daemon_process import UnixConnection, request  # noqa: E402
 
 RELU = os.path.join(SOURCE, "tests", "fixtures", "problems", "relu.py")
 TICKS = os.sysconf("SC_CLK_TCK")
 GOAL_KB = 100          # per waiting session
 GOAL_CORE_PERCENT = 0.1  # of one core, per waiting session
-
-
-def reply(delay_ms):
-    """A streamed Chat Completions reply calling read_problem: cheap, no evaluation."""
-    events = [
-        {"data": {"id": "chatcmpl-1", "model": "scripted", "choices": [
-            {"index": 0, "delta": {"role": "assistant", "content": ""}}]}},
-        {"data": {"choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": 0, "id": "call_0", "type": "function",
-             "function": {"name": "read_problem", "arguments": "{}"}}]}}]}},
-        {"data": {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}},
-        {"data": {"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 10}}},
-        {"data": "[DONE]"}]
-    return {"status": 200, "sse": events, "delay_ms": delay_ms}
 
 
 def proc_sample(pid):
@@ -177,7 +164,9 @@ def main():
             shutil.copyfile(RELU, path)
             problems.append(path)
         with open(os.path.join(folder, "script.json"), "w") as f:
-            json.dump({"by_turn": [reply(arguments.delay_ms)]}, f)
+            # read_problem: a cheap tool call, no evaluation
+            json.dump({"by_turn": [chat_reply([("read_problem", {})], usage=(100, 10),
+                                              delay_ms=arguments.delay_ms)]}, f)
         server, port = daemon_process.start_model_server(
             os.path.join(folder, "script.json"), "/dev/null",
             # Its tracebacks for the model calls that the cancel and SIGTERM cut off.

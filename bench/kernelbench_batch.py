@@ -34,6 +34,11 @@ import timing_windows
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER = os.path.join(SOURCE, "tests", "fixtures", "llm_server.py")
+sys.path.insert(0, os.path.dirname(SERVER))
+from scripted_replies import chat_reply  # noqa: E402 - the scripted model's replies
+
+# what a turn costs in the report's token columns, as a real model's reply might
+USAGE = (3000, 800)
 
 # By number inside each level: operators of level 1, fused operators of level 2, and level 3
 # networks small enough for one command's time limit (the largest ones, DenseNet and
@@ -41,21 +46,6 @@ SERVER = os.path.join(SOURCE, "tests", "fixtures", "llm_server.py")
 CHOSEN = {1: [1, 12, 19, 23, 36, 40, 88],
           2: [1, 6, 12, 18, 23, 40, 76],
           3: [1, 2, 3, 4, 8, 19, 33]}
-
-
-def chat_reply(calls):
-    events = [{"data": {"id": "chatcmpl-1", "model": "scripted", "choices": [
-        {"index": 0, "delta": {"role": "assistant", "content": ""}}]}}]
-    for index, (name, arguments) in enumerate(calls):
-        events.append({"data": {"choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": index, "id": f"call_{index}_{name}", "type": "function",
-             "function": {"name": name, "arguments": json.dumps(arguments)}}]}}]}})
-    events.append({"data": {"choices": [{"index": 0, "delta": {},
-                                         "finish_reason": "tool_calls"}]}})
-    events.append({"data": {"choices": [], "usage": {"prompt_tokens": 3000,
-                                                     "completion_tokens": 800}}})
-    events.append({"data": "[DONE]"})
-    return {"status": 200, "sse": events}
 
 
 def problems(kernelbench):
@@ -208,8 +198,10 @@ def main():
     os.makedirs(out, exist_ok=True)
     socket_path = os.path.join(folder, "kagentd.sock")
     script = {"by_turn": [chat_reply([("evaluate", {"source": "@problem_with_triton_copy@",
-                                                    "note": "the problem, copied by Triton"})]),
-                          chat_reply([("finish", {"summary": "scripted: one candidate"})])]}
+                                                    "note": "the problem, copied by Triton"})],
+                                     usage=USAGE),
+                          chat_reply([("finish", {"summary": "scripted: one candidate"})],
+                                     usage=USAGE)]}
     with open(os.path.join(folder, "script.json"), "w") as f:
         json.dump(script, f)
     server = subprocess.Popen(

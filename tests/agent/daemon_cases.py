@@ -28,6 +28,7 @@ KAGENT = os.path.abspath(os.environ["KAGENT"])
 SOURCE = os.path.abspath(os.environ["KAGENT_SOURCE_DIR"])
 sys.path.insert(0, os.path.join(SOURCE, "tests", "fixtures"))
 import daemon_process  # noqa: E402 - starting kagentd, shared with bench/daemon_load.py
+from scripted_replies import chat_reply  # noqa: E402 - the scripted model's replies
 PROBLEMS = os.path.join(SOURCE, "tests", "fixtures", "problems")
 RELU = os.path.join(PROBLEMS, "relu.py")
 SOFTMAX = os.path.join(PROBLEMS, "softmax_wide.py")
@@ -43,30 +44,14 @@ def candidate(judge):
             f"        return torch.relu(x)\n")
 
 
-def chat_reply(calls, delay_ms=0):
-    """One streamed Chat Completions reply making these (name, arguments) tool calls."""
-    events = [{"data": {"id": "chatcmpl-1", "model": "scripted", "choices": [
-        {"index": 0, "delta": {"role": "assistant", "content": ""}}]}}]
-    for index, (name, arguments) in enumerate(calls):
-        events.append({"data": {"choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": index, "id": f"call_{index}_{name}", "type": "function",
-             "function": {"name": name, "arguments": json.dumps(arguments)}}]}}]}})
-    events.append({"data": {"choices": [{"index": 0, "delta": {},
-                                         "finish_reason": "tool_calls"}]}})
-    events.append({"data": {"choices": [], "usage": {"prompt_tokens": 1000,
-                                                     "completion_tokens": 200}}})
-    events.append({"data": "[DONE]"})
-    return {"status": 200, "sse": events, "delay_ms": delay_ms}
-
-
 def script(delay_ms=0, evaluation_seconds=0):
     """Turn 1 evaluates a 2x candidate, turn 2 finishes (stateless: any number of sessions)."""
     judge = {"speedup": 2.0}
     if evaluation_seconds:
         judge["delay_seconds"] = evaluation_seconds
     return {"by_turn": [
-        chat_reply([("evaluate", {"source": candidate(judge)})], delay_ms),
-        chat_reply([("finish", {"summary": "done"})], delay_ms)]}
+        chat_reply([("evaluate", {"source": candidate(judge)})], delay_ms=delay_ms),
+        chat_reply([("finish", {"summary": "done"})], delay_ms=delay_ms)]}
 
 
 def free_port():

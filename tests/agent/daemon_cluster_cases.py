@@ -103,8 +103,8 @@ def two_daemons_one_killed():
     model = daemon_cases.script(delay_ms=1500)
     slow = {"by_turn": [
         daemon_cases.chat_reply([("evaluate", {"source": daemon_cases.candidate(
-            {"speedup": 1.2})})], 1500),
-        daemon_cases.chat_reply([("finish", {"summary": "done"})], 100000)]}
+            {"speedup": 1.2})})], delay_ms=1500),
+        daemon_cases.chat_reply([("finish", {"summary": "done"})], delay_ms=100000)]}
     first = ClusterDaemon(slow)
     second = ClusterDaemon(model)
     failures = []

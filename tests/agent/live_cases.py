@@ -26,11 +26,11 @@ from tap_cases import run_cases  # noqa: E402 - the shared TAP runner, beside th
 def slow_script(delay_ms, content=""):
     """Turn 1 evaluates a 2x candidate (its reply carrying content), turn 2 finishes; each
     reply starts after delay_ms, so a session runs long enough to be watched live."""
-    first = chat_reply([("evaluate", {"source": candidate({"speedup": 2.0})})], delay_ms)
+    first = chat_reply([("evaluate", {"source": candidate({"speedup": 2.0})})], delay_ms=delay_ms)
     if content:
         first["sse"].insert(1, {"data": {"choices": [{"index": 0, "delta": {
             "content": content}}]}})
-    return {"by_turn": [first, chat_reply([("finish", {"summary": "done"})], delay_ms)]}
+    return {"by_turn": [first, chat_reply([("finish", {"summary": "done"})], delay_ms=delay_ms)]}
 
 
 def open_stream(daemon, path, headers=None):

@@ -27,6 +27,8 @@ BAD = os.path.join(MODELS, "bad_factories.py")
 sys.path.insert(0, os.path.join(SOURCE, "sandbox", "runner"))
 from kagent_runner import problem  # noqa: E402
 from tap_cases import Tap  # noqa: E402 - the shared TAP runner, beside this file
+sys.path.insert(0, os.path.dirname(SERVER))
+from scripted_replies import chat_reply  # noqa: E402 - the scripted model's replies
 FOLDER = tempfile.mkdtemp(prefix="kagent-model-cases-")
 # as root, the judge runs as the sandbox's uid and reads the model's files where they lie
 os.chmod(FOLDER, 0o755)
@@ -291,27 +293,14 @@ def batch():
         daemon.wait(timeout=10)
 
 
-def scripted_reply(name, arguments):
-    text = json.dumps(arguments)
-    events = [{"data": {"id": "chatcmpl-1", "model": "scripted", "choices": [
-        {"index": 0, "delta": {"role": "assistant", "content": ""}}]}},
-        {"data": {"choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": 0, "id": f"call_{name}", "type": "function",
-             "function": {"name": name, "arguments": text}}]}}]}},
-        {"data": {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}},
-        {"data": {"choices": [], "usage": {"prompt_tokens": 1000, "completion_tokens": 200}}},
-        {"data": "[DONE]"}]
-    return {"status": 200, "sse": events}
-
-
 def whole_path():
     with open(os.path.join(MODELS, "candidates", "mlp_down.py")) as handle:
         variant = handle.read()
     script = os.path.join(FOLDER, "script.json")
     with open(script, "w") as handle:
-        json.dump({"by_turn": [scripted_reply("evaluate", {"source": variant,
-                                                           "note": "addmm"}),
-                               scripted_reply("finish", {"summary": "addmm for down"})]},
+        json.dump({"by_turn": [chat_reply([("evaluate", {"source": variant,
+                                                         "note": "addmm"})]),
+                               chat_reply([("finish", {"summary": "addmm for down"})])]},
                   handle)
     server = subprocess.Popen([sys.executable, SERVER, "--script", script, "--log",
                                os.path.join(FOLDER, "server.jsonl"), "--port", "0"],

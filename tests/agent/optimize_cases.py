@@ -22,6 +22,8 @@ from tap_cases import run_cases
 KAGENT = os.path.abspath(os.environ["KAGENT"])
 SOURCE = os.path.abspath(os.environ["KAGENT_SOURCE_DIR"])
 SERVER = os.path.join(SOURCE, "tests", "fixtures", "llm_server.py")
+sys.path.insert(0, os.path.dirname(SERVER))
+import scripted_replies  # noqa: E402 - the scripted model's Chat Completions replies
 PROBLEM = os.path.join(SOURCE, "tests", "fixtures", "problems", "relu.py")
 SECRET = "sk-kagent-test-secret-0123456789"
 GIT = shutil.which("git")
@@ -33,7 +35,10 @@ def candidate(judge, tag):
             f"        return torch.relu(x)  # {tag}\n")
 
 
-def pieces(text, size=17):
+PIECE = 17  # characters of a tool call's arguments per streamed event
+
+
+def pieces(text, size=PIECE):
     return [text[i:i + size] for i in range(0, len(text), size)] or [""]
 
 
@@ -44,21 +49,7 @@ def arguments_text(arguments):
 # ---- one model reply in each wire format: (name, arguments) calls, arguments split ----
 
 def chat_reply(calls, text="", usage=(1000, 200)):
-    events = [{"data": {"id": "chatcmpl-1", "model": "scripted", "choices": [
-        {"index": 0, "delta": {"role": "assistant", "content": text}}]}}]
-    for index, (name, arguments) in enumerate(calls):
-        events.append({"data": {"choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": index, "id": f"call_{index}_{name}", "type": "function",
-             "function": {"name": name, "arguments": ""}}]}}]}})
-        for piece in pieces(arguments_text(arguments)):
-            events.append({"data": {"choices": [{"index": 0, "delta": {"tool_calls": [
-                {"index": index, "function": {"arguments": piece}}]}}]}})
-    events.append({"data": {"choices": [{"index": 0, "delta": {},
-                                         "finish_reason": "tool_calls" if calls else "stop"}]}})
-    events.append({"data": {"choices": [], "usage": {"prompt_tokens": usage[0],
-                                                     "completion_tokens": usage[1]}}})
-    events.append({"data": "[DONE]"})
-    return {"status": 200, "sse": events}
+    return scripted_replies.chat_reply(calls, text, usage, piece_size=PIECE)
 
 
 def anthropic_reply(calls, text="", usage=(1000, 200)):

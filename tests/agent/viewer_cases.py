@@ -45,11 +45,11 @@ def model_script():
     v3 = source({"speedup": 2.5},
                 "        x = x.contiguous()\n        return torch.relu(x)\n", "third")
     return {"by_turn": [
-        chat_reply([("evaluate", {"source": v1, "note": "plain relu"})], MODEL_DELAY_MS),
-        chat_reply([("evaluate", {"source": v2, "note": REJECTED_NOTE})], MODEL_DELAY_MS),
+        chat_reply([("evaluate", {"source": v1, "note": "plain relu"})], delay_ms=MODEL_DELAY_MS),
+        chat_reply([("evaluate", {"source": v2, "note": REJECTED_NOTE})], delay_ms=MODEL_DELAY_MS),
         chat_reply([("evaluate", {"source": v3, "note": "relu in two steps"})],
-                   MODEL_DELAY_MS),
-        chat_reply([("finish", {"summary": "v3 is the fastest"})], MODEL_DELAY_MS)]}
+                   delay_ms=MODEL_DELAY_MS),
+        chat_reply([("finish", {"summary": "v3 is the fastest"})], delay_ms=MODEL_DELAY_MS)]}
 
 
 def tcp_request(port, path, headers=None):

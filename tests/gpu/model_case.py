@@ -20,6 +20,8 @@ SOURCE = os.path.abspath(os.environ["KAGENT_SOURCE_DIR"])
 GPU = os.path.join(SOURCE, "tests", "gpu")
 MODEL = os.path.join(GPU, "models", "transformer.py")
 SERVER = os.path.join(SOURCE, "tests", "fixtures", "llm_server.py")
+sys.path.insert(0, os.path.dirname(SERVER))
+from scripted_replies import chat_reply  # noqa: E402 - the scripted model's replies
 OUTPUT = os.path.abspath(os.environ.get("KAGENT_OUTPUT", "kagent-model-gpu"))
 CANDIDATES = {"LayerNorm": "model_layernorm.py", "GELU": "model_gelu.py"}
 # the Triton kernel each candidate defines
@@ -37,18 +39,6 @@ def check(name, condition, detail=""):
     sys.stdout.flush()
 
 
-def reply(name, arguments):
-    return {"status": 200, "sse": [
-        {"data": {"id": "chatcmpl-1", "model": "scripted", "choices": [
-            {"index": 0, "delta": {"role": "assistant", "content": ""}}]}},
-        {"data": {"choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": 0, "id": f"call_{name}", "type": "function",
-             "function": {"name": name, "arguments": json.dumps(arguments)}}]}}]}},
-        {"data": {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}},
-        {"data": {"choices": [], "usage": {"prompt_tokens": 1000, "completion_tokens": 200}}},
-        {"data": "[DONE]"}]}
-
-
 def optimize(spot):
     """kagent optimize on the hot spot's sub-problem, the scripted model proposing our kernel;
     its summary where kagent model --compose reads it."""
@@ -56,8 +46,9 @@ def optimize(spot):
         kernel = handle.read()
     script = os.path.join(OUTPUT, f"script-{spot['rank']}.json")
     with open(script, "w") as handle:
-        json.dump({"by_turn": [reply("evaluate", {"source": kernel, "note": "Triton"}),
-                               reply("finish", {"summary": f"a Triton {spot['class']}"})]},
+        json.dump({"by_turn": [
+            chat_reply([("evaluate", {"source": kernel, "note": "Triton"})]),
+            chat_reply([("finish", {"summary": f"a Triton {spot['class']}"})])]},
                   handle)
     server = subprocess.Popen([sys.executable, SERVER, "--script", script, "--log",
                                os.path.join(OUTPUT, f"server-{spot['rank']}.jsonl"),
