@@ -25,6 +25,8 @@ SOURCE = os.path.abspath(os.environ["KAGENT_SOURCE_DIR"])
 PROBLEMS = os.path.join(SOURCE, "tests", "fixtures", "problems")
 CANDIDATES = os.path.join(SOURCE, "tests", "fixtures", "candidates")
 RELU = os.path.join(PROBLEMS, "relu.py")
+sys.path.insert(0, os.path.join(SOURCE, "tests", "fixtures"))
+import memory_stand_in  # noqa: E402 - a problem that fits only alone
 FAST = {"trials": 1, "signed_trials": 0, "no_compile_baseline": True}
 
 
@@ -265,58 +267,15 @@ def eval_through_daemon(kagent_reward, client, daemon):
     return problems
 
 
-CROWDED_PROBLEM = """import fcntl
-import time
-
-import torch
-import torch.nn as nn
-
-LOCK = {lock!r}
-_held = None
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-
-def get_inputs():
-    # stands in for a GPU's memory: two evaluations of this problem at once do not fit. Held
-    # as a Python object, as a problem's tensors are: the kept judge lets go of the problem's
-    # module, and so of it, once its evaluation has ended
-    global _held
-    if _held is None:
-        handle = open(LOCK, "rb")  # made by the test: the sandbox writes nothing
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise RuntimeError("out of memory: another evaluation of this problem holds it")
-        _held = handle
-        time.sleep(3)  # long enough for the other lane to start beside it
-    return [torch.randn(16, 32)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-
 def crowded_error_again_alone(kagent_reward, client, daemon):
     """Two candidates on two lanes of one device, for a problem that fits only alone: the one
     that ends in a memory error beside the other is evaluated again alone, and both are
     correct (the lanes share a GPU's memory: docs/reward-service.md)."""
-    # readable by the sandbox's uid, which a root worker runs the problem's code as
     folder = tempfile.mkdtemp(prefix="kagent-crowded-")
-    os.chmod(folder, 0o755)
-    lock = os.path.join(folder, "crowded.lock")
-    with open(lock, "w"):
-        pass
-    os.chmod(lock, 0o644)
-    source = CROWDED_PROBLEM.format(lock=lock)
     try:
+        path, _ = memory_stand_in.write(folder, hold_seconds=3)
         answer = client.request("POST", "/v1/evaluations", {
-            "problem_source": source, "options": dict(FAST, no_cache=True),
+            "problem_source": read(path), "options": dict(FAST, no_cache=True),
             "candidates": [read(os.path.join(CANDIDATES, "relu_correct.py"))] * 2})
     finally:
         shutil.rmtree(folder, ignore_errors=True)

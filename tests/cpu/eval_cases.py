@@ -20,6 +20,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "sandbox", "runner"))
 from eval_suite import Case, Suite, sandbox_processes  # noqa: E402
 from kagent_runner import processes  # noqa: E402 - /proc readings only, no torch
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+import memory_stand_in  # noqa: E402 - a problem that holds a lock while it is loaded
 
 ESCAPE = "/tmp/kagent-sandbox-escape"
 
@@ -218,51 +220,16 @@ def kept_judges(worker_pid):
     return found
 
 
-HELD_PROBLEM = """import fcntl
-
-import torch
-import torch.nn as nn
-
-LOCK = {lock!r}
-_held = None
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-
-def get_inputs():
-    # stands in for device memory the problem's module holds for as long as it is loaded
-    global _held
-    if _held is None:
-        _held = open(LOCK, "rb")
-        fcntl.flock(_held, fcntl.LOCK_EX)
-    return [torch.randn(16, 32)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-
 def released_before_the_verdict(suite):
     """An evaluation's result comes once its kept judge has let go of the problem: what the
     problem's module holds (here a lock, for device memory) is free when `kagent eval`
     returns, so an evaluation after it finds it free (kagentd's retry alone counts on it)."""
     folder = tempfile.mkdtemp(prefix="kagent-held-")
     try:
-        # readable by the sandbox's uid, which a root worker runs the problem's code as
-        os.chmod(folder, 0o755)
-        lock = os.path.join(folder, "held.lock")
-        with open(lock, "w"):
-            pass
-        os.chmod(lock, 0o644)
-        with open(os.path.join(folder, "held.py"), "w") as handle:
-            handle.write(HELD_PROBLEM.format(lock=lock))
+        path, lock = memory_stand_in.write(folder)
         free = []
         for _ in range(2):
-            code, verdict, log, _ = suite.evaluate(os.path.join(folder, "held"), "relu_correct",
+            code, verdict, log, _ = suite.evaluate(path[:-3], "relu_correct",
                                                    ("--no-compile-baseline",))
             with open(lock, "rb") as handle:
                 try:
