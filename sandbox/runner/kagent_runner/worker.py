@@ -324,7 +324,7 @@ class KeptJudge:
         self.last_sent = time.monotonic()
 
     def release(self):
-        """Has it let go of what the evaluation left it (the problem's module with whatever
+        """Asks it to let go of what the evaluation left it (the problem's module with whatever
         its code holds, the judge's buffers, the candidate's outputs it opened: release_device
         in judge.py) and waits for its answer. The evaluation's result goes out only then: what
         an evaluation held is free once its result is known, which kagentd counts on when it
