@@ -190,6 +190,9 @@ command_worker__handler(int argc, char **argv)
 				entry = strtok_r(NULL, ",", &rest);
 		}
 		setenv("CUDA_VISIBLE_DEVICES", entry != NULL ? entry : number, 1);
+		/* Requests still name GPU N (its timing lock, sandbox uid and timing window are
+		 * N's): the runner maps N to its device 0 and refuses any other (worker.py). */
+		setenv("KAGENT_WORKER_GPU", number, 1);
 		free(list);
 	}
 	fprintf(stderr, "kagent worker: serving on %s\n", socket_path);

@@ -100,9 +100,10 @@ kill $WORKER_PID
 # (a Slurm job's) it is that list's Nth entry. A runner that only writes down what it saw.
 mkdir -p "$WORK/env_runner/kagent_runner"
 : > "$WORK/env_runner/kagent_runner/__init__.py"
-printf 'import os\nopen(os.environ["ENV_OUT"], "w").write(os.environ.get("CUDA_VISIBLE_DEVICES", "unset"))\n' > "$WORK/env_runner/kagent_runner/worker.py"
+# It is still told which GPU it serves (KAGENT_WORKER_GPU), as requests name that GPU.
+printf 'import os\nopen(os.environ["ENV_OUT"], "w").write(os.environ.get("CUDA_VISIBLE_DEVICES", "unset") + " " + os.environ.get("KAGENT_WORKER_GPU", "unset"))\n' > "$WORK/env_runner/kagent_runner/worker.py"
 CUDA_VISIBLE_DEVICES=4,6 ENV_OUT="$WORK/visible" KAGENT_RUNNER_DIR="$WORK/env_runner" "$KAGENT" worker --socket "$WORK/env1.sock" --gpu 1 2>/dev/null
-if [ "$(cat "$WORK/visible" 2>/dev/null)" = 6 ]; then ok "worker --gpu 1 under CUDA_VISIBLE_DEVICES=4,6 sees GPU 6"; else not_ok "worker --gpu 1 under CUDA_VISIBLE_DEVICES=4,6 sees GPU 6" "$(cat "$WORK/visible" 2>&1)"; fi
+if [ "$(cat "$WORK/visible" 2>/dev/null)" = "6 1" ]; then ok "worker --gpu 1 under CUDA_VISIBLE_DEVICES=4,6 sees GPU 6 and serves GPU 1"; else not_ok "worker --gpu 1 under CUDA_VISIBLE_DEVICES=4,6 sees GPU 6 and serves GPU 1" "$(cat "$WORK/visible" 2>&1)"; fi
 env -u CUDA_VISIBLE_DEVICES ENV_OUT="$WORK/visible" KAGENT_RUNNER_DIR="$WORK/env_runner" "$KAGENT" worker --socket "$WORK/env2.sock" --gpu 1 2>/dev/null
-if [ "$(cat "$WORK/visible" 2>/dev/null)" = 1 ]; then ok "worker --gpu 1 alone sees GPU 1"; else not_ok "worker --gpu 1 alone sees GPU 1" "$(cat "$WORK/visible" 2>&1)"; fi
+if [ "$(cat "$WORK/visible" 2>/dev/null)" = "1 1" ]; then ok "worker --gpu 1 alone sees GPU 1 and serves GPU 1"; else not_ok "worker --gpu 1 alone sees GPU 1 and serves GPU 1" "$(cat "$WORK/visible" 2>&1)"; fi
 [ "$failed" -eq 0 ]

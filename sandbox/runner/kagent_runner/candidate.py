@@ -203,7 +203,7 @@ class CandidateRunner:
 
     def start_device(self):
         if self.device == "cuda":
-            torch.cuda.set_device(int(self.request.get("gpu_index", 0)))
+            torch.cuda.set_device(self.request["device_ordinal"])
             torch.empty(1, device="cuda")  # the context exists before the record opens
             from . import cuda_ipc
 

@@ -206,7 +206,7 @@ class Judge:
         for child in self.references.values():
             child.send_key()
         if self.device == "cuda":
-            torch.cuda.set_device(int(self.request.get("gpu_index", 0)))
+            torch.cuda.set_device(self.request["device_ordinal"])
             self.free_bytes = torch.cuda.mem_get_info()[0]
             properties = torch.cuda.get_device_properties(torch.cuda.current_device())
             l2_bytes = int(getattr(properties, "L2_cache_size", 50 << 20) or (50 << 20))
@@ -1200,7 +1200,7 @@ def check_problem_child(request, result_fd):
     module, device, free_bytes = None, request.get("device"), None
     try:
         if device == "cuda":
-            torch.cuda.set_device(int(request.get("gpu_index", 0)))
+            torch.cuda.set_device(request["device_ordinal"])
             free_bytes = torch.cuda.mem_get_info()[0]
         module = problem.load_problem(request["problem_path"])
         model, _, seed = build_reference(module, request, device)

@@ -603,7 +603,7 @@ def analyze_child(request, result_fd):
     device = request.get("device")
     try:
         if device == "cuda":
-            torch.cuda.set_device(int(request.get("gpu_index", 0)))
+            torch.cuda.set_device(request["device_ordinal"])
         module = problem.load_problem(request["problem_path"])
         scratch = os.path.join(request.get("judge_directory") or os.environ.get("TMPDIR", "/tmp"),
                                "subproblems")

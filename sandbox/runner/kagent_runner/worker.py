@@ -26,6 +26,9 @@ bytecode.prepare_from_environment()
 import torch  # noqa: E402
 
 MAX_LINE = 64 << 20
+# The GPU this worker was started for (kagent worker --gpu N), which it sees as its only
+# device; None when it sees every GPU of its parent.
+SERVED_GPU = os.environ.get("KAGENT_WORKER_GPU")
 
 
 def hello():
@@ -773,6 +776,26 @@ def _handle_check_problem(request):
     return check_problem(request)
 
 
+def place_on_device(request, served_gpu):
+    """Sets the request's device_ordinal, its GPU (gpu_index) as this process and its children
+    number devices (torch.cuda.set_device). A worker started for GPU N sees only that GPU, as
+    device 0, and refuses a request for another; a worker that sees every GPU of its parent
+    numbers them as the request does. Returns why the request cannot run here, or None."""
+    if request.get("device") != "cuda":
+        request["device_ordinal"] = 0
+        return None
+    gpu = request.get("gpu_index", 0)
+    if isinstance(gpu, bool) or not isinstance(gpu, int) or gpu < 0:
+        return f"gpu_index {gpu!r} is not a GPU number"
+    if served_gpu is None:
+        request["device_ordinal"] = gpu
+    elif gpu == int(served_gpu):
+        request["device_ordinal"] = 0
+    else:
+        return f"this worker serves GPU {served_gpu}, not GPU {gpu}"
+    return None
+
+
 def handle(line):
     try:
         request = json.loads(line)
@@ -780,6 +803,9 @@ def handle(line):
         return {"type": "error", "message": f"request is not JSON: {error}"}
     if not isinstance(request, dict):
         return {"type": "error", "message": "request is not a JSON object"}
+    misplaced = place_on_device(request, SERVED_GPU)
+    if misplaced is not None:
+        return {"type": "error", "id": request.get("id"), "message": misplaced}
     if request.get("type") == "check_problem":
         return _handle_check_problem(request)
     if request.get("type") != "evaluate":
