@@ -9,6 +9,7 @@ beside them. Where OUT is set, each verdict is written there whole (fidelity-SIZ
 a GPU, torch and triton.
 
     python3 bench/timing_fidelity.py [--kagent build/kagent] [--runs 10] [--sizes 4MB,64MB,6.4GB]
+        [--gpu N]
 """
 import argparse
 import json
@@ -85,8 +86,11 @@ def main():
     parser.add_argument("--kagent", default="build/kagent")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--sizes", default="4MB,64MB,6.4GB")
+    parser.add_argument("--gpu", type=int, default=0, help="the GPU both measures run on")
     options = parser.parse_args()
-    print(f"GPU: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
+    torch.cuda.set_device(options.gpu)
+    print(f"GPU {options.gpu}: {torch.cuda.get_device_name(options.gpu)}, "
+          f"torch {torch.__version__}")
     rows = []
     for size in options.sizes.split(","):
         batch, dim = SIZES[size]
@@ -102,7 +106,8 @@ def main():
         device, wall = [], []
         for run in range(options.runs):
             result = subprocess.run([options.kagent, "eval", "--json", "--no-cache",
-                                     "--no-compile-baseline", problem, candidate],
+                                     "--no-compile-baseline", "--gpu", str(options.gpu),
+                                     problem, candidate],
                                     capture_output=True, text=True)
             if os.environ.get("OUT"):
                 # each verdict whole (its samples, stops, order), to look into a spread

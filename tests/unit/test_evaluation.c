@@ -257,6 +257,32 @@ test_request_and_worker_errors(void)
 		       "/sandbox-cache/timing-cpu.lock");
 	json_decref(request);
 
+	/* Another GPU, lane 0 and lane 3: every uid has caches of its own, since the worker
+	 * gives each folder to its uid. */
+	for (int lane = 0; lane <= 3; lane += 3) {
+		unlink(log);
+		options.sandbox_lane = lane;
+		options.gpu_index = 1;
+		CHECK_INT(kagent_evaluation_run_sync(&options, &object), -EPROTO);
+		json_decref(object);
+		options.sandbox_lane = 0;
+		options.gpu_index = 0;
+		file = fopen(log, "r");
+		CHECK(file != NULL);
+		request = json_loadf(file, JSON_DISABLE_EOF_CHECK, &error);
+		fclose(file);
+		CHECK(request != NULL);
+		CHECK_INT(json_integer_value(json_object_get(request, "sandbox_uid")),
+			  2147400000 + lane * 256 + 1);
+		CHECK_CONTAINS(json_string_value(json_object_get(request, "cache_directory")),
+			       lane == 0 ? "/sandbox-cache/candidates-gpu1/"
+					 : "/sandbox-cache/candidates-lane3-gpu1/");
+		CHECK_CONTAINS(json_string_value(json_object_get(request, "judge_cache_directory")),
+			       lane == 0 ? "/sandbox-cache/judge-gpu1"
+					 : "/sandbox-cache/judge-lane3-gpu1");
+		json_decref(request);
+	}
+
 	/* A worker that dies mid-request: its stderr explains. */
 	setenv("FAKE_WORKER_MODE", "exit", 1);
 	CHECK_INT(kagent_evaluation_run_sync(&options, &object), -EPIPE);

@@ -174,14 +174,30 @@ evaluation__fail_early(struct evaluation__state *state, int status, const char *
  * the stride, and the last lane's uid stays below INT32_MAX. */
 #define EVALUATION_SANDBOX_LANE_STRIDE 256
 
-/* A folder of the sandbox cache for this evaluation's lane: name, or name-laneL. */
-static char *
-evaluation__lane_folder(const struct evaluation__state *state, const char *name)
+/* The evaluation's lane; one outside 1 ... KAGENT_EVALUATION_LANE_CAP - 1 runs as lane 0. */
+static int
+evaluation__lane(const struct kagent_evaluation_options *options)
 {
-	if (state->options.sandbox_lane <= 0)
-		return kagent_asprintf("%s/%s", state->sandbox_cache_dir, name);
-	return kagent_asprintf("%s/%s-lane%d", state->sandbox_cache_dir, name,
-			       state->options.sandbox_lane);
+	return options->sandbox_lane > 0 && options->sandbox_lane < KAGENT_EVALUATION_LANE_CAP
+		   ? options->sandbox_lane
+		   : 0;
+}
+
+/* A folder of the sandbox cache for this evaluation's sandbox uid (its lane and GPU): name,
+ * name-laneL, name-gpuN or name-laneL-gpuN. The worker gives the folder to that uid, so two
+ * uids never share one: the compile baseline of GPU 0's sessions failed with "permission
+ * denied" in the folder GPU 1's had taken. */
+static char *
+evaluation__uid_folder(const struct evaluation__state *state, const char *name)
+{
+	int lane = evaluation__lane(&state->options), gpu = state->options.gpu_index;
+	char lane_part[32] = "", gpu_part[32] = "";
+
+	if (lane > 0)
+		snprintf(lane_part, sizeof lane_part, "-lane%d", lane);
+	if (gpu > 0)
+		snprintf(gpu_part, sizeof gpu_part, "-gpu%d", gpu);
+	return kagent_asprintf("%s/%s%s%s", state->sandbox_cache_dir, name, lane_part, gpu_part);
 }
 
 static json_t *
@@ -285,11 +301,9 @@ evaluation__request_base(struct evaluation__state *state, const char *type, json
 {
 	const struct kagent_evaluation_options *options = &state->options;
 	char *judge_cache =
-	    state->sandbox_cache_dir != NULL ? evaluation__lane_folder(state, "judge") : NULL;
+	    state->sandbox_cache_dir != NULL ? evaluation__uid_folder(state, "judge") : NULL;
 	json_t *request = json_object();
-	int lane = options->sandbox_lane > 0 && options->sandbox_lane < KAGENT_EVALUATION_LANE_CAP
-		       ? options->sandbox_lane
-		       : 0;
+	int lane = evaluation__lane(options);
 
 	json_object_set_new(request, "type", json_string(type));
 	json_object_set_new(request, "id", id);
@@ -331,8 +345,7 @@ evaluation__check_request(struct evaluation__state *state)
 	    evaluation__seeds(evaluation__seed_base(&state->options), 1));
 
 	if (state->options.model_analysis != NULL)
-		json_object_set(request, "model_analysis",
-				(json_t *)state->options.model_analysis);
+		json_object_set(request, "model_analysis", (json_t *)state->options.model_analysis);
 	return request;
 }
 
@@ -356,7 +369,7 @@ evaluation__request(struct evaluation__state *state)
 	kagent_paths_sandbox_library(&sandbox_library, &cause);
 	free(cause);
 	if (state->sandbox_cache_dir != NULL) {
-		char *candidates = evaluation__lane_folder(state, "candidates");
+		char *candidates = evaluation__uid_folder(state, "candidates");
 
 		candidate_cache = kagent_asprintf("%s/%s", candidates, state->candidate_sha256);
 		free(candidates);
