@@ -128,6 +128,27 @@ def per_gpu_hour(count, seconds, gpus):
     return round(count / seconds * 3600 / max(1, gpus), 1) if seconds > 0 else None
 
 
+def phase_means_by_gpu(verdict_phases):
+    """{gpu: {"count", "load", "trials", "timing", "wall_seconds"}}: the mean of each over the
+    verdicts timed on that GPU ("none" for verdicts without a timing window)."""
+    groups = {}
+    for entry in verdict_phases:
+        gpu = entry.get("gpu")
+        groups.setdefault("none" if gpu is None else str(gpu), []).append(entry)
+    means = {}
+    for gpu, entries in sorted(groups.items()):
+        def mean(values):
+            values = [value for value in values if value is not None]
+            return round(sum(values) / len(values), 3) if values else None
+
+        means[gpu] = {"count": len(entries),
+                      "wall_seconds": mean(entry.get("wall_seconds") for entry in entries)}
+        for phase in ("load", "trials", "timing"):
+            means[gpu][phase] = mean((entry.get("phase_seconds") or {}).get(phase)
+                                     for entry in entries)
+    return means
+
+
 # KernelBench's harness in a process of its own per candidate, shared with eval_speed.py
 KERNELBENCH_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                  "kernelbench_child.py")
@@ -263,7 +284,8 @@ def main():
             # each verdict's phases and its candidate arm's stop: where an evaluation's
             # time went under load
             "verdict_phases": [
-                {"phase_seconds": v.get("phase_seconds"), "wall_seconds": v.get("wall_seconds"),
+                {"gpu": (v.get("timing_window") or {}).get("gpu_index"),
+                 "phase_seconds": v.get("phase_seconds"), "wall_seconds": v.get("wall_seconds"),
                  "candidate_stop": (((v.get("timing") or {}).get("device") or {})
                                     .get("candidate") or {}).get("stop"),
                  "candidate_calls": (((v.get("timing") or {}).get("device") or {})
@@ -283,6 +305,14 @@ def main():
               f"{result['service']['per_gpu_hour']} per GPU-hour, GPU {sampler.mean()}%, "
               f"CPU {result['service']['cpu']}; "
               f"statuses identical to the serial path: {same}", flush=True)
+        # where an evaluation's time went on each GPU (issue 16: the load phase grew with
+        # the lanes on the host)
+        result["service"]["phase_means_by_gpu"] = phase_means_by_gpu(
+            result["service"]["verdict_phases"])
+        for gpu, means in result["service"]["phase_means_by_gpu"].items():
+            print(f"  GPU {gpu}: {means['count']} verdicts, means: load {means['load']} s, "
+                  f"trials {means['trials']} s, timing {means['timing']} s, wall "
+                  f"{means['wall_seconds']} s", flush=True)
         for entry in result["service"]["not_correct"]:
             print(f"  candidate {entry['index']}: {entry['status']}: {entry['reason']}",
                   flush=True)
