@@ -5,7 +5,7 @@ torch.profiler (CUPTI) in this process, then runs `kagent eval --json --no-cache
 --no-compile-baseline` ten times in a row (both arms measured afresh each time) and prints
 the device-time speedup of each verdict, its median against CUPTI's kernel ratio (the goal:
 within 0.95-1.05) and the spread of the ten (the goal: within 3%), plus the wall-time speedups
-beside them. Where OUT is set, each verdict is written there whole (fidelity-SIZE-N.json). Needs
+beside them and each arm's device median per verdict (do the arms move together?). Where OUT is set, each verdict is written there whole (fidelity-SIZE-N.json). Needs
 a GPU, torch and triton.
 
     python3 bench/timing_fidelity.py [--kagent build/kagent] [--runs 10] [--sizes 4MB,64MB,6.4GB]
@@ -103,7 +103,7 @@ def main():
             handle.write(source.read())
         eager_ms, own_ms = cupti_ratio(folder, batch, dim)
         ratio = eager_ms / own_ms
-        device, wall = [], []
+        device, wall, arm_medians = [], [], {"eager": [], "candidate": []}
         for run in range(options.runs):
             result = subprocess.run([options.kagent, "eval", "--json", "--no-cache",
                                      "--no-compile-baseline", "--gpu", str(options.gpu),
@@ -119,21 +119,27 @@ def main():
                 timing = verdict["timing"]
                 device.append(timing["device"]["speedup_vs_eager"])
                 wall.append(timing["wall"]["speedup_vs_eager"])
+                # whether the arms move together between verdicts, or each on its own
+                for arm, medians in arm_medians.items():
+                    medians.append(timing["device"][arm]["median_ms"] * 1e3)
             except (ValueError, KeyError, TypeError):
                 print(f"{size}: no verdict: {result.stdout[-500:]} {result.stderr[-500:]}")
                 return 2
         median = statistics.median(device)
         spread = (max(device) - min(device)) / median
         rows.append((size, eager_ms, own_ms, ratio, median, median / ratio, spread,
-                     statistics.median(wall), device, wall))
+                     statistics.median(wall), device, wall, arm_medians))
     print(f"{'size':>6} {'torch ms':>9} {'triton ms':>9} {'CUPTI':>7} {'device':>7} "
           f"{'/CUPTI':>7} {'spread':>7} {'wall':>7}")
-    for size, eager_ms, own_ms, ratio, median, fidelity, spread, wall, _, _ in rows:
+    for size, eager_ms, own_ms, ratio, median, fidelity, spread, wall, _, _, _ in rows:
         print(f"{size:>6} {eager_ms:9.4f} {own_ms:9.4f} {ratio:7.3f} {median:7.3f} "
               f"{fidelity:7.3f} {spread * 100:6.1f}% {wall:7.3f}")
-    for size, *_, device, wall in rows:
+    for size, *_, device, wall, arm_medians in rows:
         print(f"{size} device: {' '.join(f'{value:.3f}' for value in device)}")
         print(f"{size} wall:   {' '.join(f'{value:.3f}' for value in wall)}")
+        for arm, medians in arm_medians.items():
+            print(f"{size} {arm} device medians (us): "
+                  f"{' '.join(f'{value:.3f}' for value in medians)}")
     ok = all(0.95 <= row[5] <= 1.05 and row[6] <= 0.03 for row in rows)
     print("within 0.95-1.05 of CUPTI and 3% spread:", "yes" if ok else "no")
     return 0 if ok else 1
