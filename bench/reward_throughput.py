@@ -15,7 +15,9 @@ variants, since Triton has no CPU backend here.
 
 The baselines are measured once before the phases (one evaluation through the daemon), so
 that no phase pays for eager and torch.compile timing, as in a training run after its first
-step. Both kagent paths share one cache folder.
+step; then every lane of every GPU judges one more candidate of its own, so that no phase pays
+for a lane's first load of the problem either (16 lanes' first loads were a quarter of a
+64-candidate run on two GPUs, issue 16). Both kagent paths share one cache folder.
 
 Run (GPU machine, from the source tree, as the GPU suite: docs/gpu-suite.md):
     python3 bench/reward_throughput.py --kagent build/kagent [--count 64] [--lanes 4]
@@ -179,7 +181,11 @@ def main():
     problem_path = os.path.join(folder, "relu_problem.py")
     with open(problem_path, "w") as handle:
         handle.write(PROBLEM.format(rows=rows, columns=columns))
-    sources = candidates(arguments.count, arguments.device)
+    # beyond the measured ones: one per lane, for the warm-up (never judged twice, so that
+    # no measured candidate finds its kernels compiled already)
+    spare_count = 64 * max(1, len(gpus))
+    everything = candidates(arguments.count + spare_count, arguments.device)
+    sources, spares = everything[:arguments.count], everything[arguments.count:]
     paths = []
     for index, source in enumerate(sources):
         paths.append(os.path.join(folder, f"candidate_{index:03d}.py"))
@@ -231,6 +237,15 @@ def main():
         result["warmup_status"] = warm["verdicts"][0].get("status")
         print(f"warm-up (baselines measured, lanes started): {result['warmup_seconds']} s, "
               f"{result['warmup_status']}", flush=True)
+        # then every lane's kept judge loads the problem once: one candidate per lane at once
+        started = time.monotonic()
+        lanes = result["lanes_per_gpu"] * max(1, len(gpus))
+        status, warm = call(socket_path, "POST", "/v1/evaluations",
+                            {"problem_path": problem_path, "candidates": spares[:lanes]})
+        result["lanes_warmup_seconds"] = round(time.monotonic() - started, 2)
+        print(f"every lane warm ({lanes} candidates): {result['lanes_warmup_seconds']} s, "
+              f"{sorted({v.get('status') or v.get('error') for v in warm['verdicts']})}",
+              flush=True)
 
         serial_paths = paths[:arguments.serial_count or len(paths)]
         serial = []
