@@ -178,6 +178,14 @@ check_protocol_keys(const json_t *request)
 	CHECK_INT(json_object_size(request), sizeof request_keys / sizeof request_keys[0] - 1);
 }
 
+static int
+ends_with(const char *text, const char *suffix)
+{
+	size_t length = strlen(text), suffix_length = strlen(suffix);
+
+	return length >= suffix_length && strcmp(text + length - suffix_length, suffix) == 0;
+}
+
 static void
 test_request_and_worker_errors(void)
 {
@@ -236,52 +244,43 @@ test_request_and_worker_errors(void)
 	/* The job folder is gone afterwards. */
 	CHECK_INT(count_entries(directory, "kagent-job-"), 0);
 
-	/* Another lane: a uid and caches of its own, the same timing lock. */
-	unlink(log);
-	options.sandbox_lane = 3;
-	CHECK_INT(kagent_evaluation_run_sync(&options, &object), -EPROTO);
-	json_decref(object);
-	options.sandbox_lane = 0;
-	file = fopen(log, "r");
-	CHECK(file != NULL);
-	request = json_loadf(file, JSON_DISABLE_EOF_CHECK, &error);
-	fclose(file);
-	CHECK(request != NULL);
-	CHECK_INT(json_integer_value(json_object_get(request, "sandbox_uid")),
-		  2147400000 + 3 * 256);
-	CHECK_CONTAINS(json_string_value(json_object_get(request, "cache_directory")),
-		       "/sandbox-cache/candidates-lane3/");
-	CHECK_CONTAINS(json_string_value(json_object_get(request, "judge_cache_directory")),
-		       "/sandbox-cache/judge-lane3");
-	CHECK_CONTAINS(json_string_value(json_object_get(request, "timing_lock")),
-		       "/sandbox-cache/timing-cpu.lock");
-	json_decref(request);
-
-	/* Another GPU, lane 0 and lane 3: every uid has caches of its own, since the worker
-	 * gives each folder to its uid. */
-	for (int lane = 0; lane <= 3; lane += 3) {
+	/* Another lane or GPU: a uid and caches of its own (the worker gives each folder to its
+	 * uid), the same timing lock. */
+	static const struct {
+		int lane, gpu;
+		const char *candidates, *judge;
+	} uids[] = {
+	    {3, 0, "/sandbox-cache/candidates-lane3/", "/sandbox-cache/judge-lane3"},
+	    {0, 1, "/sandbox-cache/candidates-gpu1/", "/sandbox-cache/judge-gpu1"},
+	    {3, 1, "/sandbox-cache/candidates-lane3-gpu1/", "/sandbox-cache/judge-lane3-gpu1"},
+	};
+	for (size_t index = 0; index < sizeof uids / sizeof uids[0]; index++) {
 		unlink(log);
-		options.sandbox_lane = lane;
-		options.gpu_index = 1;
+		options.sandbox_lane = uids[index].lane;
+		options.gpu_index = uids[index].gpu;
 		CHECK_INT(kagent_evaluation_run_sync(&options, &object), -EPROTO);
 		json_decref(object);
-		options.sandbox_lane = 0;
-		options.gpu_index = 0;
 		file = fopen(log, "r");
 		CHECK(file != NULL);
 		request = json_loadf(file, JSON_DISABLE_EOF_CHECK, &error);
 		fclose(file);
 		CHECK(request != NULL);
 		CHECK_INT(json_integer_value(json_object_get(request, "sandbox_uid")),
-			  2147400000 + lane * 256 + 1);
+			  2147400000 + uids[index].lane * 256 + uids[index].gpu);
 		CHECK_CONTAINS(json_string_value(json_object_get(request, "cache_directory")),
-			       lane == 0 ? "/sandbox-cache/candidates-gpu1/"
-					 : "/sandbox-cache/candidates-lane3-gpu1/");
+			       uids[index].candidates);
+		/* the folder's whole name: judge-lane3 must not be judge-lane3-gpu1 */
 		CHECK_CONTAINS(json_string_value(json_object_get(request, "judge_cache_directory")),
-			       lane == 0 ? "/sandbox-cache/judge-gpu1"
-					 : "/sandbox-cache/judge-lane3-gpu1");
+			       uids[index].judge);
+		CHECK(
+		    ends_with(json_string_value(json_object_get(request, "judge_cache_directory")),
+			      uids[index].judge));
+		CHECK_CONTAINS(json_string_value(json_object_get(request, "timing_lock")),
+			       "/sandbox-cache/timing-cpu.lock");
 		json_decref(request);
 	}
+	options.sandbox_lane = 0;
+	options.gpu_index = 0;
 
 	/* A worker that dies mid-request: its stderr explains. */
 	setenv("FAKE_WORKER_MODE", "exit", 1);
