@@ -46,6 +46,12 @@ def a_gpu_index_that_is_no_gpu_number_is_refused():
 
 
 @test
+def a_served_gpu_that_is_no_gpu_number_refuses_every_gpu_request():
+    why = worker.place_on_device({"device": "cuda", "gpu_index": 0}, "first")
+    assert why == "this worker's KAGENT_WORKER_GPU 'first' is not a GPU number", why
+
+
+@test
 def the_cpu_has_one_device_whatever_the_worker_serves():
     request = {"device": "cpu", "gpu_index": 5}
     assert worker.place_on_device(request, "1") is None

@@ -789,10 +789,12 @@ def place_on_device(request, served_gpu):
         return f"gpu_index {gpu!r} is not a GPU number"
     if served_gpu is None:
         request["device_ordinal"] = gpu
-    elif gpu == int(served_gpu):
-        request["device_ordinal"] = 0
-    else:
+        return None
+    if not served_gpu.isdigit():
+        return f"this worker's KAGENT_WORKER_GPU {served_gpu!r} is not a GPU number"
+    if gpu != int(served_gpu):
         return f"this worker serves GPU {served_gpu}, not GPU {gpu}"
+    request["device_ordinal"] = 0
     return None
 
 
