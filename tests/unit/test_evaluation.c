@@ -178,6 +178,21 @@ check_protocol_keys(const json_t *request)
 	CHECK_INT(json_object_size(request), sizeof request_keys / sizeof request_keys[0] - 1);
 }
 
+/* The request the echo fake wrote to its log (FAKE_WORKER_LOG): the first JSON value. */
+static json_t *
+logged_request(const char *log)
+{
+	FILE *file = fopen(log, "r");
+	json_error_t error;
+	json_t *request;
+
+	CHECK(file != NULL);
+	request = json_loadf(file, JSON_DISABLE_EOF_CHECK, &error);
+	fclose(file);
+	CHECK(request != NULL);
+	return request;
+}
+
 static int
 ends_with(const char *text, const char *suffix)
 {
@@ -199,19 +214,13 @@ test_request_and_worker_errors(void)
 						    .measure_compile = 1,
 						    .generalisation = 1};
 	json_t *object = NULL, *request;
-	json_error_t error;
-	FILE *file;
 
 	/* The echo fake answers with something that is not a result: a worker error. */
 	setenv("FAKE_WORKER_LOG", log, 1);
 	CHECK_INT(kagent_evaluation_run_sync(&options, &object), -EPROTO);
 	CHECK_STRING(json_string_value(json_object_get(object, "error")), "worker");
 	json_decref(object);
-	file = fopen(log, "r");
-	CHECK(file != NULL);
-	request = json_loadf(file, JSON_DISABLE_EOF_CHECK, &error);
-	fclose(file);
-	CHECK(request != NULL);
+	request = logged_request(log);
 	check_protocol_keys(request);
 	CHECK_STRING(json_string_value(json_object_get(request, "type")), "evaluate");
 	CHECK_STRING(json_string_value(json_object_get(request, "device")), "cpu");
@@ -260,11 +269,7 @@ test_request_and_worker_errors(void)
 		options.gpu_index = uids[index].gpu;
 		CHECK_INT(kagent_evaluation_run_sync(&options, &object), -EPROTO);
 		json_decref(object);
-		file = fopen(log, "r");
-		CHECK(file != NULL);
-		request = json_loadf(file, JSON_DISABLE_EOF_CHECK, &error);
-		fclose(file);
-		CHECK(request != NULL);
+		request = logged_request(log);
 		CHECK_INT(json_integer_value(json_object_get(request, "sandbox_uid")),
 			  2147400000 + uids[index].lane * 256 + uids[index].gpu);
 		CHECK_CONTAINS(json_string_value(json_object_get(request, "cache_directory")),
@@ -376,8 +381,6 @@ test_check_problem(void)
 	struct kagent_evaluation_options options = {
 	    .problem_path = problem, .device = "cpu", .seed = 700};
 	json_t *object = NULL, *request;
-	json_error_t error;
-	FILE *file;
 
 	/* No candidate is needed; the echo fake's "result" is no answer to a check. */
 	setenv("FAKE_WORKER_LOG", log, 1);
@@ -387,11 +390,7 @@ test_check_problem(void)
 		       "answered the problem check with a message of type result");
 	json_decref(object);
 	unsetenv("FAKE_WORKER_LOG");
-	file = fopen(log, "r");
-	CHECK(file != NULL);
-	request = json_loadf(file, JSON_DISABLE_EOF_CHECK, &error);
-	fclose(file);
-	CHECK(request != NULL);
+	request = logged_request(log);
 	CHECK_STRING(json_string_value(json_object_get(request, "type")), "check_problem");
 	CHECK_CONTAINS(json_string_value(json_object_get(request, "id")), "check-");
 	CHECK_CONTAINS(json_string_value(json_object_get(request, "problem_path")), "/kagent-job-");
