@@ -131,8 +131,9 @@ def per_gpu_hour(count, seconds, gpus):
 
 
 def phase_means_by_gpu(verdict_phases):
-    """{gpu: {"count", "load", "trials", "timing", "wall_seconds"}}: the mean of each over the
-    verdicts timed on that GPU ("none" for verdicts without a timing window)."""
+    """{gpu: {"count", "prepared", "load", "trials", "timing", "wall_seconds"}}: the mean of
+    each over the verdicts timed on that GPU ("none" for verdicts without a timing window);
+    "prepared" counts the candidates that ran in a prepared process."""
     groups = {}
     for entry in verdict_phases:
         gpu = entry.get("gpu")
@@ -144,6 +145,7 @@ def phase_means_by_gpu(verdict_phases):
             return round(sum(values) / len(values), 3) if values else None
 
         means[gpu] = {"count": len(entries),
+                      "prepared": sum(1 for entry in entries if entry.get("candidate_prepared")),
                       "wall_seconds": mean(entry.get("wall_seconds") for entry in entries)}
         for phase in ("load", "trials", "timing"):
             means[gpu][phase] = mean((entry.get("phase_seconds") or {}).get(phase)
@@ -304,7 +306,9 @@ def main():
                  "candidate_stop": (((v.get("timing") or {}).get("device") or {})
                                     .get("candidate") or {}).get("stop"),
                  "candidate_calls": (((v.get("timing") or {}).get("device") or {})
-                                     .get("candidate") or {}).get("calls")}
+                                     .get("candidate") or {}).get("calls"),
+                 # ran in a process its lane's worker prepared during the evaluation before
+                 "candidate_prepared": v.get("candidate_prepared")}
                 for v in answer["verdicts"]],
             # why a verdict was not correct: the statuses must be explained, not only counted
             # (an evaluation that could not be made answers {"error", "message"}, not a status)

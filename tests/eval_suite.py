@@ -21,21 +21,27 @@ class Case:
         self.arguments = tuple(arguments)
 
 
-def sandbox_processes(spare_kept_judge=False):
-    """Processes of the sandbox uid. While the worker lives, its kept judge (named
-    kagent-judge: docs/worker-protocol.md, "The kept judge") runs as that uid too and is
-    spared when asked; the worker ends it when it ends."""
-    count = spared = 0
+# What the worker keeps running as the sandbox uid between evaluations, by process name: its
+# kept judge (docs/worker-protocol.md, "The kept judge") and the candidate process it prepared
+# for the next evaluation ("Prepared candidate processes"); it ends both when it ends.
+WORKER_KEPT = ("kagent-judge", "kagent-prepared")
+
+
+def sandbox_processes(spare_kept=False):
+    """Processes of the sandbox uid; with spare_kept, less one of each WORKER_KEPT name (a
+    second of a name is a process left behind)."""
+    count, spared = 0, set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 if os.stat(f"/proc/{entry}").st_uid != SANDBOX_UID:
                     continue
-                if spare_kept_judge and not spared:
+                if spare_kept:
                     with open(f"/proc/{entry}/comm") as handle:
-                        if handle.read().strip() == "kagent-judge":
-                            spared = 1  # one only: a second is a process left behind
-                            continue
+                        name = handle.read().strip()
+                    if name in WORKER_KEPT and name not in spared:
+                        spared.add(name)
+                        continue
                 count += 1
             except OSError:
                 pass
@@ -89,10 +95,11 @@ class Suite:
         except ValueError:
             return result.returncode, None, result.stdout + result.stderr, seconds
 
-    def start_worker(self):
+    def start_worker(self, arguments=()):
         folder = tempfile.mkdtemp(prefix=f"kagent-{self.device}-suite-")
         self.socket_path = os.path.join(folder, "worker.sock")
-        self.worker = subprocess.Popen([self.kagent, "worker", "--socket", self.socket_path],
+        self.worker = subprocess.Popen([self.kagent, "worker", "--socket", self.socket_path,
+                                        *arguments],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(1200):
             if os.path.exists(self.socket_path):

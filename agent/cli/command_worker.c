@@ -23,6 +23,7 @@ enum {
 	COMMAND_WORKER_SOCKET,
 	COMMAND_WORKER_GPU,
 	COMMAND_WORKER_PARENT,
+	COMMAND_WORKER_PREPARE_CANDIDATES,
 };
 
 /* clang-format off */
@@ -33,6 +34,10 @@ static const struct kagent_command_option command_worker__options[] = {
 		"all of them", NULL},
 	[COMMAND_WORKER_PARENT] = {"parent", 0, "PID", "stop when process PID, which started the "
 		"worker, ends (kagent optimize passes its own)", "run until killed", NULL},
+	[COMMAND_WORKER_PREPARE_CANDIDATES] = {"prepare-candidates", 0, NULL, "make each "
+		"evaluation's sandboxed candidate process, CUDA context included, during the "
+		"evaluation before (for a worker that serves many; holds one more context)",
+		"a new process per evaluation, made when it comes", NULL},
 	{0},
 };
 /* clang-format on */
@@ -109,7 +114,7 @@ command_worker__handler(int argc, char **argv)
 	char *socket_path = NULL, *python = NULL, *runner = NULL;
 	char *python_path = NULL, *cause = NULL, *bytecode = NULL;
 	const char *old_path = getenv("PYTHONPATH");
-	int option, status = 2;
+	int option, status = 2, prepare_candidates = 0;
 	long gpu = -1, parent = -1;
 
 	kagent_command_parser_init(&parser, &kagent_command_worker);
@@ -128,6 +133,9 @@ command_worker__handler(int argc, char **argv)
 			parent = command_worker__number(optarg, 1, "--parent needs a process id");
 			if (parent < 0)
 				goto out;
+			break;
+		case COMMAND_WORKER_PREPARE_CANDIDATES:
+			prepare_candidates = 1;
 			break;
 		case KAGENT_COMMAND_HELP:
 			kagent_command_print_help(&kagent_command_worker, stdout);
@@ -195,6 +203,11 @@ command_worker__handler(int argc, char **argv)
 		setenv("KAGENT_WORKER_GPU", number, 1);
 		free(list);
 	}
+	/* The runner reads it (worker.py, prepared.py). */
+	if (prepare_candidates)
+		setenv("KAGENT_WORKER_PREPARE", "1", 1);
+	else
+		unsetenv("KAGENT_WORKER_PREPARE");
 	fprintf(stderr, "kagent worker: serving on %s\n", socket_path);
 	execlp(python, python, "-m", "kagent_runner.worker", "--socket", socket_path, (char *)NULL);
 	fprintf(stderr, "kagent worker: cannot run %s: %s\n", python, strerror(errno));

@@ -118,12 +118,21 @@ kagent_warm_worker_start(struct kagent_warm_worker *worker, const char *executab
 	/* The worker ends when this process does, even by kill -9 (kagent worker --parent). */
 	snprintf(parent, sizeof parent, "%d", (int)getpid());
 	{
-		char *arguments[] = {"kagent",	 "worker", "--socket", worker->socket_path,
-				     "--parent", parent,   "--gpu",    gpu,
+		/* A warm worker serves a session's or a lane's stream of evaluations: each
+		 * candidate's process is made during the evaluation before (prepared.py). */
+		char *arguments[] = {"kagent",
+				     "worker",
+				     "--socket",
+				     worker->socket_path,
+				     "--parent",
+				     parent,
+				     "--prepare-candidates",
+				     "--gpu",
+				     gpu,
 				     NULL};
 
 		if (gpu_index < 0)
-			arguments[6] = NULL; /* no --gpu */
+			arguments[7] = NULL; /* no --gpu */
 
 		stdio[0].flags = UV_IGNORE;
 		stdio[1].flags = UV_INHERIT_FD;

@@ -18,7 +18,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "sandbox", "runner"))
-from eval_suite import Case, Suite, sandbox_processes  # noqa: E402
+from eval_suite import SANDBOX_UID, Case, Suite, sandbox_processes  # noqa: E402
 from kagent_runner import processes  # noqa: E402 - /proc readings only, no torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
 import memory_stand_in  # noqa: E402 - a problem that holds a lock while it is loaded
@@ -32,7 +32,7 @@ def no_escape(verdict):
 
 def nothing_left(verdict):
     time.sleep(0.5)
-    left = sandbox_processes(spare_kept_judge=True)
+    left = sandbox_processes(spare_kept=True)
     return [f"{left} sandbox processes outlived the evaluation"] if left else []
 
 
@@ -207,17 +207,25 @@ def evidence_cases(suite):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def kept_judges(worker_pid):
-    """The worker's kept judges: its children named kagent-judge."""
+def worker_children(worker_pid, name):
+    """The worker's live children of this process name (kagent-judge: kept judges;
+    kagent-prepared: prepared candidate processes)."""
     found = []
     for pid in processes.children(worker_pid):
         try:
             with open(f"/proc/{pid}/comm") as handle:
-                if handle.read().strip() == "kagent-judge":
-                    found.append(pid)
+                named = handle.read().strip() == name
+            with open(f"/proc/{pid}/stat") as handle:
+                live = handle.read().rpartition(")")[2].split()[0] != "Z"
         except OSError:
             continue
+        if named and live:
+            found.append(pid)
     return found
+
+
+def kept_judges(worker_pid):
+    return worker_children(worker_pid, "kagent-judge")
 
 
 def released_before_the_verdict(suite):
@@ -273,10 +281,96 @@ def kept_judge_cases(suite):
     released_before_the_verdict(suite)
 
 
+def landlock_abi():
+    """The kernel's Landlock ABI (0 without Landlock): from 6 on, its signal scope keeps a
+    candidate from signalling processes outside its own sandbox, a prepared one included."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    abi = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(abi, 0)
+
+
+def prepared_candidate_cases(suite, folder):
+    """Prepared candidate processes (docs/worker-protocol.md): a worker started with
+    --prepare-candidates makes the next evaluation's process during the current one,
+    sandboxed before it is used; the next new candidate runs in it; a killed one is replaced
+    by a process made as before; a candidate judged before runs in a new process (it finds
+    its cache); a candidate cannot signal the prepared process beside it."""
+    worker = suite.worker.pid
+    with open(os.path.join(suite.candidates, "relu_correct.py")) as handle:
+        source = handle.read()
+
+    def new_candidate(number):
+        # a candidate never judged before: a cache of its own, empty
+        path = os.path.join(folder, f"relu_new_{number}_{os.getpid()}_{time.time_ns()}")
+        with open(path + ".py", "w") as handle:
+            handle.write(source + f"\n# new candidate {number}\n")
+        return path
+
+    def evaluate(candidate):
+        code, verdict, log, _ = suite.evaluate("relu", candidate, ("--no-compile-baseline",))
+        if verdict is None:
+            return (None, None, log[-300:])
+        return (verdict.get("status"), verdict.get("candidate_prepared"),
+                verdict.get("reason"))
+
+    first = evaluate(new_candidate(1))
+    ready = worker_children(worker, "kagent-prepared")
+    sandboxed = []
+    for pid in ready:
+        status = processes.process_status(pid)
+        sandboxed.append((os.stat(f"/proc/{pid}").st_uid == SANDBOX_UID,
+                          (status["seccomp_filters"] or 0) >= 1,
+                          os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")))
+    suite.report(first[0] == "correct" and len(ready) == 1
+                 and sandboxed == [(True, True, True)],
+                 "a preparing worker leaves the next evaluation's process ready: the sandbox "
+                 "uid, a seccomp filter, a network namespace of its own",
+                 f"{first} {ready} {sandboxed}")
+    second = evaluate(new_candidate(2))
+    now = worker_children(worker, "kagent-prepared")
+    suite.report(second[:2] == ("correct", True) and len(now) == 1 and now != ready,
+                 "the next new candidate runs in the prepared process, and another is made",
+                 f"{second} {ready} -> {now}")
+    for pid in now:
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.2)
+    again = new_candidate(3)
+    third = evaluate(again)
+    suite.report(third[:2] == ("correct", False) and len(worker_children(
+        worker, "kagent-prepared")) == 1,
+                 "a prepared process killed between evaluations: a process made as before",
+                 f"{third}")
+    waiting = worker_children(worker, "kagent-prepared")
+    fourth = evaluate(again)
+    suite.report(fourth[:2] == ("correct", False)
+                 and worker_children(worker, "kagent-prepared") == waiting,
+                 "a candidate judged before runs in a new process, which finds its cache; the "
+                 "prepared one waits for the next new candidate", f"{fourth} {waiting}")
+    code, verdict, log, _ = suite.evaluate("relu", "relu_signals_prepared",
+                                           ("--no-compile-baseline",))
+    printed = (verdict or {}).get("candidate_output", {}).get("stdout", log[-300:])
+    fifth = evaluate(new_candidate(4))
+    if landlock_abi() >= 6:
+        refused = ("sent" not in printed and "SIGKILL to" in printed
+                   and "Operation not permitted" in printed)
+        suite.report((verdict or {}).get("status") == "correct" and refused
+                     and fifth[:2] == ("correct", True),
+                     "a candidate cannot signal the prepared process beside it (Landlock's "
+                     "signal scope); the next candidate runs in it", f"{printed!r} {fifth}")
+    else:
+        suite.report((verdict or {}).get("status") == "correct" and fifth[0] == "correct",
+                     "without Landlock's signal scope, a prepared process a candidate ended "
+                     "is replaced by a process made as before", f"{printed!r} {fifth}")
+
+
 def main():
     suite = Suite("cpu", os.path.join(os.environ["KAGENT_SOURCE_DIR"], "tests", "fixtures"),
                   call_timeout=5)
-    print(f"1..{9 + len(CASES) + 2 * len(BAD_PROBLEMS) - 2}")
+    print(f"1..{14 + len(CASES) + 2 * len(BAD_PROBLEMS) - 2}")
     # no cache: the baselines of an earlier run would leave the candidate's arm to time alone
     code, verdict, log, _ = suite.evaluate("relu", "relu_correct", ("--cold", "--no-cache"),
                                            worker=False)
@@ -297,7 +391,7 @@ def main():
         os.unlink(ESCAPE)
     # the judge's chunked work (comparison, input fingerprint) over many small chunks
     os.environ["KAGENT_JUDGE_CHUNK_ELEMENTS"] = "4096"
-    suite.start_worker()
+    suite.start_worker(("--prepare-candidates",))
     for case in CASES:
         case.arguments = ("--no-compile-baseline",) + case.arguments
         suite.run_case(case)
@@ -317,6 +411,11 @@ def main():
                  and (verdict.get("compute") or {}).get("flops") == 2 * 32 * 256 * 128,
                  "kagent profile counts the reference's FLOPs", json.dumps(verdict)[:600] + log)
     kept_judge_cases(suite)
+    folder = tempfile.mkdtemp(prefix="kagent-prepared-")
+    try:
+        prepared_candidate_cases(suite, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     suite.stop_worker()
     listener.close()
     return suite.finish()

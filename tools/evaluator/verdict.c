@@ -1348,6 +1348,9 @@ verdict__assemble(const struct kagent_verdict_input *in, const json_t *judge,
 	json_object_set_new(verdict, "phase_peak_bytes",
 			    verdict__copy(judge, "phase_peak_bytes", JSON_OBJECT, json_object()));
 	json_object_set_new(verdict, "candidate_output", verdict__candidate_output(in->result));
+	json_object_set_new(verdict, "candidate_prepared",
+			    json_boolean(json_is_true(json_object_get(
+				json_object_get(in->result, "candidate_process"), "prepared"))));
 	json_object_set_new(verdict, "wall_seconds", json_real(in->wall_seconds));
 	return verdict;
 }

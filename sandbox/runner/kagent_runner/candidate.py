@@ -201,13 +201,18 @@ class CandidateRunner:
                                    + error.value.decode(errors="replace"))
         os.chdir(scratch)
 
-    def start_device(self):
+    def start_context(self):
+        """The device's context, before the record opens; a prepared process (prepared.py)
+        makes it before its evaluation is known."""
         if self.device == "cuda":
             torch.cuda.set_device(self.request["device_ordinal"])
-            torch.empty(1, device="cuda")  # the context exists before the record opens
+            torch.empty(1, device="cuda")
             from . import cuda_ipc
 
             self.exporter = cuda_ipc.Exporter()
+
+    def start_record(self):
+        """The evaluation's device record and gate, from the sockets its request names."""
         if self.device == "cuda" and self.request.get("record_fd") is not None:
             # before the candidate's import: the library reads the judge's key itself
             self.recorder = device_record.ChildRecorder(self.request.get("trace_library"),
@@ -507,33 +512,49 @@ class CandidateRunner:
                 raise CandidateFailure("protocol", f"unknown operation {operation!r}")
 
 
-def main(sock, request):
-    """Entry point in the forked child; never returns."""
-    channel = Channel(sock, accept_pickles=True)
-    runner = CandidateRunner(channel, request)
+def _serve_until_done(runner, steps):
+    """Runs `steps`, then the runner's message loop, reporting any failure to the judge; never
+    returns."""
     code = 0
     try:
-        runner.enter_sandbox()
-        runner.start_device()
+        for step in steps:
+            step()
         runner.serve()
     except ChannelClosed:
         code = 3
     except CandidateFailure as failure:
         code = 4
         try:
-            channel.send_json({"op": "error", "kind": failure.kind, "message": failure.message,
-                               "traceback": failure.trace})
+            runner.channel.send_json({"op": "error", "kind": failure.kind,
+                                      "message": failure.message, "traceback": failure.trace})
         except ChannelClosed:
             pass
     except BaseException as error:  # noqa: B902 - report anything, then leave
         code = 5
         try:
-            channel.send_json({"op": "error", "kind": _classify(error),
-                               "message": f"{type(error).__name__}: {error}",
-                               "traceback": _trace_tail()})
+            runner.channel.send_json({"op": "error", "kind": _classify(error),
+                                      "message": f"{type(error).__name__}: {error}",
+                                      "traceback": _trace_tail()})
         except ChannelClosed:
             pass
     sys.stdout.flush()
     sys.stderr.flush()
     time.sleep(0)
     os._exit(code)
+
+
+def main(sock, request):
+    """Entry point in the forked child; never returns."""
+    runner = CandidateRunner(Channel(sock, accept_pickles=True), request)
+    _serve_until_done(runner, [runner.enter_sandbox, runner.start_context,
+                               runner.start_record])
+
+
+def serve_prepared(runner, sock, request):
+    """A prepared process's evaluation (prepared.py): `runner` has entered its sandbox and
+    made its context for an earlier request; now the evaluation's request (the same folders,
+    limits and device) and its candidate socket have come. The record opens and the candidate
+    is served as main does. Never returns."""
+    runner.channel = Channel(sock, accept_pickles=True)
+    runner.request = request
+    _serve_until_done(runner, [runner.start_record])

@@ -81,7 +81,9 @@ class Judge:
         (the eager reference's timed child's channel), "reference_pid", "reference_record" and
         "reference_scratch", and when torch.compile is timed too the same four for its child
         ("compile", "compile_pid", ...); "timing_lock" (gpu_lock.TimingLock, opened before
-        privileges were dropped); "candidate_gate" (the device gate's socket, on a GPU)."""
+        privileges were dropped); "candidate_gate" (the device gate's socket, on a GPU);
+        "prepared_pid" (the process the worker prepared for the next evaluation, which runs as
+        the sandbox uid and holds the device but runs nothing: prepared.py), or None."""
         self.channel = channel
         self.request = request
         self.candidate_pid = candidate_pid
@@ -718,6 +720,8 @@ class Judge:
     def other_process_findings(self):
         """Processes beside the known ones that could run device work the record misses."""
         known = {os.getpid(), os.getppid(), self.candidate.pid} | self.reference_pids
+        if self.children.get("prepared_pid") is not None:
+            known.add(int(self.children["prepared_pid"]))
         roots = {self.candidate.pid} | self.reference_pids
         uid = self.request.get("sandbox_uid")
         found = processes.other_processes(known, int(uid) if uid is not None else None, roots,

@@ -17,7 +17,7 @@ import stat
 import sys
 import time
 
-from . import PROTOCOL_VERSION, bytecode, gpu_lock
+from . import PROTOCOL_VERSION, bytecode, gpu_lock, handover, prepared
 
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 # before torch is imported: its bytecode, where the installation has none (bytecode.py)
@@ -29,6 +29,9 @@ MAX_LINE = 64 << 20
 # The GPU this worker was started for (kagent worker --gpu N), which it sees as its only
 # device; None when it sees every GPU of its parent.
 SERVED_GPU = os.environ.get("KAGENT_WORKER_GPU")
+# Whether this worker prepares each evaluation's candidate process during the one before
+# (kagent worker --prepare-candidates; prepared.py): for workers that serve a stream.
+PREPARE_CANDIDATES = os.environ.get("KAGENT_WORKER_PREPARE") == "1"
 
 
 def hello():
@@ -76,13 +79,14 @@ def _kill_group(pid):
         pass
 
 
-def _kill_sandbox_user(uid, spare=None):
+def _kill_sandbox_user(uid, spare=()):
     """When the worker is root, the sandboxed child runs as a uid of its own (one per GPU);
     anything it left behind (a fork bomb that escaped its process group) is ended by a
-    helper of that uid. Never use a uid that other programs run as. `spare`: the kept
-    judge's pid (KeptJudge), which runs as that uid too; then the helper ends the uid's
-    processes one by one, pass after pass until a pass finds none (the uid's process limit
-    bounds a fork bomb, and a killed process forks no more)."""
+    helper of that uid. Never use a uid that other programs run as. `spare`: the pids of the
+    worker's own processes that run as that uid too and stay (the kept judge, the prepared
+    candidate process); then the helper ends the uid's processes one by one, pass after pass
+    until a pass finds none (the uid's process limit bounds a fork bomb, and a killed process
+    forks no more)."""
     if os.getuid() != 0 or uid in (0, 65534):
         return
     pid = os.fork()
@@ -90,14 +94,14 @@ def _kill_sandbox_user(uid, spare=None):
         try:
             os.setgid(uid)
             os.setuid(uid)
-            if spare is None:
+            if not spare:
                 os.kill(-1, signal.SIGKILL)
             else:
                 from . import processes
 
                 for _ in range(1000):
                     found = [other for other in processes.user_processes(uid)
-                             if other not in (spare, os.getpid())]
+                             if other not in spare and other != os.getpid()]
                     if not found:
                         break
                     for other in found:
@@ -187,8 +191,8 @@ def _drop_judge_privileges(request):
 def _reap_orphans(seconds=5.0):
     """The worker is a child subreaper: processes a candidate forked and abandoned are
     re-parented here once killed, and must be reaped, or their zombies would count against
-    the next candidate's process limit. The kept judge, a child that stays, is left alone
-    (and reaped here only if it has ended)."""
+    the next candidate's process limit. The kept judge and the prepared candidate process,
+    children that stay, are left alone (and reaped here only if they have ended)."""
     from . import processes
 
     deadline = time.monotonic() + seconds
@@ -197,10 +201,11 @@ def _reap_orphans(seconds=5.0):
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
-        if _kept_judge is not None and pid == _kept_judge.pid:
-            _kept_judge.ended(status)
+        for staying in (_kept_judge, _prepared):
+            if staying is not None and pid == staying.pid:
+                staying.ended(status)
         if pid == 0:
-            if _kept_judge is not None and processes.children(os.getpid()) == [_kept_judge.pid]:
+            if set(processes.children(os.getpid())) <= set(_staying_pids()):
                 return
             time.sleep(0.01)
 
@@ -223,9 +228,12 @@ def _remove_socket(path, inode):
 def _terminate(signal_number, frame):
     for pid in list(_children):
         _kill_group(pid)
-    if _kept_judge is not None:
-        # gone before the worker is: nothing of the sandbox uid outlives the worker
-        _kept_judge.end()
+    # gone before the worker is: nothing of the sandbox uid outlives the worker
+    for staying in (_kept_judge, _prepared):
+        if staying is not None:
+            staying.end()
+    if _prepared is not None:
+        _prepared.finish(None)
     if _listening is not None:
         _remove_socket(*_listening)
     os._exit(0)
@@ -318,12 +326,7 @@ class KeptJudge:
 
     def send(self, message, fds):
         """One message, with the file descriptors `fds` ({name: socket or fd}) when given."""
-        names = list(fds)
-        numbers = [item if isinstance(item, int) else item.fileno() for item in fds.values()]
-        payload = json.dumps(dict(message, fds=names)).encode()
-        data = len(payload).to_bytes(8, "big") + payload
-        sent = socket.send_fds(self.control, [data], numbers)
-        self.control.sendall(data[sent:])
+        handover.send(self.control, message, fds)
         self.last_sent = time.monotonic()
 
     def release(self):
@@ -359,6 +362,39 @@ class KeptJudge:
 
 
 _kept_judge = None
+# The candidate process prepared for the next evaluation (prepared.py), or None.
+_prepared = None
+
+
+def _staying_pids():
+    """The pids of the worker's children that outlive an evaluation, while they live."""
+    return [staying.pid for staying in (_kept_judge, _prepared)
+            if staying is not None and staying.alive()]
+
+
+def _prepared_for(request):
+    """Takes the prepared candidate process if it serves this evaluation's candidate (a new
+    one), or None. One made for other evaluations (another device, uid, limits) is ended;
+    one kept for the next new candidate stays."""
+    global _prepared
+    if _prepared is not None and not _prepared.serves(request):
+        _prepared.end()
+        _prepared.finish(None)
+        _prepared = None
+    if _prepared is None or not prepared.new_candidate(request):
+        return None
+    taken, _prepared = _prepared, None
+    return taken
+
+
+def _prepare_next(request):
+    """Forks the process for the next evaluation like this one (prepared.py), on a worker that
+    prepares them and has none."""
+    global _prepared
+    if PREPARE_CANDIDATES and _prepared is None:
+        _prepared = prepared.PreparedCandidate.start(request, _fork_child)
+        if _prepared is not None:
+            _children.discard(_prepared.pid)  # not this evaluation's: it stays
 
 
 def _kept_judge_key(request):
@@ -386,27 +422,6 @@ def _kept_judge_for(request):
     return _kept_judge
 
 
-def _receive_message(control):
-    """(message, fds) from the worker, or (None, []) when it is gone."""
-    header, fds, _, _ = socket.recv_fds(control, 8, 32)
-    while header and len(header) < 8:
-        more = control.recv(8 - len(header))
-        if not more:
-            break
-        header += more
-    if len(header) < 8:
-        for fd in fds:
-            os.close(fd)
-        return None, []
-    length, payload = int.from_bytes(header, "big"), b""
-    while len(payload) < length:
-        more = control.recv(min(length - len(payload), 1 << 20))
-        if not more:
-            return None, fds
-        payload += more
-    return json.loads(payload), fds
-
-
 def _serve_kept_judge(control, timing_lock, devnull):
     """The kept judge's loop: an evaluation at a time, each with a fresh Judge; after each,
     once the worker says the candidate is gone ("release"), what it held on the device."""
@@ -416,14 +431,13 @@ def _serve_kept_judge(control, timing_lock, devnull):
         readable, _, _ = select.select([control], [], [], KEPT_JUDGE_IDLE_SECONDS)
         if not readable:
             return
-        message, fds = _receive_message(control)
+        message, named = handover.receive(control)
         if message is None:
             return
         if message.get("op") == "release":
             judge.release_device()
             control.sendall(RELEASED)
             continue
-        named = dict(zip(message["fds"], fds))
         sys.stdout.flush()
         sys.stderr.flush()
         # the judge's and the problem's prints, to this evaluation's pipe
@@ -434,7 +448,8 @@ def _serve_kept_judge(control, timing_lock, devnull):
         _enter_judge_folders(message["judge_home"], message["caches"])
         sockets = {name: socket.socket(fileno=fd) for name, fd in named.items()}
         children = {"candidate_record": sockets["candidate_record"],
-                    "timing_lock": timing_lock, "candidate_gate": sockets.get("candidate_gate")}
+                    "timing_lock": timing_lock, "candidate_gate": sockets.get("candidate_gate"),
+                    "prepared_pid": message.get("prepared_pid")}
         for arm in ("reference", "compile"):
             if arm in sockets:
                 children.update({arm: sockets[arm], f"{arm}_pid": message[f"{arm}_pid"],
@@ -489,6 +504,7 @@ def _reference_request(request, arm):
 
 
 def _evaluate_locked(request):
+    global _prepared
     started = time.monotonic()
     # beside the candidate's scratch folder, which is all the candidate may write
     request = dict(request, reference_scratch_directory=os.path.join(
@@ -521,9 +537,11 @@ def _evaluate_locked(request):
     compile_request = _reference_request(request, "compile") if timing_compile else None
     # before the children are forked: each closes what it inherits of the worker's
     kept = _kept_judge_for(request)
+    taken = _prepared_for(request)
+    uid = int(request.get("sandbox_uid", 65534))
     # what else runs as this uid is no process of this evaluation's (another worker's kept
     # judge: kagent eval and kagentd's lane 0 share a uid, one at a time): ended first
-    _kill_sandbox_user(int(request.get("sandbox_uid", 65534)), kept.pid)
+    _kill_sandbox_user(uid, _staying_pids() + ([taken.pid] if taken is not None else []))
 
     def timed_child(child_request, sock, record_socket, out_fd, err_fd, gate_socket=None):
         from . import candidate
@@ -545,9 +563,26 @@ def _evaluate_locked(request):
             child_request["gate_fd"] = gate_socket.fileno()
         candidate.main(sock, child_request)
 
-    candidate_pid = _fork_child(lambda: timed_child(request, candidate_socket,
-                                                    candidate_record_socket, candidate_out_write,
-                                                    candidate_err_write, candidate_gate_socket))
+    candidate_fds = {"candidate": candidate_socket, "record": candidate_record_socket,
+                     "stdout": candidate_out_write, "stderr": candidate_err_write}
+    if candidate_gate_socket is not None:
+        candidate_fds["gate"] = candidate_gate_socket
+    # the prepared process runs in folders of its own: the judge is told them too
+    in_prepared = None if taken is None else dict(request, scratch_directory=taken.scratch,
+                                                  cache_directory=taken.cache)
+    if taken is not None and taken.hand_over(in_prepared, candidate_fds):
+        candidate_cache, request = request["cache_directory"], in_prepared
+        candidate_pid = taken.pid
+        _children.add(candidate_pid)
+    else:
+        if taken is not None:
+            taken.finish(None)
+            taken = None
+        candidate_pid = _fork_child(lambda: timed_child(request, candidate_socket,
+                                                        candidate_record_socket,
+                                                        candidate_out_write, candidate_err_write,
+                                                        candidate_gate_socket))
+    _prepare_next(request)
     reference_pid = compile_pid = None
     if timing_reference:
         reference_pid = _fork_child(lambda: timed_child(eager_request, reference_socket,
@@ -562,7 +597,8 @@ def _evaluate_locked(request):
                  "candidate_record": judge_record_socket}
     if judge_gate_socket is not None:
         judge_fds["candidate_gate"] = judge_gate_socket
-    message = {"op": "evaluate", "request": request, "candidate_pid": candidate_pid}
+    message = {"op": "evaluate", "request": request, "candidate_pid": candidate_pid,
+               "prepared_pid": _prepared.pid if _prepared is not None else None}
     for arm, pid, arm_request, judge_end, record_end in (
             ("reference", reference_pid, eager_request, judge_reference_socket,
              judge_reference_record),
@@ -642,9 +678,17 @@ def _evaluate_locked(request):
             statuses[pid] = os.waitpid(pid, 0)[1]
     _kill_group(candidate_pid)
     kept_alive = kept.alive()
-    _kill_sandbox_user(int(request.get("sandbox_uid", 65534)), kept.pid if kept_alive else None)
+    # the next evaluation's process must have its uid before the uid's lock goes: another
+    # worker's sweep of the uid must see it (prepared.py)
+    if _prepared is not None and not _prepared.wait_sandboxed():
+        _prepared.finish(None)
+        _prepared = None
+    _kill_sandbox_user(uid, _staying_pids())
     _reap_orphans()
     _children.clear()
+    if taken is not None:
+        taken.end()
+        taken.finish(candidate_cache)
     if kept_alive:
         kept.release()
     judge_process = (dict(_status(None), kept=True, pid=kept.pid) if kept_alive else
@@ -665,6 +709,7 @@ def _evaluate_locked(request):
         "judge": judge_result,
         "judge_process": dict(judge_process, stderr=tails["judge"].text()),
         "candidate_process": dict(candidate_status, killed_for_timeout=killed_for_timeout,
+                                  prepared=taken is not None,
                                   stdout=tails["stdout"].text(), stderr=tails["stderr"].text(),
                                   stdout_bytes=tails["stdout"].total,
                                   stderr_bytes=tails["stderr"].total),
@@ -738,8 +783,7 @@ def _check_problem_locked(request):
         tails[output_read].add(chunk)
     for fd in tails:
         os.close(fd)
-    kept = _kept_judge is not None and _kept_judge.alive()
-    _kill_sandbox_user(int(request.get("sandbox_uid", 65534)), _kept_judge.pid if kept else None)
+    _kill_sandbox_user(int(request.get("sandbox_uid", 65534)), _staying_pids())
     _reap_orphans()
     _children.clear()
     try:
