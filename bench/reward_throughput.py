@@ -21,7 +21,8 @@ for a lane's first load of the problem either (16 lanes' first loads were a quar
 
 Run (GPU machine, from the source tree, as the GPU suite: docs/gpu-suite.md):
     python3 bench/reward_throughput.py --kagent build/kagent [--count 64] [--lanes 4]
-        [--gpus 0] [--shape 4096x65536] [--serial-count N] [--kernelbench PATH]
+        [--gpus 0] [--shape 4096x65536] [--serial-count N] [--prepare-candidates]
+        [--kernelbench PATH]
         [--kernelbench-count 4] [--out reward_throughput.json]
 Check it on the CPU:
     python3 bench/reward_throughput.py --kagent build/kagent --device cpu --count 4"""
@@ -171,6 +172,9 @@ def main():
     parser.add_argument("--shape", default=None,
                         help="ROWSxCOLUMNS of the input (default 4096x65536, 1 GiB; 64x4096 "
                              "on the CPU)")
+    parser.add_argument("--prepare-candidates", action="store_true",
+                        help="kagent daemon --prepare-candidates: each lane's worker makes the "
+                             "next candidate's process during the current evaluation")
     parser.add_argument("--kernelbench", help="a KernelBench checkout: also time its harness")
     parser.add_argument("--kernelbench-count", type=int, default=4)
     parser.add_argument("--out", default="reward_throughput.json")
@@ -208,6 +212,8 @@ def main():
         daemon_command += ["--gpus", arguments.gpus]
     if arguments.lanes:
         daemon_command += ["--evaluation-lanes", str(arguments.lanes)]
+    if arguments.prepare_candidates:
+        daemon_command.append("--prepare-candidates")
     result = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
               "device": arguments.device, "gpus": gpus, "shape": [rows, columns],
               "count": arguments.count, "daemon": " ".join(daemon_command[1:])}

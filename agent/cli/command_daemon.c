@@ -41,6 +41,7 @@ enum {
 	DAEMON_OPTION_CONFIG,
 	DAEMON_OPTION_EVALUATION_LANES,
 	DAEMON_OPTION_LEASE,
+	DAEMON_OPTION_PREPARE_CANDIDATES,
 };
 
 /* clang-format off */
@@ -71,6 +72,10 @@ static const struct kagent_command_option command_daemon__options[] = {
 	[DAEMON_OPTION_LEASE] = {"lease", 0, "SECONDS",
 		"how long a claimed session stays this daemon's without a heartbeat; after that "
 		"another daemon takes it over", "30", NULL},
+	[DAEMON_OPTION_PREPARE_CANDIDATES] = {"prepare-candidates", 0, NULL,
+		"each lane's worker makes the next candidate's sandboxed process, CUDA context "
+		"included, during the current evaluation (one more context per lane)",
+		"a new process per evaluation, made when it comes", NULL},
 	{0},
 };
 /* clang-format on */
@@ -183,6 +188,9 @@ command_daemon__handler(int argc, char **argv)
 					    argv[optind - 1]);
 			status = kagent_command_fail(&kagent_command_daemon, 0, "usage", error);
 			goto out;
+		case DAEMON_OPTION_PREPARE_CANDIDATES:
+			options.prepare_candidates = 1;
+			break;
 		default:
 			values[option] = optarg;
 		}

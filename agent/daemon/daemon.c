@@ -1174,6 +1174,7 @@ kagent_daemon_run(const struct kagent_daemon_options *options, char **cause)
 		    .slot_gpus = daemon->slot_gpus,
 		    .slot_count = daemon->scheduler.slot_count,
 		    .lanes_per_slot = options->evaluation_lanes,
+		    .prepare_candidates = options->prepare_candidates,
 		    .stopped = daemon__evaluations_stopped,
 		    .data = daemon,
 		};

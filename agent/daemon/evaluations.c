@@ -607,7 +607,7 @@ evaluations__open_lanes(struct kagent_daemon_evaluations *service)
 		/* Every GPU visible (no --gpu): the request names the GPU by the daemon's index. */
 		if (daemon->worker_executable != NULL)
 			kagent_warm_worker_start(&lane->worker, daemon->worker_executable, run_id,
-						 -1, log_path);
+						 -1, daemon->prepare_candidates, log_path);
 		free(run_id);
 		free(log_path);
 	}

@@ -25,6 +25,7 @@ struct kagent_daemon_evaluations_options {
 	const int *slot_gpus;	       /* the GPU of each slot (borrowed) */
 	size_t slot_count;
 	int lanes_per_slot;	     /* evaluations at once per slot; 0: 1 */
+	int prepare_candidates;	     /* the lanes' workers run with --prepare-candidates */
 	void (*stopped)(void *data); /* after kagent_daemon_evaluations_stop, once it is over */
 	void *data;
 };

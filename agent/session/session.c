@@ -934,8 +934,11 @@ kagent_session_start(struct kagent_session *session)
 		    "%.*s.worker.log", (int)(strlen(session->trace_path) - strlen(".jsonl")),
 		    session->trace_path);
 
+		/* One evaluation at a time on an otherwise idle host: the next candidate's
+		 * process, made during this evaluation, saves the judge its wait for the
+		 * candidate's sandbox and CUDA context (docs/worker-protocol.md). */
 		kagent_warm_worker_start(&session->worker, session->worker_executable,
-					 session->run_id, session->config->evaluation.gpu_index,
+					 session->run_id, session->config->evaluation.gpu_index, 1,
 					 log_path);
 		free(log_path);
 	}

@@ -98,7 +98,8 @@ kagent_warm_worker_init(struct kagent_warm_worker *worker, uv_loop_t *loop)
 
 void
 kagent_warm_worker_start(struct kagent_warm_worker *worker, const char *executable,
-			 const char *run_id, int gpu_index, const char *log_path)
+			 const char *run_id, int gpu_index, int prepare_candidates,
+			 const char *log_path)
 {
 	char gpu[16], parent[16], *cause = NULL;
 	uv_process_options_t options = {0};
@@ -118,21 +119,16 @@ kagent_warm_worker_start(struct kagent_warm_worker *worker, const char *executab
 	/* The worker ends when this process does, even by kill -9 (kagent worker --parent). */
 	snprintf(parent, sizeof parent, "%d", (int)getpid());
 	{
-		/* A warm worker serves a session's or a lane's stream of evaluations: each
-		 * candidate's process is made during the evaluation before (prepared.py). */
-		char *arguments[] = {"kagent",
-				     "worker",
-				     "--socket",
-				     worker->socket_path,
-				     "--parent",
-				     parent,
-				     "--prepare-candidates",
-				     "--gpu",
-				     gpu,
-				     NULL};
+		char *arguments[10] = {"kagent",   "worker", "--socket", worker->socket_path,
+				       "--parent", parent,   NULL};
+		size_t count = 6;
 
-		if (gpu_index < 0)
-			arguments[7] = NULL; /* no --gpu */
+		if (prepare_candidates)
+			arguments[count++] = "--prepare-candidates";
+		if (gpu_index >= 0) {
+			arguments[count++] = "--gpu";
+			arguments[count++] = gpu;
+		}
 
 		stdio[0].flags = UV_IGNORE;
 		stdio[1].flags = UV_INHERIT_FD;

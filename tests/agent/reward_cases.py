@@ -58,7 +58,7 @@ def client_package(folder):
 
 
 class Daemon:
-    def __init__(self, folder, lanes=2):
+    def __init__(self, folder, lanes=2, arguments=()):
         self.folder = folder
         self.socket = os.path.join(folder, "kagentd.sock")
         self.config = os.path.join(folder, "kagent.yaml")
@@ -74,6 +74,7 @@ class Daemon:
             "XDG_CONFIG_HOME": os.path.join(folder, "config"),
             "XDG_STATE_HOME": os.path.join(folder, "state")})
         self.lanes = lanes
+        self.arguments = list(arguments)
         self.process = None
         self.log_path = os.path.join(folder, "daemon.log")
 
@@ -82,7 +83,7 @@ class Daemon:
         self.process = subprocess.Popen(
             [KAGENT, "daemon", "--device", "cpu", "--socket", self.socket, "--store",
              f"sqlite:{self.folder}/kagent.db", "--config", self.config,
-             "--evaluation-lanes", str(self.lanes)],
+             "--evaluation-lanes", str(self.lanes), *self.arguments],
             env=self.environment, stdout=self.log_file, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not os.path.exists(self.socket):
@@ -147,6 +148,10 @@ def good_and_bad(kagent_reward, client, daemon):
     for verdict in answer["verdicts"]:
         if verdict.get("schema") != "kagent.verdict/1":
             problems.append(f"not a verdict: {json.dumps(verdict)[:300]}")
+    # without --prepare-candidates every candidate's process is made when its evaluation comes
+    prepared = [verdict.get("candidate_prepared") for verdict in answer["verdicts"]]
+    if prepared != [False] * len(names):
+        problems.append(f"candidate_prepared per verdict: {prepared}")
     return problems
 
 
@@ -324,6 +329,36 @@ def timing_windows(kagent_reward, client, daemon):
     return problems
 
 
+def prepared_candidates(kagent_reward, client, daemon):
+    """kagent daemon --prepare-candidates: a lane's worker makes the next candidate's process
+    during the current evaluation, so that every new candidate after the lane's first runs in
+    one (docs/worker-protocol.md); the verdicts are those of processes made when they came."""
+    folder = tempfile.mkdtemp(prefix="kagent-prepared-")
+    preparing = Daemon(folder, lanes=1, arguments=["--prepare-candidates"])
+    problems = []
+    try:
+        preparing.start()
+        other = kagent_reward.Client(preparing.socket, timeout=600)
+        source = read(os.path.join(CANDIDATES, "relu_correct.py"))
+        # new candidates: a candidate judged before runs in a process made for it
+        candidates = [source + f"\n# variant {index} {time.time_ns()}\n" for index in range(3)]
+        candidates.insert(2, read(os.path.join(CANDIDATES, "relu_wrong_shape.py"))
+                          + f"\n# {time.time_ns()}\n")
+        answer = other.request("POST", "/v1/evaluations", {
+            "problem_source": read(RELU), "options": FAST, "candidates": candidates})
+        outcomes = [(verdict.get("status"), verdict.get("candidate_prepared"))
+                    for verdict in answer["verdicts"]]
+        expected = [("correct", False), ("correct", True), ("incorrect", True),
+                    ("correct", True)]
+        if outcomes != expected:
+            problems.append(f"(status, candidate_prepared) {outcomes}, expected {expected}")
+    finally:
+        if preparing.stop() != 0:
+            problems.append(f"the daemon did not stop cleanly: {preparing.log()}")
+        shutil.rmtree(folder, ignore_errors=True)
+    return problems
+
+
 def sigterm(kagent_reward, client, daemon):
     """SIGTERM with evaluations queued: exit 0 soon, lane workers gone, socket removed."""
     client.submit(RELU, [read(os.path.join(CANDIDATES, "relu_correct.py"))] * 6, FAST)
@@ -353,6 +388,8 @@ CASES = [
      crowded_error_again_alone),
     ("timing windows: in each verdict and the log, none overlapping on the device",
      timing_windows),
+    ("--prepare-candidates: each new candidate after a lane's first runs in a prepared "
+     "process", prepared_candidates),
     ("SIGTERM with evaluations queued: exit 0, nothing left", sigterm),
 ]
 

@@ -305,9 +305,11 @@ def prepared_candidate_cases(suite, folder):
 
     def new_candidate(number):
         # a candidate never judged before: a cache of its own, empty
-        path = os.path.join(folder, f"relu_new_{number}_{os.getpid()}_{time.time_ns()}")
+        # (bytes never seen before: the candidate caches outlive the suite)
+        unique = f"{number}_{os.getpid()}_{time.time_ns()}"
+        path = os.path.join(folder, f"relu_new_{unique}")
         with open(path + ".py", "w") as handle:
-            handle.write(source + f"\n# new candidate {number}\n")
+            handle.write(source + f"\n# new candidate {unique}\n")
         return path
 
     def evaluate(candidate):

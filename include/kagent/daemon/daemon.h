@@ -37,6 +37,9 @@ struct kagent_daemon_options {
 	/* Evaluations of POST /v1/evaluations at once per slot (GPU), each with a warm worker
 	 * (docs/reward-service.md); 0: 1. */
 	int evaluation_lanes;
+	/* the lanes' workers prepare each candidate's process (kagent worker
+	 * --prepare-candidates) */
+	int prepare_candidates;
 };
 
 /*

@@ -34,10 +34,11 @@ struct kagent_warm_worker {
 /* Readies a worker on loop, gone until started. */
 void kagent_warm_worker_init(struct kagent_warm_worker *worker, uv_loop_t *loop);
 /* Starts `executable worker` for run_id on GPU gpu_index (the only GPU it sees, as device 0;
- * -1: every GPU, as device indexes go), its output going to log_path. Failure only costs
- * speed. */
+ * -1: every GPU, as device indexes go), with --prepare-candidates when prepare_candidates,
+ * its output going to log_path. Failure only costs speed. */
 void kagent_warm_worker_start(struct kagent_warm_worker *worker, const char *executable,
-			      const char *run_id, int gpu_index, const char *log_path);
+			      const char *run_id, int gpu_index, int prepare_candidates,
+			      const char *log_path);
 /* 1 when the worker is still starting: on_ready(data) runs once it is ready or gone. */
 int kagent_warm_worker_wait(struct kagent_warm_worker *worker, void (*on_ready)(void *data),
 			    void *data);

@@ -228,7 +228,11 @@ class Judge:
             except ChannelClosed:
                 pass
         self.compile_started = time.monotonic()
+        # inside load: the candidate's own load (its record opened, its module imported, its
+        # model built), as the judge waits for it
         self.ask(setup, float(self.limits.get("wall_seconds", 300)), pickled=True)
+        self.result["phase_seconds"]["load_candidate"] = round(
+            time.monotonic() - self.compile_started, 4)
 
     def reference(self, inputs):
         return run_reference(self.model, inputs)

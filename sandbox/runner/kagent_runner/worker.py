@@ -570,6 +570,7 @@ def _evaluate_locked(request):
     # the prepared process runs in folders of its own: the judge is told them too
     in_prepared = None if taken is None else dict(request, scratch_directory=taken.scratch,
                                                   cache_directory=taken.cache)
+    marks = {"start": time.monotonic()}
     if taken is not None and taken.hand_over(in_prepared, candidate_fds):
         candidate_cache, request = request["cache_directory"], in_prepared
         candidate_pid = taken.pid
@@ -582,6 +583,7 @@ def _evaluate_locked(request):
                                                         candidate_record_socket,
                                                         candidate_out_write, candidate_err_write,
                                                         candidate_gate_socket))
+    marks["candidate"] = time.monotonic()
     _prepare_next(request)
     reference_pid = compile_pid = None
     if timing_reference:
@@ -640,6 +642,7 @@ def _evaluate_locked(request):
         if not judged and (result_read not in open_fds or not kept.alive()):
             # the judge has spoken (or died): the others have nothing left to do
             judged = True
+            marks["judged"] = time.monotonic()
             _kill_group(candidate_pid)
             for reference in references:
                 _kill_group(reference)
@@ -677,6 +680,7 @@ def _evaluate_locked(request):
             _kill_group(pid)
             statuses[pid] = os.waitpid(pid, 0)[1]
     _kill_group(candidate_pid)
+    marks["ended"] = time.monotonic()
     kept_alive = kept.alive()
     # the next evaluation's process must have its uid before the uid's lock goes: another
     # worker's sweep of the uid must see it (prepared.py)
@@ -686,11 +690,14 @@ def _evaluate_locked(request):
     _kill_sandbox_user(uid, _staying_pids())
     _reap_orphans()
     _children.clear()
+    marks["swept"] = time.monotonic()
     if taken is not None:
         taken.end()
         taken.finish(candidate_cache)
+    marks["finished"] = time.monotonic()
     if kept_alive:
         kept.release()
+    marks["released"] = time.monotonic()
     judge_process = (dict(_status(None), kept=True, pid=kept.pid) if kept_alive else
                      dict(_status(kept.status), kept=False, pid=kept.pid))
 
@@ -702,6 +709,8 @@ def _evaluate_locked(request):
         except ValueError:
             judge_result = None
     candidate_status = _status(statuses[candidate_pid])
+    if isinstance(judge_result, dict) and isinstance(judge_result.get("phase_seconds"), dict):
+        judge_result["phase_seconds"].update(_worker_phases(started, marks))
     if judge_result and (judge_result.get("candidate_error") or {}).get("kind") == "timeout":
         killed_for_timeout = True
     return {
@@ -714,6 +723,22 @@ def _evaluate_locked(request):
                                   stdout_bytes=tails["stdout"].total,
                                   stderr_bytes=tails["stderr"].total),
     }
+
+
+def _worker_phases(started, marks):
+    """The worker's own phases of an evaluation (docs/verdict.md, phase_seconds), from the
+    moments `marks` names: its setup before the candidate's process, the candidate's start
+    (a fork, or the hand-over to a prepared process and its wait for it), and after the
+    judge's result the wait for the evaluation's processes to end, the uid's sweep, the
+    prepared process's folders, and the kept judge's release."""
+    steps = [("worker_setup", None, "start"), ("worker_candidate", "start", "candidate"),
+             ("worker_processes_end", "judged", "ended"), ("worker_sweep", "ended", "swept"),
+             ("worker_folders", "swept", "finished"),
+             ("worker_release", "finished", "released"), ("worker_wall", None, "released")]
+    moments = dict(marks)
+    moments[None] = started
+    return {name: round(moments[end] - moments[begin], 4) for name, begin, end in steps
+            if begin in moments and end in moments}
 
 
 def check_problem(request):
