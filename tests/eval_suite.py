@@ -98,13 +98,21 @@ class Suite:
     def start_worker(self, arguments=()):
         folder = tempfile.mkdtemp(prefix=f"kagent-{self.device}-suite-")
         self.socket_path = os.path.join(folder, "worker.sock")
-        self.worker = subprocess.Popen([self.kagent, "worker", "--socket", self.socket_path,
-                                        *arguments],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.worker_log = os.path.join(folder, "worker.log")
+        with open(self.worker_log, "w") as log:
+            self.worker = subprocess.Popen([self.kagent, "worker", "--socket",
+                                            self.socket_path, *arguments],
+                                           stdout=subprocess.DEVNULL, stderr=log)
         for _ in range(1200):
             if os.path.exists(self.socket_path):
                 return
             time.sleep(0.1)
+
+    def worker_log_tail(self, size=1500):
+        """The end of the suite's worker's log (its notes, such as why a prepared candidate
+        process was not used)."""
+        with open(self.worker_log, errors="replace") as handle:
+            return handle.read()[-size:]
 
     def stop_worker(self):
         self.worker.terminate()

@@ -336,7 +336,7 @@ def prepared_candidate_cases(suite, folder):
     now = worker_children(worker, "kagent-prepared")
     suite.report(second[:2] == ("correct", True) and len(now) == 1 and now != ready,
                  "the next new candidate runs in the prepared process, and another is made",
-                 f"{second} {ready} -> {now}")
+                 f"{second} {ready} -> {now}\n{suite.worker_log_tail()}")
     for pid in now:
         os.kill(pid, signal.SIGKILL)
     time.sleep(0.2)
@@ -362,7 +362,8 @@ def prepared_candidate_cases(suite, folder):
         suite.report((verdict or {}).get("status") == "correct" and refused
                      and fifth[:2] == ("correct", True),
                      "a candidate cannot signal the prepared process beside it (Landlock's "
-                     "signal scope); the next candidate runs in it", f"{printed!r} {fifth}")
+                     "signal scope); the next candidate runs in it",
+                     f"{printed!r} {fifth}\n{suite.worker_log_tail()}")
     else:
         suite.report((verdict or {}).get("status") == "correct" and fifth[0] == "correct",
                      "without Landlock's signal scope, a prepared process a candidate ended "

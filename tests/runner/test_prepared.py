@@ -48,6 +48,33 @@ def a_message_arrives_with_its_descriptors_by_name():
 
 
 @test
+def a_receiver_that_closes_once_it_has_read_everything_is_no_error():
+    """The prepared process closes its end as soon as it has the evaluation: a sender that
+    then still wrote (even nothing) failed with EPIPE and ended a process that had taken it."""
+    worker, kept = socket.socketpair()
+    real = socket.send_fds
+
+    def send_then_receiver_closes(sock, buffers, fds):
+        sent = real(sock, buffers, fds)
+        message, received = handover.receive(kept)
+        for fd in received.values():
+            os.close(fd)
+        kept.close()
+        assert message == {"request": {"id": 1}, "fds": ["pipe"]}, message
+        return sent
+
+    read_end, write_end = os.pipe()
+    socket.send_fds = send_then_receiver_closes
+    try:
+        handover.send(worker, {"request": {"id": 1}}, {"pipe": write_end})
+    finally:
+        socket.send_fds = real
+        worker.close()
+        os.close(read_end)
+        os.close(write_end)
+
+
+@test
 def a_closed_or_cut_short_connection_is_no_message():
     worker, kept = socket.socketpair()
     worker.close()

@@ -17,7 +17,10 @@ def send(control, message, fds):
     payload = json.dumps(dict(message, fds=names)).encode()
     data = len(payload).to_bytes(8, "big") + payload
     sent = socket.send_fds(control, [data], numbers)
-    control.sendall(data[sent:])
+    # only what is left: sendall sends even nothing once, and a receiver that has read
+    # everything may have closed its end already (EPIPE: the prepared process does)
+    if sent < len(data):
+        control.sendall(data[sent:])
 
 
 def receive(control):

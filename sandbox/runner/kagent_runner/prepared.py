@@ -72,6 +72,15 @@ def new_candidate(request):
     return _empty_folder(request.get("cache_directory") or "")
 
 
+def _ending(status):
+    """A wait status in words."""
+    if status is None:
+        return "still running"
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.WEXITSTATUS(status)}"
+
+
 def _remove_abandoned(base):
     """Removes the folders of prepared processes whose worker has gone (killed before it could
     remove them): each folder's name starts with its worker's pid."""
@@ -154,10 +163,16 @@ class PreparedCandidate:
     def ended(self, status):
         self.status = status
 
-    def serves(self, request):
-        """Whether it can serve evaluations like this one: alive, not yet used, made for its
-        device, uid, limits and libraries."""
-        return not self.handed and self.alive() and key(request) == self.key
+    def unfit(self, request):
+        """Why it cannot serve evaluations like this one, or None: it must be alive, not yet
+        used, and made for their device, uid, limits and libraries."""
+        if self.handed:
+            return "it served an evaluation already"
+        if not self.alive():
+            return f"it had ended ({_ending(self.status)})"
+        if key(request) != self.key:
+            return "it was made for another device, uid, limits or libraries"
+        return None
 
     def _heard(self, word, seconds):
         readable, _, _ = select.select([self.control], [], [], seconds)
@@ -179,8 +194,8 @@ class PreparedCandidate:
 
     def hand_over(self, request, fds):
         """Gives it the evaluation: its request (with this process's folders) and sockets,
-        once it has said it is ready. Returns whether it took the evaluation; a process that
-        did not is ended."""
+        once it has said it is ready. Returns None once it has taken the evaluation, else why
+        not (the process is then ended)."""
         try:
             # a candidate of its uid cannot signal it (Landlock's scope), but nothing is lost
             os.kill(self.pid, signal.SIGCONT)
@@ -188,11 +203,12 @@ class PreparedCandidate:
             if self.sandboxed and self._heard(READY, READY_SECONDS):
                 handover.send(self.control, {"request": request}, fds)
                 self.handed = True
-                return True
-        except OSError:
-            pass
+                return None
+            why = "it did not say it was ready"
+        except OSError as error:
+            why = f"handing it the evaluation failed: {error}"
         self.end()
-        return False
+        return f"{why} ({_ending(self.status)})"
 
     def end(self):
         """Ends the process (if it still runs) and closes the worker's end; its folders stay

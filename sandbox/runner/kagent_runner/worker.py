@@ -64,6 +64,11 @@ class CappedTail:
         return self.data.decode("utf-8", errors="replace")
 
 
+def _log(text):
+    """A line for the worker's log (its stderr: a session's or a lane's worker log)."""
+    print(f"kagent worker: {text}", file=sys.stderr, flush=True)
+
+
 def _status(status):
     if status is None:
         return {"exit_code": None, "signal": None}
@@ -377,7 +382,9 @@ def _prepared_for(request):
     one), or None. One made for other evaluations (another device, uid, limits) is ended;
     one kept for the next new candidate stays."""
     global _prepared
-    if _prepared is not None and not _prepared.serves(request):
+    unfit = _prepared.unfit(request) if _prepared is not None else None
+    if unfit is not None:
+        _log(f"the prepared candidate process {_prepared.pid} was not used: {unfit}")
         _prepared.end()
         _prepared.finish(None)
         _prepared = None
@@ -571,12 +578,14 @@ def _evaluate_locked(request):
     in_prepared = None if taken is None else dict(request, scratch_directory=taken.scratch,
                                                   cache_directory=taken.cache)
     marks = {"start": time.monotonic()}
-    if taken is not None and taken.hand_over(in_prepared, candidate_fds):
+    refused = taken.hand_over(in_prepared, candidate_fds) if taken is not None else None
+    if taken is not None and refused is None:
         candidate_cache, request = request["cache_directory"], in_prepared
         candidate_pid = taken.pid
         _children.add(candidate_pid)
     else:
         if taken is not None:
+            _log(f"the prepared candidate process {taken.pid} was not used: {refused}")
             taken.finish(None)
             taken = None
         candidate_pid = _fork_child(lambda: timed_child(request, candidate_socket,
@@ -685,6 +694,8 @@ def _evaluate_locked(request):
     # the next evaluation's process must have its uid before the uid's lock goes: another
     # worker's sweep of the uid must see it (prepared.py)
     if _prepared is not None and not _prepared.wait_sandboxed():
+        _log(f"the prepared candidate process {_prepared.pid} did not enter its sandbox "
+             f"within {prepared.SANDBOXED_SECONDS} s: ended")
         _prepared.finish(None)
         _prepared = None
     _kill_sandbox_user(uid, _staying_pids())
