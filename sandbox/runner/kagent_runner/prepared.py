@@ -12,6 +12,7 @@ nothing but the runner's code, until the worker hands it an evaluation whose dev
 limits and libraries are those it was made for. Landlock scopes its signals and tracing away
 from the candidate the lane judges meanwhile (same uid, another domain); a process that did
 not survive (or would not answer) is ended and the evaluation forks one as before."""
+import json
 import os
 import select
 import shutil
@@ -39,8 +40,6 @@ PROCESS_NAME = b"kagent-prepared"
 
 def key(request):
     """What a prepared process was made for: an evaluation it serves must match it."""
-    import json
-
     return json.dumps([request.get(name) for name in (
         "device", "device_ordinal", "sandbox_uid", "limits", "sandbox_library",
         "trace_library", "cuda_library")], sort_keys=True)
