@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The worker's hand-over of an evaluation to a process it made earlier (kagent_runner/
+"""The processes the worker keeps and its hand-over of an evaluation to them (kagent_runner/
 handover.py), and the rules of the prepared candidate process (kagent_runner/prepared.py)
 that need no sandbox: which evaluations it serves, which candidates are new, where its
 folders go and which abandoned folders are removed. The prepared process itself, sandboxed,
@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.environ.get("KAGENT_SOURCE_DIR", "."), "sandbox", "runner"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -85,6 +86,27 @@ def a_closed_or_cut_short_connection_is_no_message():
     worker.close()
     assert handover.receive(kept) == (None, {})
     kept.close()
+
+
+@test
+def a_kept_process_ends_with_its_group_and_is_reaped_once():
+    worker, kept = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        os.fork()  # a process of its group, ended with it
+        time.sleep(60)
+        os._exit(0)
+    process = handover.KeptProcess(pid, worker)
+    try:
+        time.sleep(0.1)
+        assert process.alive()
+        process.end()
+        assert not process.alive() and os.WIFSIGNALED(process.status), process.status
+        assert worker.fileno() == -1
+        process.end()  # again: nothing left to end, no error
+    finally:
+        kept.close()
 
 
 @test

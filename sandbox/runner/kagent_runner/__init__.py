@@ -3,7 +3,7 @@
 worker.py   the warm process (torch imported, CUDA untouched): keeps a judge per problem, forks
             a candidate child per evaluation
 prepared.py the candidate process a worker makes during the evaluation before the one it serves
-handover.py messages with file descriptors from the worker to the processes it keeps
+handover.py the processes the worker keeps between evaluations, and the messages it hands them
 bytecode.py torch's bytecode for installations without any, before the worker imports torch
 judge.py    the trusted child: reference, inputs, comparison, timing
 candidate.py the sandboxed child: loads ModelNew and runs it when the judge asks

@@ -1,9 +1,10 @@
-"""Messages from the worker to a process it forked earlier, which hand it an evaluation: a
-length-prefixed JSON object and the evaluation's sockets and pipes with it (SCM_RIGHTS). The
-kept judge (worker.py) and the prepared candidate process (prepared.py) receive theirs so.
-Both ends are the worker's own processes: nothing here reads what a candidate wrote."""
+"""The processes the worker keeps between evaluations (the kept judge, worker.py; the prepared
+candidate process, prepared.py) and how it hands them an evaluation: a length-prefixed JSON
+object with the evaluation's sockets and pipes (SCM_RIGHTS). Both ends are the worker's own
+processes: nothing here reads what a candidate wrote."""
 import json
 import os
+import signal
 import socket
 
 MAX_FDS = 32
@@ -43,3 +44,41 @@ def receive(control):
         return None, {}
     message = json.loads(payload)
     return message, dict(zip(message.get("fds", []), fds))
+
+
+class KeptProcess:
+    """A child the worker keeps between evaluations, with the worker's end of its control
+    socket."""
+
+    def __init__(self, pid, control):
+        self.pid = pid
+        self.control = control
+        self.status = None  # its wait status once it has ended
+
+    def alive(self):
+        if self.status is not None:
+            return False
+        try:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            done, status = self.pid, 0
+        if done:
+            self.status = status
+        return not done
+
+    def ended(self, status):
+        """Its wait status, when the worker reaped it elsewhere (worker._reap_orphans)."""
+        self.status = status
+
+    def end(self):
+        """Ends its process group (if it still runs), reaps it and closes the worker's end."""
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        if self.alive():
+            try:
+                self.status = os.waitpid(self.pid, 0)[1]
+            except ChildProcessError:
+                self.status = 0
+        self.control.close()

@@ -95,17 +95,15 @@ def _remove_abandoned(base):
             pass
 
 
-class PreparedCandidate:
+class PreparedCandidate(handover.KeptProcess):
     """One prepared process, as the worker sees it."""
 
     def __init__(self, pid, control, key_, folder):
-        self.pid = pid
-        self.control = control
+        super().__init__(pid, control)
         self.key = key_
         self.folder = folder
         self.scratch = os.path.join(folder, "scratch")
         self.cache = os.path.join(folder, "cache")
-        self.status = None  # its wait status once it has ended
         self.handed = False
         self.sandboxed = False
 
@@ -147,20 +145,6 @@ class PreparedCandidate:
         pid = fork_child(child)
         prepared_end.close()
         return cls(pid, worker_end, key(request), folder)
-
-    def alive(self):
-        if self.status is not None:
-            return False
-        try:
-            done, status = os.waitpid(self.pid, os.WNOHANG)
-        except ChildProcessError:
-            done, status = self.pid, 0
-        if done:
-            self.status = status
-        return not done
-
-    def ended(self, status):
-        self.status = status
 
     def unfit(self, request):
         """Why it cannot serve evaluations like this one, or None: it must be alive, not yet
@@ -210,19 +194,9 @@ class PreparedCandidate:
         return f"{why} ({_ending(self.status)})"
 
     def end(self):
-        """Ends the process (if it still runs) and closes the worker's end; its folders stay
-        until finish()."""
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        if self.alive():
-            try:
-                self.status = os.waitpid(self.pid, 0)[1]
-            except ChildProcessError:
-                self.status = 0
+        """As KeptProcess.end; its folders stay until finish()."""
+        super().end()
         self.sandboxed = False
-        self.control.close()
 
     def finish(self, cache_directory):
         """After its evaluation (the process has been ended): the compiled kernels go to the

@@ -269,7 +269,7 @@ PR_SET_PDEATHSIG = 1
 PR_SET_NAME = 15
 
 
-class KeptJudge:
+class KeptJudge(handover.KeptProcess):
     """The judge process this worker keeps between evaluations of one problem on one device,
     uid and timing lock (docs/worker-protocol.md, "The kept judge"): its CUDA context and
     its start outlive each evaluation, which with eight lanes on one GPU had become an
@@ -277,10 +277,8 @@ class KeptJudge:
     own; the worker hands it the evaluation's sockets and pipes over `control`."""
 
     def __init__(self, key, pid, control):
+        super().__init__(pid, control)
         self.key = key
-        self.pid = pid
-        self.control = control
-        self.status = None  # its wait status once it has ended
         self.last_sent = time.monotonic()
 
     @classmethod
@@ -315,20 +313,6 @@ class KeptJudge:
         judge_end.close()
         return cls(key, pid, worker_end)
 
-    def alive(self):
-        if self.status is not None:
-            return False
-        try:
-            done, status = os.waitpid(self.pid, os.WNOHANG)
-        except ChildProcessError:
-            done, status = self.pid, 0
-        if done:
-            self.status = status
-        return not done
-
-    def ended(self, status):
-        self.status = status
-
     def send(self, message, fds):
         """One message, with the file descriptors `fds` ({name: socket or fd}) when given."""
         handover.send(self.control, message, fds)
@@ -356,14 +340,6 @@ class KeptJudge:
         an evaluation handed to it then could be lost with it."""
         return time.monotonic() - self.last_sent > KEPT_JUDGE_IDLE_SECONDS - 30
 
-    def end(self):
-        _kill_group(self.pid)
-        if self.alive():
-            try:
-                self.status = os.waitpid(self.pid, 0)[1]
-            except ChildProcessError:
-                self.status = 0
-        self.control.close()
 
 
 _kept_judge = None
