@@ -341,7 +341,6 @@ class KeptJudge(handover.KeptProcess):
         return time.monotonic() - self.last_sent > KEPT_JUDGE_IDLE_SECONDS - 30
 
 
-
 _kept_judge = None
 # The candidate process prepared for the next evaluation (prepared.py), or None.
 _prepared = None
