@@ -24,7 +24,7 @@ class Sampler:
         self.gpus = gpus
         self.interval = interval
         self.samples = []  # [(seconds since the start, [percent per GPU])]
-        self.running = False
+        self.process = None
         self.started = None
         self.cpu_start = self.cpu_end = None
 
@@ -32,31 +32,39 @@ class Sampler:
         self.samples = []
         self.started = time.monotonic()
         self.cpu_start = cpu_times()
-        self.running = shutil.which("nvidia-smi") is not None and bool(self.gpus)
-        if self.running:
+        self.process = None
+        if shutil.which("nvidia-smi") is not None and self.gpus:
+            # one nvidia-smi that samples in a loop: a new one every 0.5 s would initialise
+            # NVML each time, which takes the driver's host-wide lock that the evaluations'
+            # context creation waits on (issue 16, docs/benchmarks.md)
+            self.process = subprocess.Popen(
+                ["nvidia-smi", "-i", ",".join(str(gpu) for gpu in self.gpus),
+                 "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits",
+                 "-lms", str(int(self.interval * 1000))],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             self.thread = threading.Thread(target=self.loop, daemon=True)
             self.thread.start()
         return self
 
     def loop(self):
-        while self.running:
+        """Reads nvidia-smi's rows, one per GPU each interval, into samples."""
+        row = {}
+        for line in self.process.stdout:
             try:
-                out = subprocess.run(
-                    ["nvidia-smi", "--query-gpu=index,utilization.gpu",
-                     "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                    timeout=5).stdout
-                row = {int(i): float(p) for i, p in
-                       (line.split(",") for line in out.strip().splitlines())}
+                index, percent = (part.strip() for part in line.split(","))
+                row[int(index)] = float(percent)
+            except ValueError:
+                continue
+            if len(row) == len(self.gpus):
                 self.samples.append((round(time.monotonic() - self.started, 2),
                                      [row.get(gpu) for gpu in self.gpus]))
-            except (OSError, ValueError, subprocess.TimeoutExpired):
-                pass
-            time.sleep(self.interval)
+                row = {}
 
     def __exit__(self, *exc):
         self.cpu_end = cpu_times()
-        if self.running:
-            self.running = False
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait()
             self.thread.join()
 
     def cpu(self, evaluations):

@@ -22,7 +22,7 @@ for a lane's first load of the problem either (16 lanes' first loads were a quar
 Run (GPU machine, from the source tree, as the GPU suite: docs/gpu-suite.md):
     python3 bench/reward_throughput.py --kagent build/kagent [--count 64] [--lanes 4]
         [--gpus 0] [--shape 4096x65536] [--serial-count N] [--prepare-candidates]
-        [--kernelbench PATH]
+        [--device-queues N] [--kernelbench PATH]
         [--kernelbench-count 4] [--out reward_throughput.json]
 Check it on the CPU:
     python3 bench/reward_throughput.py --kagent build/kagent --device cpu --count 4"""
@@ -175,6 +175,9 @@ def main():
     parser.add_argument("--prepare-candidates", action="store_true",
                         help="kagent daemon --prepare-candidates: each lane's worker makes the "
                              "next candidate's process during the current evaluation")
+    parser.add_argument("--device-queues", type=int, default=None,
+                        help="hardware queues of each sandboxed child's CUDA context (the "
+                             "evaluations' device_queues option; default: the evaluator's)")
     parser.add_argument("--kernelbench", help="a KernelBench checkout: also time its harness")
     parser.add_argument("--kernelbench-count", type=int, default=4)
     parser.add_argument("--out", default="reward_throughput.json")
@@ -216,7 +219,13 @@ def main():
         daemon_command.append("--prepare-candidates")
     result = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
               "device": arguments.device, "gpus": gpus, "shape": [rows, columns],
-              "count": arguments.count, "daemon": " ".join(daemon_command[1:])}
+              "count": arguments.count, "daemon": " ".join(daemon_command[1:]),
+              "device_queues": arguments.device_queues}
+    # the same options for every evaluation of every phase
+    options = ({"options": {"device_queues": arguments.device_queues}}
+               if arguments.device_queues else {})
+    queues_flag = (["--device-queues", str(arguments.device_queues)]
+                   if arguments.device_queues else [])
     processes = []
     try:
         daemon_log = open(os.path.join(folder, "daemon.log"), "w")
@@ -240,7 +249,7 @@ def main():
         # once: the baselines, into the cache both paths read, and the lanes' workers warm
         started = time.monotonic()
         status, warm = call(socket_path, "POST", "/v1/evaluations",
-                            {"problem_path": problem_path, "candidates": [sources[0]]})
+                            {"problem_path": problem_path, "candidates": [sources[0]], **options})
         result["warmup_seconds"] = round(time.monotonic() - started, 2)
         result["warmup_status"] = warm["verdicts"][0].get("status")
         print(f"warm-up (baselines measured, lanes started): {result['warmup_seconds']} s, "
@@ -249,7 +258,8 @@ def main():
         started = time.monotonic()
         lanes = result["lanes_per_gpu"] * max(1, len(gpus))
         status, warm = call(socket_path, "POST", "/v1/evaluations",
-                            {"problem_path": problem_path, "candidates": spares[:lanes]})
+                            {"problem_path": problem_path, "candidates": spares[:lanes],
+                             **options})
         result["lanes_warmup_seconds"] = round(time.monotonic() - started, 2)
         print(f"every lane warm ({lanes} candidates): {result['lanes_warmup_seconds']} s, "
               f"{sorted({v.get('status') or v.get('error') for v in warm['verdicts']})}",
@@ -263,7 +273,7 @@ def main():
             for path in serial_paths:
                 run = subprocess.run([kagent, "eval", "--no-daemon", "--json", "--device",
                                       arguments.device, "--worker", worker_socket, *gpu_flag,
-                                      problem_path, path], env=environment,
+                                      *queues_flag, problem_path, path], env=environment,
                                      capture_output=True, text=True)
                 verdict = json.loads(run.stdout) if run.stdout.strip() else {}
                 serial.append(verdict.get("status") or verdict.get("error"))
@@ -281,7 +291,7 @@ def main():
             started = time.monotonic()
             status, queued = call(socket_path, "POST", "/v1/evaluations",
                                   {"problem_path": problem_path, "candidates": sources,
-                                   "async": True})
+                                   "async": True, **options})
             if status != 202:
                 raise RuntimeError(f"POST: {status} {queued}")
             while True:
