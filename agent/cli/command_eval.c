@@ -45,6 +45,7 @@ enum {
 	COMMAND_EVAL_TRIALS,
 	COMMAND_EVAL_SIGNED_TRIALS,
 	COMMAND_EVAL_CALL_TIMEOUT,
+	COMMAND_EVAL_DEVICE_QUEUES,
 	COMMAND_EVAL_GENERALISE,
 	COMMAND_EVAL_EVIDENCE,
 	COMMAND_EVAL_NO_DAEMON,
@@ -82,6 +83,10 @@ const struct kagent_command_option kagent_command_eval_options[] = {
 	[COMMAND_EVAL_CALL_TIMEOUT] = {"call-timeout", 0, "SECONDS",
 		"seconds one call of the candidate may take, 1 to 3600",
 		"120 for the first call, 20 for later ones", NULL},
+	[COMMAND_EVAL_DEVICE_QUEUES] = {"device-queues", 0, "N",
+		"hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) of each sandboxed child's CUDA "
+		"context, every arm alike, 1 to 32: more let kernels of different streams "
+		"overlap, fewer make contexts quicker to create on a busy host", "1", NULL},
 	[COMMAND_EVAL_GENERALISE] = {"generalise", 0, NULL,
 		"also check correctness once with the problem's integer sizes halved and made "
 		"odd (the verdict's generalisation)", NULL, NULL},
@@ -131,6 +136,8 @@ command_eval__remote_options(const struct kagent_evaluation_options *options)
 	if (options->compile_timeout_seconds != 0)
 		json_object_set_new(object, "compile_timeout",
 				    json_integer(options->compile_timeout_seconds));
+	if (options->device_queues != 0)
+		json_object_set_new(object, "device_queues", json_integer(options->device_queues));
 	return object;
 }
 
@@ -288,6 +295,14 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 				    command, json, "usage",
 				    "--compile-timeout needs seconds, 1 to 240");
 			options.compile_timeout_seconds = (int)number;
+			break;
+		case COMMAND_EVAL_DEVICE_QUEUES:
+			if (!command_eval__parse_number(optarg, 1, &number) ||
+			    number > KAGENT_EVALUATION_DEVICE_QUEUES_MAX)
+				return kagent_command_fail(
+				    command, json, "usage",
+				    "--device-queues needs a number, 1 to 32");
+			options.device_queues = (int)number;
 			break;
 		case COMMAND_EVAL_SPEEDUP_BASIS:
 			basis = optarg; /* checked after the loop, as --device */

@@ -11,6 +11,7 @@
 #include "kagent/base/alloc.h"
 #include "kagent/base/buffer.h"
 #include "kagent/base/fileio.h"
+#include "kagent/evaluator/evaluation.h"
 #include "kagent/evaluator/verdict.h"
 
 #include <errno.h>
@@ -57,7 +58,8 @@ struct config__key {
 	const char *const *choices;
 	/* TEXT, URL: null or empty unsets the value (NULL). NUMBER: null stores -1, "not sent". */
 	int optional;
-	double minimum, maximum; /* INTEGER: minimum only (the field's type bounds it) */
+	/* INTEGER: maximum 0 means the field's type bounds it */
+	double minimum, maximum;
 	const char *help;
 };
 
@@ -161,6 +163,10 @@ static const struct config__key config__keys[] = {
 	 CONFIG__FIELD(evaluation.compile_timeout_seconds),
 	 .help = "seconds an evaluation waits for the torch.compile baseline before it goes "
 		 "without it (the verdict says why), up to 240; 0: the evaluator's default, 60"},
+	{.name = "evaluation.device_queues", .kind = CONFIG__INTEGER,
+	 CONFIG__FIELD(evaluation.device_queues), .maximum = KAGENT_EVALUATION_DEVICE_QUEUES_MAX,
+	 .help = "hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) of each sandboxed child's CUDA "
+		 "context, every arm alike, up to 32; 0: the evaluator's default, 1"},
 	{.name = "evaluation.credit_threshold", .kind = CONFIG__NUMBER,
 	 CONFIG__FIELD(evaluation.credit_threshold), .maximum = 1,
 	 .help = "the share of GPU time a candidate's own kernels need for its speedup to count "
@@ -337,6 +343,9 @@ config__describe(const struct config__key *key)
 	case CONFIG__URL:
 		return kagent_strdup("an http:// or https:// URL");
 	case CONFIG__INTEGER:
+		if (key->maximum > 0)
+			return kagent_asprintf("an integer from %g to %g", key->minimum,
+					       key->maximum);
 		return kagent_strdup(key->minimum > 0 ? "a positive integer"
 						      : "a non-negative integer");
 	case CONFIG__NUMBER:
@@ -508,7 +517,9 @@ config__assign(struct kagent_config *config, const struct config__key *key, cons
 		memcpy(field, &index, sizeof index);
 		break;
 	case CONFIG__INTEGER: {
-		long long maximum = key->size == sizeof(int) ? INT_MAX : LLONG_MAX;
+		long long maximum = key->maximum > 0	       ? (long long)key->maximum
+				    : key->size == sizeof(int) ? INT_MAX
+							       : LLONG_MAX;
 
 		status = config__parse_integer(text, &integer);
 		if (status == -ERANGE || (status == 0 && integer > maximum)) {

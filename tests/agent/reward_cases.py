@@ -201,6 +201,8 @@ def bad_input(kagent_reward, client, daemon):
                      "options": {"trials": 0}}).encode(), 400, "trials"),
         (json.dumps({"problem_path": RELU, "candidates": ["x"],
                      "options": {"device": "cuda"}}).encode(), 400, "cpu device"),
+        (json.dumps({"problem_path": RELU, "candidates": ["x"],
+                     "options": {"device_queues": 33}}).encode(), 400, "device_queues 1-32"),
         (json.dumps({"problem_path": RELU, "candidates": ["x"] * 513}).encode(), 413,
          "at most 512"),
         (json.dumps({"problem_path": RELU, "candidates": ["#" * ((1 << 20) + 1)]}).encode(), 413,
@@ -220,6 +222,19 @@ def bad_input(kagent_reward, client, daemon):
     if health.get("evaluations", {}).get("lanes_per_gpu") != daemon.lanes:
         problems.append(f"health: {health}")
     return problems
+
+
+def device_queues(kagent_reward, client, daemon):
+    """The device_queues option reaches every sandboxed child's environment: the candidate
+    that is correct only with one queue (the default) turns incorrect with two."""
+    source = read(os.path.join(CANDIDATES, "relu_device_queues.py"))
+    statuses = []
+    for options in (FAST, dict(FAST, device_queues=2)):
+        answer = client.request("POST", "/v1/evaluations", {
+            "problem_source": read(RELU), "options": options, "candidates": [source]})
+        statuses.append(answer["verdicts"][0].get("status"))
+    return [] if statuses == ["correct", "incorrect"] else [
+        f"statuses without and with device_queues 2: {statuses}"]
 
 
 def client_reward(kagent_reward, client, daemon):
@@ -382,6 +397,7 @@ CASES = [
      good_and_bad),
     ("async: 202 with ids, each id and the request read back, 404 for others", async_ids),
     ("bad input: malformed JSON and bad keys 400, caps 413, 405", bad_input),
+    ("the device_queues option reaches the candidate's process", device_queues),
     ("the client: reward() and score() on completions", client_reward),
     ("kagent eval through the daemon, and --no-daemon, agree", eval_through_daemon),
     ("an error beside another evaluation on the device is tried again alone",

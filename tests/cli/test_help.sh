@@ -50,7 +50,7 @@ if command -v bash > /dev/null 2>&1; then
 		bash -c '. "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _kagent; echo "${COMPREPLY[*]}"' \
 			complete "$BASH_COMPLETION" "$@" 2>&1
 	}
-	for case in "kagent ev|eval" "kagent eval --de|--device" "kagent eval --device c|cuda cpu" \
+	for case in "kagent ev|eval" "kagent eval --dev|--device --device-queues" "kagent eval --device c|cuda cpu" \
 		"kagent help op|optimize" "kagent optimize --max-t|--max-turns --max-tokens" \
 		"kagent -v tr|trace"; do
 		words=${case%%|*} expected=${case#*|}

@@ -39,6 +39,7 @@ static const char *const all_keys[] = {
     "evaluation.call_timeout_seconds",
     "evaluation.measure_compile",
     "evaluation.compile_timeout_seconds",
+    "evaluation.device_queues",
     "evaluation.credit_threshold",
     "evaluation.speedup_basis",
     "evaluation.worker_socket",
@@ -102,6 +103,7 @@ test_defaults(void)
 	CHECK_INT(config.evaluation.gpu_index, 0);
 	CHECK_INT(config.evaluation.measure_compile, 1);
 	CHECK(config.evaluation.credit_threshold == 0.05);
+	CHECK_INT(config.evaluation.device_queues, 0);
 	CHECK_INT(config.evaluation.speedup_basis, KAGENT_VERDICT_BASIS_DEVICE);
 	CHECK(config.evaluation.worker_socket == NULL);
 	CHECK_STRING(config.output_directory, "kagent-runs");
@@ -407,6 +409,15 @@ test_flags_override_file(void)
 	CHECK_STRING(error,
 		     "evaluation.credit_threshold: expected a number from 0 to 1, got '1.5'");
 	free(error);
+	CHECK_INT(kagent_config_set(&config, "evaluation.device_queues", "8", &error), 0);
+	CHECK_INT(config.evaluation.device_queues, 8);
+	CHECK_INT(kagent_config_set(&config, "evaluation.device_queues", "33", &error), -EINVAL);
+	CHECK_STRING(error, "evaluation.device_queues: 33 is too large (at most 32)");
+	free(error);
+	CHECK_INT(kagent_config_set(&config, "evaluation.device_queues", "-1", &error), -EINVAL);
+	CHECK_STRING(error, "evaluation.device_queues: expected an integer from 0 to 32, got '-1'");
+	free(error);
+	CHECK_INT(config.evaluation.device_queues, 8);
 	CHECK_INT(kagent_config_set(&config, "evaluation.speedup_basis", "wall", &error), 0);
 	CHECK_INT(config.evaluation.speedup_basis, KAGENT_VERDICT_BASIS_WALL);
 	CHECK_INT(kagent_config_set(&config, "evaluation.speedup_basis", "cpu", &error), -EINVAL);
@@ -758,14 +769,14 @@ test_every_key_settable(void)
 	json = kagent_config_to_json(&config);
 	for (size_t index = 0; index < sizeof all_keys / sizeof all_keys[0]; index++) {
 		const char *key = all_keys[index];
-		const char *value = strstr(key, "url") != NULL ||
-					    strstr(key, "endpoint") != NULL
+		const char *value = strstr(key, "url") != NULL || strstr(key, "endpoint") != NULL
 					? "http://h/"
 				    : strstr(key, "headers") != NULL   ? "A=b"
 				    : strcmp(key, "provider.api") == 0 ? "responses"
 				    : strstr(key, "baseline") != NULL  ? "eager"
 				    : strstr(key, "effort") != NULL    ? "low"
 				    : strstr(key, "basis") != NULL     ? "wall"
+				    : strstr(key, "queues") != NULL    ? "1"
 				    : strstr(key, "device") != NULL    ? "cpu"
 				    : strstr(key, "measure_compile")   ? "true"
 								       : "1";

@@ -153,13 +153,9 @@ check_protocol_keys(const json_t *request)
 						   "sandbox_uid",
 						   "timing_lock",
 						   NULL};
-	static const char *const limit_keys[] = {"wall_seconds",
-						 "first_call_seconds",
-						 "call_seconds",
-						 "cpu_seconds",
-						 "max_processes",
-						 "output_bytes",
-						 NULL};
+	static const char *const limit_keys[] = {
+	    "wall_seconds", "first_call_seconds", "call_seconds", "device_queues",
+	    "cpu_seconds",  "max_processes",	  "output_bytes", NULL};
 	static const char *const timing_keys[] = {"warmup_calls",
 						  "min_calls",
 						  "max_calls",
@@ -239,6 +235,10 @@ test_request_and_worker_errors(void)
 	CHECK_INT(
 	    json_integer_value(json_object_get(json_object_get(request, "limits"), "output_bytes")),
 	    65536);
+	/* One hardware queue per child's context unless the options say otherwise. */
+	CHECK_INT(json_integer_value(
+		      json_object_get(json_object_get(request, "limits"), "device_queues")),
+		  KAGENT_EVALUATION_DEVICE_QUEUES);
 	CHECK_INT(
 	    json_integer_value(json_object_get(json_object_get(request, "timing"), "max_calls")),
 	    100);
@@ -379,7 +379,7 @@ test_check_problem(void)
 	char *directory = setup(), *problem = kagent_asprintf("%s/p.py", directory);
 	char *log = kagent_asprintf("%s/requests.jsonl", directory);
 	struct kagent_evaluation_options options = {
-	    .problem_path = problem, .device = "cpu", .seed = 700};
+	    .problem_path = problem, .device = "cpu", .seed = 700, .device_queues = 4};
 	json_t *object = NULL, *request;
 
 	/* No candidate is needed; the echo fake's "result" is no answer to a check. */
@@ -400,6 +400,9 @@ test_check_problem(void)
 	CHECK_INT(
 	    json_integer_value(json_object_get(json_object_get(request, "limits"), "wall_seconds")),
 	    300);
+	CHECK_INT(json_integer_value(
+		      json_object_get(json_object_get(request, "limits"), "device_queues")),
+		  4);
 	CHECK_CONTAINS(json_string_value(json_object_get(request, "judge_directory")), "/judge");
 	CHECK_INT(json_integer_value(json_object_get(request, "sandbox_uid")), 2147400000);
 	json_decref(request);

@@ -245,11 +245,11 @@ static void
 test_options_from_verdict(void)
 {
 	struct kagent_evaluation_options options = {.seed = 99, .device = "cuda"};
-	json_t *recorded =
-	    json_pack("{s:[{s:s, s:i}, {s:s, s:i}, {s:s, s:i}, {s:s, s:i}], s:{s:s}, s:{s:s}}",
-		      "trials", "distribution", "problem", "seed", 41, "distribution", "problem",
-		      "seed", 42, "distribution", "signed", "seed", 43, "distribution", "problem",
-		      "seed", 44, "timing", "basis", "wall", "environment", "device", "cpu");
+	json_t *recorded = json_pack(
+	    "{s:[{s:s, s:i}, {s:s, s:i}, {s:s, s:i}, {s:s, s:i}], s:{s:s}, s:{s:s, s:i}}", "trials",
+	    "distribution", "problem", "seed", 41, "distribution", "problem", "seed", 42,
+	    "distribution", "signed", "seed", 43, "distribution", "problem", "seed", 44, "timing",
+	    "basis", "wall", "environment", "device", "cpu", "device_queues", 4);
 
 	kagent_evidence_options_from_verdict(recorded, &options);
 	CHECK_INT(options.seed, 41);
@@ -257,6 +257,7 @@ test_options_from_verdict(void)
 	CHECK_INT(options.signed_trials, 1);
 	CHECK_STRING(options.device, "cpu");
 	CHECK_INT(options.speedup_basis, KAGENT_VERDICT_BASIS_WALL);
+	CHECK_INT(options.device_queues, 4); /* re-timed as the children were made */
 	json_decref(recorded);
 	/* a verdict without trials (a compile error): fresh seeds, the defaults, on the GPU */
 	recorded =
@@ -267,6 +268,7 @@ test_options_from_verdict(void)
 	CHECK_INT(options.signed_trials, -1);
 	CHECK_STRING(options.device, "cuda");
 	CHECK_INT(options.speedup_basis, KAGENT_VERDICT_BASIS_DEVICE);
+	CHECK_INT(options.device_queues, 0);
 	json_decref(recorded);
 }
 

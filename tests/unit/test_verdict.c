@@ -17,6 +17,7 @@ static const char base_result[] =
     "   \"environment\": {\"device\": \"cuda\", \"gpu\": \"NVIDIA H100 80GB HBM3\","
     "     \"compute_capability\": \"9.0\", \"torch\": \"2.11.0\", \"triton\": \"3.6.0\","
     "     \"cuda_runtime\": \"13.0\", \"python\": \"3.12.3\","
+    "     \"device_queues\": 1,"
     "     \"clocks\": {\"sm_mhz\": 1980, \"memory_mhz\": 2619, \"sm_max_mhz\": \"fast\"}},"
     "   \"trials\": ["
     "     {\"seed\": 101, \"distribution\": \"problem\", \"passed\": true,"
@@ -232,6 +233,9 @@ test_correct(void)
 	CHECK_STRING(
 	    json_string_value(json_object_get(json_object_get(verdict, "environment"), "driver")),
 	    "13.0");
+	CHECK_INT(json_integer_value(
+		      json_object_get(json_object_get(verdict, "environment"), "device_queues")),
+		  1);
 	{
 		/* the judge's clocks pass through; a value that is no integer becomes null */
 		const json_t *clocks =

@@ -275,6 +275,12 @@ evaluation__limits(const struct kagent_evaluation_options *options)
 			    json_integer(call_timeout > 0 ? call_timeout : 20));
 	json_object_set_new(limits, "compile_seconds",
 			    json_integer(evaluation__compile_timeout(options)));
+	json_object_set_new(
+	    limits, "device_queues",
+	    json_integer(options->device_queues > 0 &&
+				 options->device_queues <= KAGENT_EVALUATION_DEVICE_QUEUES_MAX
+			     ? options->device_queues
+			     : KAGENT_EVALUATION_DEVICE_QUEUES));
 	json_object_set_new(limits, "cpu_seconds", json_integer(600));
 	json_object_set_new(limits, "max_processes", json_integer(256));
 	json_object_set_new(limits, "output_bytes", json_integer(65536));

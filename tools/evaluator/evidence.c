@@ -310,6 +310,19 @@ kagent_evidence_free(struct kagent_evidence *bundle)
 	memset(bundle, 0, sizeof *bundle);
 }
 
+/* The hardware queues the timed children's contexts had (the verdict's environment), so that
+ * a re-check times them alike; 0 (the default) where the environment does not say. */
+static int
+evidence__device_queues(const json_t *environment)
+{
+	const json_t *queues = json_object_get(environment, "device_queues");
+
+	if (!json_is_integer(queues) || json_integer_value(queues) < 1 ||
+	    json_integer_value(queues) > KAGENT_EVALUATION_DEVICE_QUEUES_MAX)
+		return 0;
+	return (int)json_integer_value(queues);
+}
+
 void
 kagent_evidence_options(const struct kagent_evidence *bundle,
 			struct kagent_evaluation_options *options)
@@ -324,6 +337,8 @@ kagent_evidence_options(const struct kagent_evidence *bundle,
 	options->problem_path = bundle->problem_path;
 	options->candidate_path = bundle->candidate_path;
 	options->device = device != NULL && strcmp(device, "cpu") == 0 ? "cpu" : "cuda";
+	options->device_queues =
+	    evidence__device_queues(json_object_get(bundle->evidence, "environment"));
 	options->seed = base > 0 ? (uint64_t)base : 0;
 	options->trials = trials > 0 && trials <= 1000 ? (int)trials : 0;
 	options->signed_trials =
@@ -363,6 +378,7 @@ kagent_evidence_options_from_verdict(const json_t *verdict,
 	options->trials = trials > 0 && trials <= 1000 ? trials : 0;
 	options->signed_trials = signed_trials > 0 && signed_trials <= 1000 ? signed_trials : -1;
 	options->device = device != NULL && strcmp(device, "cpu") == 0 ? "cpu" : "cuda";
+	options->device_queues = evidence__device_queues(json_object_get(verdict, "environment"));
 	/* the basis the numbers were read in, a fallback to wall included */
 	options->speedup_basis = kagent_verdict_basis_from_name(
 				     evidence__string(timing, "basis")) == KAGENT_VERDICT_BASIS_WALL

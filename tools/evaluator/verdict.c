@@ -1022,6 +1022,12 @@ verdict__environment(const struct kagent_verdict_input *in, const json_t *judge)
 			    in->gpu != NULL && in->gpu->driver[0] ? json_string(in->gpu->driver)
 								  : json_null());
 	json_object_set_new(object, "clocks", verdict__clocks(json_object_get(reported, "clocks")));
+	/* what every timed child's context was made with: it bears on the timings */
+	json_object_set_new(
+	    object, "device_queues",
+	    json_is_integer(json_object_get(reported, "device_queues"))
+		? json_integer(json_integer_value(json_object_get(reported, "device_queues")))
+		: json_null());
 	return object;
 }
 

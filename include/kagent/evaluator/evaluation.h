@@ -31,6 +31,10 @@ struct kagent_evaluation_options {
 	/* 0: 120 s for the first call (it may build the kernels), 20 s for later ones; else
 	 * the limit for every call, after which the candidate counts as hung */
 	int call_timeout_seconds;
+	/* 0: KAGENT_EVALUATION_DEVICE_QUEUES; else the hardware queues
+	 * (CUDA_DEVICE_MAX_CONNECTIONS) of every sandboxed child's CUDA context, up to
+	 * KAGENT_EVALUATION_DEVICE_QUEUES_MAX */
+	int device_queues;
 	int profile_reference;	 /* also trace the reference's kernels (kagent profile) */
 	double credit_threshold; /* the credit rule's (docs/verdict.md); 0: 0.05 */
 	/* the clock the verdict's speedups are read in; 0: device (docs/verdict.md) */
@@ -54,6 +58,16 @@ struct kagent_evaluation_options {
 /* The largest cap --compile-timeout and the configuration accept: an evaluation's wall time
  * (300 s) less room for the timing that follows. */
 #define KAGENT_EVALUATION_COMPILE_TIMEOUT_MAX 240
+
+/* One hardware queue per sandboxed child's CUDA context, for every arm alike. The driver makes
+ * and tears down contexts under a lock of the whole host, and each queue is a channel made
+ * and torn down with them: on a 4x H200 host, 32 processes at once made and ended 3.4 contexts
+ * a second with CUDA's default 8 queues and 5.5 with 1 (bench/driver_ops.py, docs/
+ * benchmarks.md), and every evaluation makes one. Streams still work on one queue; only
+ * kernels of different streams overlap less (docs/verdict.md, "Hardware queues"). */
+#define KAGENT_EVALUATION_DEVICE_QUEUES 1
+/* CUDA's own limit on CUDA_DEVICE_MAX_CONNECTIONS. */
+#define KAGENT_EVALUATION_DEVICE_QUEUES_MAX 32
 
 /* Lanes per GPU at most: each takes a sandbox uid of its own. */
 #define KAGENT_EVALUATION_LANE_CAP 64

@@ -46,6 +46,8 @@ struct kagent_evaluation_config {
 	int measure_compile;	  /* time torch.compile as a baseline; default 1 */
 	/* the cap on waiting for the torch.compile baseline; 0: the evaluator's default */
 	int compile_timeout_seconds;
+	/* hardware queues of each sandboxed child's CUDA context; 0: the evaluator's default */
+	int device_queues;
 	/* the own-kernel share of GPU time a speedup needs to be credited; default 0.05 */
 	double credit_threshold;
 	/* the clock the speedups are read in (docs/verdict.md); default device */

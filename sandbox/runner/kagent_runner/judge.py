@@ -188,7 +188,8 @@ class Judge:
     def environment(self):
         environment = {"device": self.device, "torch": torch.__version__,
                        "cuda_runtime": torch.version.cuda, "python": platform.python_version(),
-                       "gpu": None, "compute_capability": None, "triton": None}
+                       "gpu": None, "compute_capability": None, "triton": None,
+                       "device_queues": None}
         try:
             import triton
 
@@ -200,6 +201,9 @@ class Judge:
             environment["gpu"] = torch.cuda.get_device_name(index)
             major, minor = torch.cuda.get_device_capability(index)
             environment["compute_capability"] = f"{major}.{minor}"
+            # what every timed child's context was made with (candidate.enter_sandbox)
+            environment["device_queues"] = (self.request.get("limits") or {}).get(
+                "device_queues")
         return environment
 
     def start(self):
