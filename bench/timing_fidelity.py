@@ -5,11 +5,17 @@ torch.profiler (CUPTI) in this process, then runs `kagent eval --json --no-cache
 --no-compile-baseline` ten times in a row (both arms measured afresh each time) and prints
 the device-time speedup of each verdict, its median against CUPTI's kernel ratio (the goal:
 within 0.95-1.05) and the spread of the ten (the goal: within 3%), plus the wall-time speedups
-beside them and each arm's device median per verdict (do the arms move together?). Where OUT is set, each verdict is written there whole (fidelity-SIZE-N.json). Needs
-a GPU, torch and triton.
+beside them and each arm's device median per verdict (do the arms move together?), and how
+many verdicts' 95% intervals hold the median of all ten (an interval that tells the truth
+holds it about 19 times in 20). Where OUT is set, each verdict is written there whole
+(fidelity-SIZE-N.json). Needs a GPU, torch and triton.
+
+With --runners A,B (runner folders, as KAGENT_RUNNER_DIR takes them; "default" for the
+build's own) the verdicts alternate between them, A, B, A, B..., ten of each, so that two
+versions of the runner compare on one machine without the drift of one block after another.
 
     python3 bench/timing_fidelity.py [--kagent build/kagent] [--runs 10] [--sizes 4MB,64MB,6.4GB]
-        [--gpu N]
+        [--gpu N] [--runners default,PATH]
 """
 import argparse
 import json
@@ -87,7 +93,10 @@ def main():
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--sizes", default="4MB,64MB,6.4GB")
     parser.add_argument("--gpu", type=int, default=0, help="the GPU both measures run on")
+    parser.add_argument("--runners", default="default",
+                        help="runner folders whose verdicts alternate (default: the build's)")
     options = parser.parse_args()
+    runners = options.runners.split(",")
     torch.cuda.set_device(options.gpu)
     print(f"GPU {options.gpu}: {torch.cuda.get_device_name(options.gpu)}, "
           f"torch {torch.__version__}")
@@ -103,12 +112,18 @@ def main():
             handle.write(source.read())
         eager_ms, own_ms = cupti_ratio(folder, batch, dim)
         ratio = eager_ms / own_ms
-        device, wall, arm_medians = [], [], {"eager": [], "candidate": []}
-        for run in range(options.runs):
+        measured = {runner: {"device": [], "wall": [], "intervals": [],
+                             "arms": {"eager": [], "candidate": []}} for runner in runners}
+        for run in range(options.runs * len(runners)):
+            runner = runners[run % len(runners)]
+            environment = dict(os.environ)
+            environment.pop("KAGENT_RUNNER_DIR", None)
+            if runner != "default":
+                environment["KAGENT_RUNNER_DIR"] = os.path.abspath(runner)
             result = subprocess.run([options.kagent, "eval", "--json", "--no-cache",
                                      "--no-compile-baseline", "--gpu", str(options.gpu),
                                      problem, candidate],
-                                    capture_output=True, text=True)
+                                    capture_output=True, text=True, env=environment)
             if os.environ.get("OUT"):
                 # each verdict whole (its samples, stops, order), to look into a spread
                 with open(os.path.join(os.environ["OUT"], f"fidelity-{size}-{run}.json"),
@@ -117,24 +132,32 @@ def main():
             try:
                 verdict = json.loads(result.stdout)
                 timing = verdict["timing"]
-                device.append(timing["device"]["speedup_vs_eager"])
-                wall.append(timing["wall"]["speedup_vs_eager"])
+                into = measured[runner]
+                into["device"].append(timing["device"]["speedup_vs_eager"])
+                into["wall"].append(timing["wall"]["speedup_vs_eager"])
+                into["intervals"].append(timing["device"].get("speedup_vs_eager_ci95"))
                 # whether the arms move together between verdicts, or each on its own
-                for arm, medians in arm_medians.items():
+                for arm, medians in into["arms"].items():
                     medians.append(timing["device"][arm]["median_ms"] * 1e3)
             except (ValueError, KeyError, TypeError):
                 print(f"{size}: no verdict: {result.stdout[-500:]} {result.stderr[-500:]}")
                 return 2
-        median = statistics.median(device)
-        spread = (max(device) - min(device)) / median
-        rows.append((size, eager_ms, own_ms, ratio, median, median / ratio, spread,
-                     statistics.median(wall), device, wall, arm_medians))
+        for runner, into in measured.items():
+            device = into["device"]
+            median = statistics.median(device)
+            spread = (max(device) - min(device)) / median
+            holding = sum(1 for interval in into["intervals"]
+                          if interval and interval[0] <= median <= interval[1])
+            rows.append((f"{size}" + (f" {runner}" if len(runners) > 1 else ""), eager_ms,
+                         own_ms, ratio, median, median / ratio, spread,
+                         statistics.median(into["wall"]), device, into["wall"], into["arms"],
+                         f"{holding}/{len(device)}"))
     print(f"{'size':>6} {'torch ms':>9} {'triton ms':>9} {'CUPTI':>7} {'device':>7} "
-          f"{'/CUPTI':>7} {'spread':>7} {'wall':>7}")
-    for size, eager_ms, own_ms, ratio, median, fidelity, spread, wall, _, _, _ in rows:
+          f"{'/CUPTI':>7} {'spread':>7} {'wall':>7} {'CI holds':>8}")
+    for size, eager_ms, own_ms, ratio, median, fidelity, spread, wall, *_, holding in rows:
         print(f"{size:>6} {eager_ms:9.4f} {own_ms:9.4f} {ratio:7.3f} {median:7.3f} "
-              f"{fidelity:7.3f} {spread * 100:6.1f}% {wall:7.3f}")
-    for size, *_, device, wall, arm_medians in rows:
+              f"{fidelity:7.3f} {spread * 100:6.1f}% {wall:7.3f} {holding:>8}")
+    for size, *_, device, wall, arm_medians, _ in rows:
         print(f"{size} device: {' '.join(f'{value:.3f}' for value in device)}")
         print(f"{size} wall:   {' '.join(f'{value:.3f}' for value in wall)}")
         for arm, medians in arm_medians.items():
