@@ -18,13 +18,20 @@ not grows with P. The operations are those each evaluation performs:
   ipc        cuIpcOpenMemHandle and cuIpcCloseMemHandle of another process's --bytes
              allocation (the candidate mapping the judge's inputs; the judge its outputs)
 
+With --own-gpu-node, each forked child (init, process, torch) first denies itself, through
+Landlock, the device nodes of the host's other GPUs (/dev/nvidia<minor> of every GPU but its
+own, found in /proc/driver/nvidia/gpus in PCI order, which CUDA_DEVICE_ORDER=PCI_BUS_ID makes
+CUDA's order too): does CUDA still start, and does cuInit get cheaper? (docs/sandbox.md,
+"Other GPUs of the host".)
+
 Needs a GPU; not a CI test. Talks to libcuda through ctypes, without torch, so that a worker
 starts in milliseconds and nothing but the driver is measured.
 
     python3 bench/driver_ops.py [--ops process,context,alloc,ipc] [--cases 1x1,8x1,8x4,32x4]
-        [--bytes 1073741824] [--seconds 4]"""
+        [--bytes 1073741824] [--seconds 4] [--own-gpu-node]"""
 import argparse
 import ctypes
+import errno
 import json
 import os
 import statistics
@@ -72,12 +79,67 @@ def allocate(library, size):
     return pointer.value
 
 
-def in_child(work):
-    """Runs work() in a forked child and waits for it to exit."""
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446  # x86-64
+LANDLOCK_RULE_PATH_BENEATH = 1
+LANDLOCK_READ_WRITE = (1 << 1) | (1 << 2)  # LANDLOCK_ACCESS_FS_WRITE_FILE | READ_FILE
+PR_SET_NO_NEW_PRIVS = 38
+
+
+class PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def other_gpu_nodes(visible):
+    """/dev/nvidia<minor> of every GPU but the one CUDA_VISIBLE_DEVICES names (an index in
+    PCI order)."""
+    root = "/proc/driver/nvidia/gpus"
+    minors = []
+    for bus in sorted(os.listdir(root)):
+        with open(os.path.join(root, bus, "information")) as handle:
+            for line in handle:
+                if line.startswith("Device Minor:"):
+                    minors.append(int(line.split(":")[1]))
+    return [f"nvidia{minor}" for index, minor in enumerate(minors) if index != int(visible)]
+
+
+def deny_device_nodes(names):
+    """Landlock: reading and writing files stays allowed everywhere but /dev/<name> for each
+    of names (Landlock allows, so every other entry of / and of /dev is allowed by name)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    handled = ctypes.c_uint64(LANDLOCK_READ_WRITE)
+    ruleset = libc.syscall(LANDLOCK_CREATE_RULESET, ctypes.byref(handled), 8, 0)
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+    allowed = [os.path.join("/", name) for name in os.listdir("/") if name != "dev"]
+    allowed += [os.path.join("/dev", name) for name in os.listdir("/dev") if name not in names]
+    for path in allowed:
+        try:
+            descriptor = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue
+        rule = PathBeneath(LANDLOCK_READ_WRITE, descriptor)
+        if libc.syscall(LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH,
+                        ctypes.byref(rule), 0) < 0:
+            # a file's rule may not carry directory rights; files take READ|WRITE as is
+            if ctypes.get_errno() != errno.EINVAL:
+                raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+        os.close(descriptor)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) or \
+            libc.syscall(LANDLOCK_RESTRICT_SELF, ruleset, 0) < 0:
+        raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+    os.close(ruleset)
+
+
+def in_child(work, denied=()):
+    """Runs work() in a forked child (which first denies itself `denied` under /dev) and waits
+    for it to exit."""
     child = os.fork()
     if child == 0:
         code = 1
         try:
+            if denied:
+                deny_device_nodes(denied)
             work()
             code = 0
         finally:
@@ -87,12 +149,13 @@ def in_child(work):
         raise RuntimeError(f"the child failed (status {status})")
 
 
-def worker(operation, size, seconds, handle):
+def worker(operation, size, seconds, handle, own_gpu_node):
     """One worker: prepares, says "ready", waits for a line on stdin, repeats the operation
     for `seconds`, prints its count and median as JSON."""
     library = driver() if operation in ("context", "alloc", "ipc") else None
     device = make_current(library) if library is not None else None
     raw, pointer = None, ctypes.c_uint64()
+    denied = other_gpu_nodes(os.environ["CUDA_VISIBLE_DEVICES"]) if own_gpu_node else ()
     if operation == "ipc":
         raw = Handle.from_buffer_copy(bytes.fromhex(handle))
 
@@ -113,17 +176,17 @@ def worker(operation, size, seconds, handle):
         check(library.cuMemFree_v2(allocate(library, size)), "cuMemFree")
 
     def init_once():
-        in_child(lambda: check(driver().cuInit(0), "cuInit"))
+        in_child(lambda: check(driver().cuInit(0), "cuInit"), denied)
 
     def process_once():
         def work():
             child_library = driver()
             make_current(child_library)
             allocate(child_library, SMALL)
-        in_child(work)
+        in_child(work, denied)
 
     def torch_once():
-        in_child(lambda: torch.empty(1, device="cuda"))
+        in_child(lambda: torch.empty(1, device="cuda"), denied)
 
     if operation == "torch":
         import torch
@@ -152,7 +215,7 @@ EXPORTER = ("import sys, time\nsys.path.insert(0, sys.argv[1])\nimport driver_op
             "print(bytes(raw).hex(), flush=True)\nsys.stdin.readline()\n")
 
 
-def run_case(operation, processes, gpus, size, seconds):
+def run_case(operation, processes, gpus, size, seconds, own_gpu_node):
     here = os.path.dirname(os.path.abspath(__file__))
     exporters, handles = [], {}
     if operation == "ipc":  # one allocation per GPU, owned by a process of its own
@@ -164,9 +227,11 @@ def run_case(operation, processes, gpus, size, seconds):
             handles[gpu] = exporter.stdout.readline().strip()
     workers = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", operation,
                                  "--bytes", str(size), "--seconds", str(seconds),
-                                 "--handle", handles.get(index % gpus, "")],
+                                 "--handle", handles.get(index % gpus, ""),
+                                 *(["--own-gpu-node"] if own_gpu_node else [])],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                env=dict(os.environ, CUDA_VISIBLE_DEVICES=str(index % gpus)))
+                                env=dict(os.environ, CUDA_VISIBLE_DEVICES=str(index % gpus),
+                                         CUDA_DEVICE_ORDER="PCI_BUS_ID"))
                for index in range(processes)]
     try:
         for one in workers:
@@ -192,16 +257,20 @@ def main():
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--worker")
     parser.add_argument("--handle", default="")
+    parser.add_argument("--own-gpu-node", action="store_true",
+                        help="forked children deny themselves the other GPUs' device nodes")
     arguments = parser.parse_args()
     if arguments.worker:
-        worker(arguments.worker, arguments.bytes, arguments.seconds, arguments.handle)
+        worker(arguments.worker, arguments.bytes, arguments.seconds, arguments.handle,
+               arguments.own_gpu_node)
         return 0
     for operation in arguments.ops.split(","):
         for case in arguments.cases.split(","):
             processes, gpus = (int(part) for part in case.split("x"))
             rate, median = run_case(operation, processes, gpus, arguments.bytes,
-                                    arguments.seconds)
-            print(f"{operation:8s} {arguments.bytes:>11d} B {processes:3d} processes on {gpus} "
+                                    arguments.seconds, arguments.own_gpu_node)
+            print(f"{operation:8s}{' own node' if arguments.own_gpu_node else ''} "
+                  f"{arguments.bytes:>11d} B {processes:3d} processes on {gpus} "
                   f"GPU(s): {rate:9.1f} a second in all, {median * 1000:8.2f} ms each (median)",
                   flush=True)
     return 0
