@@ -21,6 +21,7 @@ sample_key(const json_t *timing)
 	    .cuda_runtime = "13.0",
 	    .timing = timing,
 	    .measure_compile = 1,
+	    .device_queues = 1,
 	};
 	return key;
 }
@@ -43,6 +44,16 @@ test_key(void)
 	key.driver = "12.8";
 	b = kagent_baseline_cache_key(&key);
 	CHECK(strcmp(a, b) != 0);
+	free(b);
+	/* baselines timed with other hardware queues are never this evaluation's arms */
+	key.driver = "13.0";
+	b = kagent_baseline_cache_key(&key);
+	CHECK(strcmp(a, b) == 0);
+	free(b);
+	key.device_queues = 8;
+	b = kagent_baseline_cache_key(&key);
+	CHECK(strcmp(a, b) != 0);
+	CHECK_CONTAINS(b, "\"device_queues\":8");
 	path = kagent_baseline_cache_path("/c", a);
 	CHECK(strncmp(path, "/c/baselines/", 13) == 0);
 	CHECK_INT(strlen(path), 13 + 64 + 5);

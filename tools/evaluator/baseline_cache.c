@@ -24,12 +24,12 @@ kagent_baseline_cache_key(const struct kagent_baseline_key *key)
 	json_t *object;
 	char *text;
 
-	object =
-	    json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:O?, s:b, s:i}", "problem",
-		      key->problem_sha256, "device", key->device, "gpu", key->gpu_name, "driver",
-		      key->driver, "torch", key->torch, "triton", key->triton, "cuda_runtime",
-		      key->cuda_runtime, "timing", key->timing, "measure_compile",
-		      key->measure_compile, "harness", KAGENT_BASELINE_CACHE_HARNESS);
+	object = json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:O?, s:b, s:i, s:i}",
+			   "problem", key->problem_sha256, "device", key->device, "gpu",
+			   key->gpu_name, "driver", key->driver, "torch", key->torch, "triton",
+			   key->triton, "cuda_runtime", key->cuda_runtime, "timing", key->timing,
+			   "measure_compile", key->measure_compile, "device_queues",
+			   key->device_queues, "harness", KAGENT_BASELINE_CACHE_HARNESS);
 	text = json_dumps(object, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(object);
 	if (text == NULL)

@@ -261,6 +261,17 @@ evaluation__compile_timeout(const struct kagent_evaluation_options *options)
 		   : KAGENT_EVALUATION_COMPILE_TIMEOUT_MAX;
 }
 
+/* The hardware queues every sandboxed child's context gets (the request's limits, and the
+ * cached baselines' key: baselines timed with other queues are not this evaluation's arms). */
+static int
+evaluation__device_queues(const struct kagent_evaluation_options *options)
+{
+	if (options->device_queues > 0 &&
+	    options->device_queues <= KAGENT_EVALUATION_DEVICE_QUEUES_MAX)
+		return options->device_queues;
+	return KAGENT_EVALUATION_DEVICE_QUEUES;
+}
+
 /* The request's "limits": what the worker and the sandbox allow the candidate. */
 static json_t *
 evaluation__limits(const struct kagent_evaluation_options *options)
@@ -275,12 +286,8 @@ evaluation__limits(const struct kagent_evaluation_options *options)
 			    json_integer(call_timeout > 0 ? call_timeout : 20));
 	json_object_set_new(limits, "compile_seconds",
 			    json_integer(evaluation__compile_timeout(options)));
-	json_object_set_new(
-	    limits, "device_queues",
-	    json_integer(options->device_queues > 0 &&
-				 options->device_queues <= KAGENT_EVALUATION_DEVICE_QUEUES_MAX
-			     ? options->device_queues
-			     : KAGENT_EVALUATION_DEVICE_QUEUES));
+	json_object_set_new(limits, "device_queues",
+			    json_integer(evaluation__device_queues(options)));
 	json_object_set_new(limits, "cpu_seconds", json_integer(600));
 	json_object_set_new(limits, "max_processes", json_integer(256));
 	json_object_set_new(limits, "output_bytes", json_integer(65536));
@@ -578,6 +585,7 @@ evaluation__on_ready(kagent_worker_client_t *worker, int status, const json_t *h
 		key.cuda_runtime = json_string_value(json_object_get(hello, "cuda_runtime"));
 		key.timing = timing;
 		key.measure_compile = state->options.measure_compile;
+		key.device_queues = evaluation__device_queues(&state->options);
 		state->cache_key = kagent_baseline_cache_key(&key);
 		kagent_baseline_cache_lookup(state->cache_dir, state->cache_key,
 					     &state->cached_baselines);

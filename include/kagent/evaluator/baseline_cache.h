@@ -20,6 +20,7 @@ struct kagent_baseline_key {
 	const char *cuda_runtime;
 	const json_t *timing; /* the request's timing options */
 	int measure_compile;
+	int device_queues; /* the hardware queues of the timed children's contexts */
 };
 
 /*
