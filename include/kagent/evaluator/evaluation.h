@@ -60,11 +60,11 @@ struct kagent_evaluation_options {
 #define KAGENT_EVALUATION_COMPILE_TIMEOUT_MAX 240
 
 /* One hardware queue per sandboxed child's CUDA context, for every arm alike. The driver makes
- * and tears down contexts under a lock of the whole host, and each queue is a channel made
- * and torn down with them: on a 4x H200 host, 32 processes at once made and ended 3.4 contexts
- * a second with CUDA's default 8 queues and 5.5 with 1 (bench/driver_ops.py, docs/
- * benchmarks.md), and every evaluation makes one. Streams still work on one queue; only
- * kernels of different streams overlap less (docs/verdict.md, "Hardware queues"). */
+ * and tears down contexts under a lock of the whole host, and more queues make that longer:
+ * on a 4x H200 host, 32 processes at once made and ended 3.4 contexts a second with CUDA's
+ * default 8 queues and 5.5 with 1 (bench/driver_ops.py, docs/benchmarks.md), and every
+ * evaluation makes one. Streams still work on one queue; only kernels of different streams
+ * overlap less (docs/verdict.md, "Hardware queues"). */
 #define KAGENT_EVALUATION_DEVICE_QUEUES 1
 /* CUDA's own limit on CUDA_DEVICE_MAX_CONNECTIONS. */
 #define KAGENT_EVALUATION_DEVICE_QUEUES_MAX 32
