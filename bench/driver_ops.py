@@ -21,7 +21,7 @@ not grows with P. The operations are those each evaluation performs:
 With --own-gpu-node, each forked child (init, process, torch) first denies itself, through
 Landlock, the device nodes of the host's other GPUs (/dev/nvidia<minor> of every GPU but its
 own, found in /proc/driver/nvidia/gpus in PCI order, which CUDA_DEVICE_ORDER=PCI_BUS_ID makes
-CUDA's order too): does CUDA still start, and does cuInit get cheaper? (docs/sandbox.md,
+CUDA's order too) and then sees its GPU as device 0: does cuInit get cheaper? (docs/sandbox.md,
 "Other GPUs of the host".)
 
 Needs a GPU; not a CI test. Talks to libcuda through ctypes, without torch, so that a worker
@@ -121,8 +121,9 @@ def deny_device_nodes(names):
         rule = PathBeneath(LANDLOCK_READ_WRITE, descriptor)
         if libc.syscall(LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH,
                         ctypes.byref(rule), 0) < 0:
-            # a file's rule may not carry directory rights; files take READ|WRITE as is
-            if ctypes.get_errno() != errno.EINVAL:
+            # a file's rule may not carry directory rights; files take READ|WRITE as is; a
+            # path that is neither (/dev/stderr leading to a pipe) takes no rule (EBADFD)
+            if ctypes.get_errno() not in (errno.EINVAL, errno.EBADFD):
                 raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
         os.close(descriptor)
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) or \
@@ -140,6 +141,10 @@ def in_child(work, denied=()):
         try:
             if denied:
                 deny_device_nodes(denied)
+                # CUDA_VISIBLE_DEVICES counts the GPUs CUDA can open: with the others denied,
+                # the child's own GPU is the only one, and an index of N > 0 names none (cuInit
+                # then fails with CUDA_ERROR_NO_DEVICE, as session 14 found)
+                os.environ["CUDA_VISIBLE_DEVICES"] = "0"
             work()
             code = 0
         finally:

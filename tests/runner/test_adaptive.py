@@ -232,6 +232,27 @@ def an_arm_that_leaves_does_not_stop_the_others():
 
 
 @test
+def a_clock_step_widens_an_interval_of_ties():
+    # a 3.1 us kernel read by a 32 ns clock (CUPTI on an H100): 100 samples on three clock
+    # values, the middle 60 tied, so the order statistics fall on one value
+    step = 0.032e-3
+    samples = [3.104e-3] * 20 + [3.136e-3] * 60 + [3.168e-3] * 20
+    assert adaptive.median_interval(samples) == (3.136e-3, 3.136e-3)
+    assert abs(adaptive.clock_step(samples) - step) < 1e-12
+    # one step wide, not zero: about 0.5% either way, not yet the fine target
+    assert abs(adaptive.relative_half_width(samples) - step / 2 / 3.136e-3) < 1e-9
+    assert adaptive.stop_reason(samples, 0.05, SETTINGS) is None
+    # values a nanosecond apart are one clock value, rounded apart: the step stays 32 ns
+    assert abs(adaptive.clock_step(samples + [3.137e-3, 3.105e-3]) - step) <= 1.01e-6
+    # a fine clock shows no step worth the name: the interval is the order statistics'
+    fine = recorded(200, 0.002)
+    low, high = adaptive.median_interval(fine)
+    assert adaptive.relative_half_width(fine) - (high - low) / 2 / adaptive.statistics.median(
+        fine) < 1e-5
+    assert adaptive.clock_step([1.0] * 10) == 0.0
+
+
+@test
 def plan_has_documented_defaults():
     assert adaptive.plan({}) == {"target_relative_ci": 0.02, "fine_relative_ci": 0.005,
                                  "tighten_seconds": 0.3, "max_seconds": 2.0,

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Where the timed children read their inputs (kagent_runner/judge.py, give_pool): on a GPU
 every timed child of one timing reads the same pool, so the arms read the same device memory
-(issue 10: a pool's place moves the kernels that read it); on the CPU each child has a file
-of its own; and the order of the arms counts that one pool once. A judge with only the state
+(issue 10: a pool's place moves the kernels that read it), and small inputs move between
+regions of it from call to call; on the CPU each child has a file of its own; and the order
+of the arms counts that one pool once. A judge with only the state
 these steps use, on the CPU; the GPU's pool is a stand-in that records what it was asked.
 Prints TAP."""
 import os
@@ -50,6 +51,7 @@ class DevicePool:
         DevicePool.made += 1
         self.descriptors = [{"kind": "handle", "pool": DevicePool.made}]
         self.layout = [{"offset": 0}]
+        self.region_bytes, self.regions = tensors.input_regions(4 * 4 * 4 + tensors.SHIFT_SPAN)
         self.calls = 0
 
     next_shift = tensors.InputPool.next_shift
@@ -78,9 +80,42 @@ def on_a_gpu_every_timed_child_reads_one_pool():
     assert [channel for channel, _ in owner.sent] == ["eager", "compile", "candidate"]
     assert all(message["op"] == "pool" and message["pool"] == owner.timing_pool.descriptors
                and "receive" not in message for _, message in owner.sent)
-    # one shift sequence for every arm: no two calls in a row at the same address
+    # one shift sequence for every arm: no two calls in a row at the same address, nor in
+    # the same 2 MiB region
     shifts = [child.pool.next_shift() for child in children * 2]
-    assert shifts == [tensors.SHIFT_STEP * index for index in range(6)], shifts
+    assert shifts == [(2 << 20) * index + tensors.SHIFT_STEP * index for index in range(6)], \
+        shifts
+
+
+@test
+def small_inputs_move_between_regions_large_ones_within_one():
+    mib = 1 << 20
+    # a 4 MiB input and its shift span: 6 MiB regions, as many as fit 64 MiB
+    assert tensors.input_regions(4 * mib + tensors.SHIFT_SPAN) == (6 * mib, 10)
+    # tiny inputs: the cap on regions
+    assert tensors.input_regions(tensors.SHIFT_SPAN) == (2 * mib, tensors.INPUT_SPREAD_REGIONS)
+    # too large for two regions in 64 MiB: one, so a 6.4 GB input costs no more memory
+    assert tensors.input_regions(40 * mib)[1] == 1
+    assert tensors.input_regions(6400 * mib)[1] == 1
+    assert tensors.input_regions(30 * mib) == (30 * mib, 2)
+    # every shift of a cycle keeps the inputs inside the pool, and each region is visited
+    data = 4 * mib
+    stride, regions = tensors.input_regions(data + tensors.SHIFT_SPAN)
+    pool_bytes = stride * (regions - 1) + data + tensors.SHIFT_SPAN
+    shifts = [tensors.next_shift(call, stride, regions) for call in range(1000)]
+    assert max(shifts) + data <= pool_bytes, (max(shifts), pool_bytes)
+    assert {shift // stride for shift in shifts} == set(range(regions))
+    assert len(set(shifts)) == 1000  # no address repeats within a verdict's call cap
+
+
+@test
+def a_cpu_pool_does_not_spread():
+    with tempfile.TemporaryDirectory() as scratch:
+        pool = tensors.InputPool([torch.ones(4, 4)], "cpu", scratch)
+        assert pool.regions == 1
+        assert pool.bytes == tensors.SHIFT_STEP + tensors.SHIFT_SPAN  # 64 B, aligned, and the span
+        assert [pool.next_shift() for _ in range(3)] == [0, tensors.SHIFT_STEP,
+                                                         2 * tensors.SHIFT_STEP]
 
 
 @test

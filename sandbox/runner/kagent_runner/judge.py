@@ -216,7 +216,8 @@ class Judge:
             self.free_bytes = torch.cuda.mem_get_info()[0]
             properties = torch.cuda.get_device_properties(torch.cuda.current_device())
             l2_bytes = int(getattr(properties, "L2_cache_size", 50 << 20) or (50 << 20))
-            self.flush_buffer = torch.empty(2 * l2_bytes, dtype=torch.int8, device="cuda")
+            self.flush_buffer = torch.empty(2 * l2_bytes // 8, dtype=torch.int64, device="cuda")
+            self.flush_sum = torch.empty((), dtype=torch.int64, device="cuda")
         self.result["environment"] = self.environment()
         # read before the candidate runs: it may be able to change files it can reach
         with open(self.request["candidate_path"], encoding="utf-8", errors="replace") as handle:
@@ -586,9 +587,13 @@ class Judge:
 
     def flush_l2(self):
         """The judge's own pass over twice the L2, and persisting lines reset to normal: no
-        timed call starts with its data, or a child's access-policy window, in the cache."""
+        timed call starts with its data, or a child's access-policy window, in the cache.
+        The pass reads and does not write: the lines it leaves are clean, so a timed call that
+        evicts them writes nothing back. A writing pass (zero_) left the cache full of dirty
+        lines whose write-back fell into the timed call: at 4 MB about half its device time,
+        and varying with where the judge's buffer lay (issue 10)."""
         if self.flush_buffer is not None:
-            self.flush_buffer.zero_()
+            torch.sum(self.flush_buffer, dim=0, out=self.flush_sum)
             if self.l2_reset_error is None:
                 self.l2_reset_error = cuda_ipc.reset_persisting_l2()
 

@@ -210,10 +210,17 @@ def pickler_for(device):
     return ForkingPickler.dumps
 
 
-# Each timed call's inputs move by this many bytes within the pool (vector loads stay
-# aligned), over a span that makes SHIFT_SPAN // SHIFT_STEP distinct addresses.
+# Each timed call's inputs move by this many bytes within a region of the pool (vector loads
+# stay aligned), over a span that makes SHIFT_SPAN // SHIFT_STEP distinct addresses.
 SHIFT_STEP = 256
 SHIFT_SPAN = 64 << 10
+# Small inputs also move between up to INPUT_SPREAD_REGIONS regions of the pool, each on its
+# own 2 MiB pages, within INPUT_SPREAD_BYTES: where in device memory a 4 MB input lies moved
+# a kernel's time by several percent from one pool to the next (issue 10), and calls that
+# read from many places average that out instead of carrying one place's luck into a verdict.
+INPUT_SPREAD_REGIONS = 16
+INPUT_SPREAD_BYTES = 64 << 20
+REGION_ALIGNMENT = 2 << 20
 
 
 class InputPool:
@@ -232,7 +239,10 @@ class InputPool:
                 offset += (size + SHIFT_STEP - 1) // SHIFT_STEP * SHIFT_STEP
             else:
                 self.layout.append({"value": value})
-        self.bytes = offset + SHIFT_SPAN
+        # On the CPU each child reads a file of its own, where placement is not the point.
+        self.region_bytes, self.regions = (0, 1) if device == "cpu" else \
+            input_regions(offset + SHIFT_SPAN)
+        self.bytes = self.region_bytes * (self.regions - 1) + offset + SHIFT_SPAN
         template = torch.empty(self.bytes, dtype=torch.uint8, device="meta")
         shared = SharedBuffers([template], device, scratch_directory, "pool") \
             if device == "cpu" else None
@@ -244,7 +254,7 @@ class InputPool:
         self.calls = 0
 
     def next_shift(self):
-        shift = (self.calls * SHIFT_STEP) % SHIFT_SPAN
+        shift = next_shift(self.calls, self.region_bytes, self.regions)
         self.calls += 1
         return shift
 
@@ -256,6 +266,19 @@ class InputPool:
                 if isinstance(value, torch.Tensor):
                     view.copy_(value)
         return views
+
+
+def input_regions(span):
+    """(bytes between regions, number of regions) of a pool whose inputs and shift span take
+    `span` bytes: as many 2 MiB-aligned regions as fit INPUT_SPREAD_BYTES, at most
+    INPUT_SPREAD_REGIONS, and one (no spread) for inputs too large for two."""
+    stride = (span + REGION_ALIGNMENT - 1) // REGION_ALIGNMENT * REGION_ALIGNMENT
+    return stride, max(1, min(INPUT_SPREAD_REGIONS, INPUT_SPREAD_BYTES // stride))
+
+
+def next_shift(call, region_bytes, regions):
+    """Call number `call`'s shift: the next region in turn, and within it the next step."""
+    return (call % regions) * region_bytes + (call * SHIFT_STEP) % SHIFT_SPAN
 
 
 def pool_views(pool, layout, shift):
