@@ -13,9 +13,13 @@ holds it about 19 times in 20). Where OUT is set, each verdict is written there 
 With --runners A,B (runner folders, as KAGENT_RUNNER_DIR takes them; "default" for the
 build's own) the verdicts alternate between them, A, B, A, B..., ten of each, so that two
 versions of the runner compare on one machine without the drift of one block after another.
+--pause S waits S seconds between verdicts, and --cold gives each verdict a new worker: does
+one verdict's state (its processes' memory still going back to the driver, the kept judge's)
+reach the next? (Session 14 saw the candidate's device time alternate between two values
+from one verdict to the next at 4 MB.)
 
     python3 bench/timing_fidelity.py [--kagent build/kagent] [--runs 10] [--sizes 4MB,64MB,6.4GB]
-        [--gpu N] [--runners default,PATH]
+        [--gpu N] [--runners default,PATH] [--pause SECONDS] [--cold]
 """
 import argparse
 import json
@@ -24,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import torch
 
@@ -95,6 +100,11 @@ def main():
     parser.add_argument("--gpu", type=int, default=0, help="the GPU both measures run on")
     parser.add_argument("--runners", default="default",
                         help="runner folders whose verdicts alternate (default: the build's)")
+    parser.add_argument("--pause", type=float, default=0.0,
+                        help="seconds to wait between verdicts (does the last one's state "
+                             "reach the next?)")
+    parser.add_argument("--cold", action="store_true",
+                        help="a new worker for every verdict (kagent eval --cold)")
     options = parser.parse_args()
     runners = options.runners.split(",")
     torch.cuda.set_device(options.gpu)
@@ -120,8 +130,11 @@ def main():
             environment.pop("KAGENT_RUNNER_DIR", None)
             if runner != "default":
                 environment["KAGENT_RUNNER_DIR"] = os.path.abspath(runner)
+            if run > 0 and options.pause > 0:
+                time.sleep(options.pause)
             result = subprocess.run([options.kagent, "eval", "--json", "--no-cache",
                                      "--no-compile-baseline", "--gpu", str(options.gpu),
+                                     *(["--cold"] if options.cold else []),
                                      problem, candidate],
                                     capture_output=True, text=True, env=environment)
             if os.environ.get("OUT"):
