@@ -761,8 +761,8 @@ static uint64_t device_record__key;
 static unsigned long long device_record__dropped, device_record__flushes;
 
 static const CUpti_ActivityKind device_record__kinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_MEMCPY2};
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_MEMCPY2};
 #define DEVICE_RECORD_KIND_COUNT (sizeof device_record__kinds / sizeof device_record__kinds[0])
 
 /* The whole line, or nothing more: a short write of a stream socket is resumed. */

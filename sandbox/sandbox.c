@@ -847,8 +847,8 @@ kagent_sandbox_forbid_processes(char *cause, size_t cause_size)
 	/* seccomp without privilege needs no_new_privs; the sandbox set it, but a caller
 	 * outside one (the unit tests) may not have */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-		return kagent_ctypes_buffer_error(cause, cause_size, -errno,
-						  "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
+		return kagent_ctypes_buffer_error(
+		    cause, cause_size, -errno, "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
 	return sandbox__load_filter(sandbox__no_process_rules, 1, cause, cause_size);
 }
 

@@ -564,7 +564,8 @@ kagent_variants_take_verdict(struct kagent_variants *variants, struct kagent_var
 	/* speedup is the credited one; reports tell an uncredited variant by this */
 	json_object_set_new(record, "credited", json_boolean(!variants__uncredited(verdict)));
 	json_object_set_new(record, "parent",
-			    variant->parent != NULL ? json_string(variant->parent->id) : json_null());
+			    variant->parent != NULL ? json_string(variant->parent->id)
+						    : json_null());
 	variants->record(variants->data, "verdict", record);
 	if (purpose != KAGENT_VARIANTS_EVALUATE)
 		return;

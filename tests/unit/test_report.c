@@ -207,8 +207,8 @@ test_unconfirmed_runs(void)
 			    json_pack("{s:s, s:s, s:n, s:n, s:b}", "variant", "v1", "status",
 				      "rejected", "speedup_vs_eager", "speedup_vs_compile",
 				      "credited", 0));
-	report = build(batch_of(json_pack("[o, o, o]", correct, rejected,
-					  session("c", 1, "done", NULL, 0, 0, 0))));
+	report = build(batch_of(
+	    json_pack("[o, o, o]", correct, rejected, session("c", 1, "done", NULL, 0, 0, 0))));
 	rows = json_object_get(report, "rows");
 	row = json_array_get(rows, 0);
 	CHECK_STRING(json_string_value(json_object_get(row, "status")), "correct");

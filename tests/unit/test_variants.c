@@ -610,7 +610,7 @@ test_parent_is_read_from_the_sources(void)
 	CHECK(first != NULL && second != NULL && other != NULL && fourth != NULL && fifth != NULL);
 	CHECK(first->parent == NULL);
 	CHECK(second->parent == first);
-	CHECK(other->parent == NULL); /* one shared line of nine: not its parent */
+	CHECK(other->parent == NULL);	/* one shared line of nine: not its parent */
 	CHECK(fourth->parent == first); /* all its lines; v2 shares one fewer */
 	CHECK(fifth->parent == second);
 	judgement = verdict("correct", 1.5, 0, 11);

@@ -308,8 +308,8 @@ test_socket_refused(void)
 }
 
 static void
-on_ready_close(kagent_worker_client_t *worker, int status, const json_t *hello,
-	       const char *message, void *data)
+on_ready_close(kagent_worker_client_t *worker, int status, const json_t *hello, const char *message,
+	       void *data)
 {
 	struct outcome *outcome = data;
 

@@ -60,7 +60,7 @@ struct kagent_worker_client {
 	uv_pipe_t output; /* we read responses here (stdout, or the same socket) */
 	uv_pipe_t errors; /* the spawned worker's stderr */
 	uv_timer_t timer;
-	char *socket_path;	 /* a worker we connect to: for connecting again */
+	char *socket_path;	/* a worker we connect to: for connecting again */
 	uint64_t connect_until; /* loop time (ms) the hello is due by */
 	enum worker_client__timer_purpose timer_purpose;
 	int open_handles;
@@ -666,8 +666,8 @@ fail:
 		worker_client__start_timer(worker, WORKER_TIMER_CONNECT, WORKER_CONNECT_RETRY_MS);
 		return;
 	}
-	message = kagent_asprintf("cannot connect to %s: %s", worker->description,
-				  strerror(-status));
+	message =
+	    kagent_asprintf("cannot connect to %s: %s", worker->description, strerror(-status));
 	worker_client__fail(worker, status == -ENOENT ? -ENOENT : -ECONNREFUSED, message);
 	free(message);
 }

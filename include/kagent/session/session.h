@@ -27,8 +27,8 @@ struct kagent_session_options {
 	struct kagent_http_client *http; /* shared by the sessions of a process */
 	const struct kagent_config *config;
 	const char *problem_path;
-	const char *run_id;   /* NULL: a new id from the time and random bits */
-	int resume;	      /* continue run_id from its trace and git history */
+	const char *run_id; /* NULL: a new id from the time and random bits */
+	int resume;	    /* continue run_id from its trace and git history */
 	/* With resume: the run's trace records kept elsewhere (kagentd's store; borrowed, may be
 	 * NULL), from which the trace, variants and branches are rebuilt where the run's trace
 	 * is not on this machine; none at all (an empty array): the run starts afresh here
