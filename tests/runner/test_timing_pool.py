@@ -51,7 +51,7 @@ class DevicePool:
         DevicePool.made += 1
         self.descriptors = [{"kind": "handle", "pool": DevicePool.made}]
         self.layout = [{"offset": 0}]
-        self.region_bytes, self.regions = tensors.input_regions(4 * 4 * 4 + tensors.SHIFT_SPAN)
+        self.region_bytes, self.regions = tensors.input_regions("cuda", 4 * 4 * 4)
         self.calls = 0
 
     next_shift = tensors.InputPool.next_shift
@@ -91,16 +91,19 @@ def on_a_gpu_every_timed_child_reads_one_pool():
 def small_inputs_move_between_regions_large_ones_within_one():
     mib = 1 << 20
     # a 4 MiB input and its shift span: 6 MiB regions, as many as fit 64 MiB
-    assert tensors.input_regions(4 * mib + tensors.SHIFT_SPAN) == (6 * mib, 10)
+    assert tensors.input_regions("cuda", 4 * mib) == (6 * mib, 10)
     # tiny inputs: the cap on regions
-    assert tensors.input_regions(tensors.SHIFT_SPAN) == (2 * mib, tensors.INPUT_SPREAD_REGIONS)
+    assert tensors.input_regions("cuda", 64) == (2 * mib, tensors.INPUT_SPREAD_REGIONS)
     # too large for two regions in 64 MiB: one, so a 6.4 GB input costs no more memory
-    assert tensors.input_regions(40 * mib)[1] == 1
-    assert tensors.input_regions(6400 * mib)[1] == 1
-    assert tensors.input_regions(30 * mib) == (30 * mib, 2)
+    assert tensors.input_regions("cuda", 40 * mib)[1] == 1
+    assert tensors.input_regions("cuda", 6400 * mib)[1] == 1
+    assert tensors.input_regions("cuda", 30 * mib - tensors.SHIFT_SPAN) == (30 * mib, 2)
+    # nothing to place: no tensor inputs, or a CPU pool (a file per child)
+    assert tensors.input_regions("cuda", 0) == (0, 1)
+    assert tensors.input_regions("cpu", 4 * mib) == (0, 1)
     # every shift of a cycle keeps the inputs inside the pool, and each region is visited
     data = 4 * mib
-    stride, regions = tensors.input_regions(data + tensors.SHIFT_SPAN)
+    stride, regions = tensors.input_regions("cuda", data)
     pool_bytes = stride * (regions - 1) + data + tensors.SHIFT_SPAN
     shifts = [tensors.next_shift(call, stride, regions) for call in range(1000)]
     assert max(shifts) + data <= pool_bytes, (max(shifts), pool_bytes)

@@ -239,9 +239,7 @@ class InputPool:
                 offset += (size + SHIFT_STEP - 1) // SHIFT_STEP * SHIFT_STEP
             else:
                 self.layout.append({"value": value})
-        # On the CPU each child reads a file of its own, where placement is not the point.
-        self.region_bytes, self.regions = (0, 1) if device == "cpu" else \
-            input_regions(offset + SHIFT_SPAN)
+        self.region_bytes, self.regions = input_regions(device, offset)
         self.bytes = self.region_bytes * (self.regions - 1) + offset + SHIFT_SPAN
         template = torch.empty(self.bytes, dtype=torch.uint8, device="meta")
         shared = SharedBuffers([template], device, scratch_directory, "pool") \
@@ -268,10 +266,15 @@ class InputPool:
         return views
 
 
-def input_regions(span):
-    """(bytes between regions, number of regions) of a pool whose inputs and shift span take
-    `span` bytes: as many 2 MiB-aligned regions as fit INPUT_SPREAD_BYTES, at most
-    INPUT_SPREAD_REGIONS, and one (no spread) for inputs too large for two."""
+def input_regions(device, data_bytes):
+    """(bytes between regions, number of regions) of a pool whose tensor inputs take
+    `data_bytes`: as many 2 MiB-aligned regions (each the inputs and their shift span) as fit
+    INPUT_SPREAD_BYTES, at most INPUT_SPREAD_REGIONS, and one (no spread) for inputs too large
+    for two. One as well on the CPU, where each child reads a file of its own and placement
+    is not the point, and for inputs without a tensor, which have nothing to place."""
+    if device == "cpu" or data_bytes == 0:
+        return 0, 1
+    span = data_bytes + SHIFT_SPAN
     stride = (span + REGION_ALIGNMENT - 1) // REGION_ALIGNMENT * REGION_ALIGNMENT
     return stride, max(1, min(INPUT_SPREAD_REGIONS, INPUT_SPREAD_BYTES // stride))
 
