@@ -160,6 +160,20 @@ sandbox__check_directory(const char *what, const char *path, char *cause, size_t
 	return 0;
 }
 
+/* "nvidia" and digits only: a GPU's node (not nvidiactl, nvidia-uvm, nvidia-caps). */
+static int
+sandbox__is_gpu_node(const char *name)
+{
+	const char *digit;
+
+	if (strncmp(name, "nvidia", 6) != 0 || name[6] == '\0')
+		return 0;
+	for (digit = name + 6; *digit != '\0'; digit++)
+		if (*digit < '0' || *digit > '9')
+			return 0;
+	return 1;
+}
+
 /* Everything that can be refused is refused here, before the process is changed. */
 static int
 sandbox__check_policy(const struct kagent_sandbox_policy *policy, char *cause, size_t cause_size)
@@ -191,6 +205,10 @@ sandbox__check_policy(const struct kagent_sandbox_policy *policy, char *cause, s
 	if (policy->max_address_space_bytes < 0)
 		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
 						  "max_address_space_bytes is negative");
+	if (policy->own_gpu_node != NULL && !sandbox__is_gpu_node(policy->own_gpu_node))
+		return kagent_ctypes_buffer_error(cause, cause_size, -EINVAL,
+						  "own_gpu_node \"%.64s\" is not nvidia<minor>",
+						  policy->own_gpu_node);
 	threads = sandbox__count_threads();
 	if (threads > 1)
 		return kagent_ctypes_buffer_error(
@@ -522,6 +540,58 @@ out:
 	return result;
 }
 
+/*
+ * CUDA opens /dev/nvidiactl, /dev/nvidia<minor>, /dev/nvidia-uvm and /dev/nvidia-caps/ nodes
+ * read-write and drives them with ioctl ("No CUDA GPUs are available" otherwise). With an own
+ * GPU node, the other GPUs' nodes are left out: Landlock only allows, so every other entry of
+ * the folder gets a rule of its own (symbolic links and sockets take none; what a link leads
+ * to has its own rule or needs none). CUDA's initialisation skips a GPU whose node it cannot
+ * open, and is cheaper for it (docs/sandbox.md).
+ */
+static int
+sandbox__landlock_allow_devices(int ruleset, const struct kagent_sandbox_policy *policy,
+				uint64_t handled, char *cause, size_t cause_size)
+{
+	const uint64_t rights =
+	    SANDBOX_FS_READ | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_IOCTL_DEV;
+	const char *folder = policy->device_directory != NULL ? policy->device_directory : "/dev";
+	struct dirent *entry;
+	struct stat status;
+	char path[PATH_MAX];
+	DIR *directory = NULL;
+	int result = 0;
+
+	if (policy->own_gpu_node == NULL)
+		return sandbox__landlock_allow(ruleset, folder, rights, handled, 0, cause,
+					       cause_size);
+	directory = opendir(folder);
+	if (directory == NULL)
+		return kagent_ctypes_buffer_error(cause, cause_size, -errno,
+						  "landlock: open \"%s\": %s", folder,
+						  strerror(errno));
+	while ((entry = readdir(directory)) != NULL) {
+		if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0)
+			continue;
+		if (sandbox__is_gpu_node(entry->d_name) &&
+		    strcmp(entry->d_name, policy->own_gpu_node) != 0)
+			continue;
+		if (fstatat(dirfd(directory), entry->d_name, &status, AT_SYMLINK_NOFOLLOW) < 0)
+			continue; /* gone since it was listed */
+		if (!S_ISDIR(status.st_mode) && !S_ISCHR(status.st_mode) &&
+		    !S_ISBLK(status.st_mode) && !S_ISREG(status.st_mode))
+			continue;
+		if ((size_t)snprintf(path, sizeof path, "%s/%s", folder, entry->d_name) >=
+		    sizeof path)
+			continue;
+		result = sandbox__landlock_allow(ruleset, path, rights, handled, 1, cause,
+						 cause_size);
+		if (result < 0)
+			break;
+	}
+	closedir(directory);
+	return result;
+}
+
 static int
 sandbox__apply_landlock(const struct kagent_sandbox_policy *policy, char *cause, size_t cause_size)
 {
@@ -574,13 +644,8 @@ sandbox__apply_landlock(const struct kagent_sandbox_policy *policy, char *cause,
 		if (result < 0)
 			goto out;
 	}
-	/* CUDA opens /dev/nvidiactl, /dev/nvidia<N>, /dev/nvidia-uvm and /dev/nvidia-caps/ nodes
-	 * read-write and drives them with ioctl ("No CUDA GPUs are available" otherwise). */
 	if (policy->allow_gpu_devices) {
-		result = sandbox__landlock_allow(ruleset, "/dev",
-						 SANDBOX_FS_READ | LANDLOCK_ACCESS_FS_WRITE_FILE |
-						     LANDLOCK_ACCESS_FS_IOCTL_DEV,
-						 handled, 0, cause, cause_size);
+		result = sandbox__landlock_allow_devices(ruleset, policy, handled, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}
@@ -1012,6 +1077,19 @@ kagent_sandbox_enter_json(const char *policy_json, char *cause, size_t cause_siz
 			result = sandbox__json_flag(value, &policy.allow_gpu_devices);
 			if (result < 0)
 				break;
+		} else if (strcmp(key, "own_gpu_node") == 0 ||
+			   strcmp(key, "device_directory") == 0) {
+			const char **field = strcmp(key, "own_gpu_node") == 0
+						 ? &policy.own_gpu_node
+						 : &policy.device_directory;
+
+			if (json_is_null(value))
+				continue;
+			if (!json_is_string(value)) {
+				result = -EINVAL;
+				break;
+			}
+			*field = json_string_value(value);
 		} else if (strcmp(key, "unprivileged_id") == 0) {
 			/* uids above 2^31 - 1 are refused: some tools treat them as negative */
 			result = sandbox__json_count(value, 0x7fffffffLL, &count);

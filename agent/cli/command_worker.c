@@ -9,6 +9,7 @@
 #include "kagent/cli/command.h"
 #include "kagent/base/fileio.h"
 #include "kagent/base/paths.h"
+#include "kagent/cuda/gpu_node.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -107,6 +108,37 @@ out:
 	return status;
 }
 
+/*
+ * Names the worker's GPU to CUDA by its UUID, read from the driver's /proc folder, and tells
+ * the runner its device node (KAGENT_WORKER_GPU_NODE): the sandbox lets the candidate open
+ * that GPU's node only, and a UUID still names the GPU when the others cannot be opened,
+ * where an index would count only the GPUs left (docs/sandbox.md, "Other GPUs of the host").
+ * entry is an index in PCI order (nvidia-smi's, which CUDA_DEVICE_ORDER=PCI_BUS_ID makes
+ * CUDA's too) or a UUID. Where the driver's folder says nothing (no GPU, a MIG instance),
+ * CUDA gets the entry as it is and the candidate may open every GPU's node, as before.
+ */
+static void
+command_worker__name_gpu(const char *entry)
+{
+	struct kagent_gpu_node node;
+	char *cause = NULL;
+
+	setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+	if (kagent_gpu_node_find(KAGENT_GPU_NODE_PROC_DIRECTORY, entry, &node, &cause) == 0) {
+		setenv("CUDA_VISIBLE_DEVICES", node.uuid, 1);
+		setenv("KAGENT_WORKER_GPU_NODE", node.name, 1);
+		return;
+	}
+	if (access(KAGENT_GPU_NODE_PROC_DIRECTORY, F_OK) == 0)
+		fprintf(stderr,
+			"kagent worker: GPU %s's device node is unknown (%s): its candidates may "
+			"open every GPU's\n",
+			entry, cause);
+	free(cause);
+	setenv("CUDA_VISIBLE_DEVICES", entry, 1);
+	unsetenv("KAGENT_WORKER_GPU_NODE");
+}
+
 static int
 command_worker__handler(int argc, char **argv)
 {
@@ -197,7 +229,7 @@ command_worker__handler(int argc, char **argv)
 			for (long index = 0; entry != NULL && index < gpu; index++)
 				entry = strtok_r(NULL, ",", &rest);
 		}
-		setenv("CUDA_VISIBLE_DEVICES", entry != NULL ? entry : number, 1);
+		command_worker__name_gpu(entry != NULL ? entry : number);
 		/* Requests still name GPU N (its timing lock, sandbox uid and timing window are
 		 * N's): the runner maps N to its device 0 and refuses any other (worker.py). */
 		setenv("KAGENT_WORKER_GPU", number, 1);

@@ -99,6 +99,8 @@ CASES = [
     Case("relu", "triton_relu", "correct"),
     Case("relu", "triton_exit_zero", "crashed"),
     Case("relu", "triton_fork_bomb", "runtime_error"),
+    # on a host of several GPUs, the sandbox leaves the candidate its own GPU's node only
+    Case("relu", "triton_relu_other_gpus", "correct"),
     Case("relu", "triton_relu", "correct"),
     Case("relu", "cuda_relu_load_inline", "correct", check=honest_relu),
     Case("relu", "kagent_cuda_relu", "correct", check=honest_relu),

@@ -108,13 +108,15 @@ json_policy(const struct kagent_sandbox_policy *policy)
 
 	for (path = policy->writable_paths; path != NULL && *path != NULL; path++)
 		json_array_append_new(paths, json_string(*path));
-	root = json_pack("{s:s, s:o, s:f, s:I, s:I, s:I, s:b, s:b}", "scratch_directory",
-			 policy->scratch_directory, "writable_paths", paths, "cpu_seconds",
-			 policy->cpu_seconds, "max_processes", (json_int_t)policy->max_processes,
-			 "max_file_bytes", (json_int_t)policy->max_file_bytes,
-			 "max_address_space_bytes", (json_int_t)policy->max_address_space_bytes,
-			 "allow_gpu_devices", policy->allow_gpu_devices, "new_network_namespace",
-			 policy->new_network_namespace);
+	root = json_pack("{s:s, s:o, s:f, s:I, s:I, s:I, s:b, s:b, s:s?, s:s?}",
+			 "scratch_directory", policy->scratch_directory, "writable_paths", paths,
+			 "cpu_seconds", policy->cpu_seconds, "max_processes",
+			 (json_int_t)policy->max_processes, "max_file_bytes",
+			 (json_int_t)policy->max_file_bytes, "max_address_space_bytes",
+			 (json_int_t)policy->max_address_space_bytes, "allow_gpu_devices",
+			 policy->allow_gpu_devices, "new_network_namespace",
+			 policy->new_network_namespace, "own_gpu_node", policy->own_gpu_node,
+			 "device_directory", policy->device_directory);
 	CHECK(root != NULL);
 	text = json_dumps(root, JSON_COMPACT);
 	CHECK(text != NULL);
@@ -238,6 +240,11 @@ test_json_rejects_bad_values(void)
 			     "\"max_file_bytes\": -3",
 			     "\"writable_paths\": [\"/tmp\", 3]",
 			     "\"allow_gpu_devices\": \"yes\"",
+			     "\"own_gpu_node\": 1",
+			     "\"own_gpu_node\": \"nvidiactl\"",
+			     "\"own_gpu_node\": \"nvidia\"",
+			     "\"own_gpu_node\": \"../nvidia0\"",
+			     "\"device_directory\": false",
 			     "\"writable_paths\": [\"relative\"]"};
 	char json[512], error[256];
 	size_t index;
@@ -594,6 +601,74 @@ test_gpu_devices_rule(void)
 	remove_tree(scratch);
 }
 
+static char *device_directory;
+
+/* Whether the sandboxed process can open device_directory/name for reading and writing. */
+static int
+device_opens(const char *name)
+{
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof path, "%s/%s", device_directory, name);
+	fd = open(path, O_RDWR);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
+static void
+body_own_gpu_node(const char *scratch)
+{
+	(void)scratch;
+	/* The lane's GPU and the driver's shared nodes... */
+	CHECK_INT(device_opens("nvidia1"), 0);
+	CHECK_INT(device_opens("nvidiactl"), 0);
+	CHECK_INT(device_opens("nvidia-uvm"), 0);
+	CHECK_INT(device_opens("nvidia-caps/nvidia-cap1"), 0);
+	/* ...but not the host's other GPUs, before or after it in number. */
+	CHECK_INT(device_opens("nvidia0"), -EACCES);
+	CHECK_INT(device_opens("nvidia12"), -EACCES);
+	/* A link takes no rule of its own; /dev/null keeps its rule. */
+	CHECK_INT(device_opens("stderr"), 0);
+	CHECK(open("/dev/null", O_RDWR) >= 0);
+}
+
+static void
+test_own_gpu_node_rule(void)
+{
+	char *scratch = kagent_test_make_directory();
+	struct kagent_sandbox_policy policy = default_policy(scratch);
+	const char *const nodes[] = {"nvidia0", "nvidia1", "nvidia12", "nvidiactl", "nvidia-uvm"};
+	char path[512];
+	size_t index;
+
+	skip_without_landlock();
+	/* Stand-ins for /dev's nodes, world-writable so that only Landlock can refuse. */
+	device_directory = kagent_test_make_directory();
+	CHECK(chmod(device_directory, 0755) == 0);
+	for (index = 0; index < sizeof nodes / sizeof *nodes; index++) {
+		char *file = kagent_test_write_file(device_directory, nodes[index], "");
+
+		CHECK(chmod(file, 0666) == 0);
+		free(file);
+	}
+	snprintf(path, sizeof path, "%s/nvidia-caps", device_directory);
+	CHECK(mkdir(path, 0755) == 0);
+	free(kagent_test_write_file(path, "nvidia-cap1", ""));
+	snprintf(path, sizeof path, "%s/nvidia-caps/nvidia-cap1", device_directory);
+	CHECK(chmod(path, 0666) == 0);
+	snprintf(path, sizeof path, "%s/stderr", device_directory);
+	CHECK(symlink("/dev/null", path) == 0);
+	policy.allow_gpu_devices = 1;
+	policy.own_gpu_node = "nvidia1";
+	policy.device_directory = device_directory;
+	check_exited_cleanly(run_sandboxed(&policy, body_own_gpu_node, 1));
+	remove_tree(device_directory);
+	remove_tree(scratch);
+}
+
 static void
 body_identity(const char *scratch)
 {
@@ -943,6 +1018,7 @@ static const struct kagent_test tests[] = {
     {"scratch_is_writable", test_scratch_is_writable},
     {"writes_outside_denied", test_writes_outside_denied},
     {"gpu_devices_rule", test_gpu_devices_rule},
+    {"own_gpu_node_rule", test_own_gpu_node_rule},
     {"root_drops_to_nobody", test_root_drops_to_nobody},
     {"dangerous_syscalls_denied", test_dangerous_syscalls_denied},
 #if defined(__x86_64__)

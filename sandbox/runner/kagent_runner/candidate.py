@@ -199,6 +199,9 @@ class CandidateRunner:
             "max_file_bytes": int(limits.get("max_file_bytes", 0)),
             "max_address_space_bytes": 0,
             "allow_gpu_devices": 1 if self.device == "cuda" else 0,
+            # the lane's GPU's node only, where the worker knows it (command_worker.c)
+            "own_gpu_node": os.environ.get("KAGENT_WORKER_GPU_NODE") or None
+            if self.device == "cuda" else None,
             "new_network_namespace": 1,
             "unprivileged_id": int(self.request.get("sandbox_uid", 65534)),
         }
