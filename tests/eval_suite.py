@@ -10,7 +10,12 @@ import sys
 import tempfile
 import time
 
-SANDBOX_UID = 2147400000
+# The GPU the suite runs on (KAGENT_SUITE_GPU, GPU 0 by default): its worker serves that GPU
+# as sessions' and kagentd's lanes do (`kagent worker --gpu N`), so on a host of several GPUs
+# the sandbox leaves each candidate its own GPU's device node only (docs/sandbox.md).
+SUITE_GPU = os.environ.get("KAGENT_SUITE_GPU")
+# evaluation.c's sandbox uid base, plus the GPU's number
+SANDBOX_UID = 2147400000 + int(SUITE_GPU or 0)
 
 
 class Case:
@@ -83,6 +88,8 @@ class Suite:
     def evaluate(self, problem, candidate, arguments=(), worker=True, command_name="eval"):
         command = [self.kagent, command_name, "--device", self.device, "--json",
                    "--call-timeout", str(self.call_timeout), *arguments]
+        if SUITE_GPU is not None and self.device == "cuda":
+            command += ["--gpu", SUITE_GPU]
         if worker:
             command += ["--worker", self.socket_path]
         command += [os.path.join(self.problems, problem + ".py"),
@@ -100,8 +107,9 @@ class Suite:
         self.socket_path = os.path.join(folder, "worker.sock")
         self.worker_log = os.path.join(folder, "worker.log")
         with open(self.worker_log, "w") as log:
+            gpu = ("--gpu", SUITE_GPU) if SUITE_GPU is not None and self.device == "cuda" else ()
             self.worker = subprocess.Popen([self.kagent, "worker", "--socket",
-                                            self.socket_path, *arguments],
+                                            self.socket_path, *gpu, *arguments],
                                            stdout=subprocess.DEVNULL, stderr=log)
         for _ in range(1200):
             if os.path.exists(self.socket_path):

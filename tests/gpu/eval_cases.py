@@ -5,6 +5,7 @@ caching by pointer, an unjoined side stream, a rigged tensor subclass, copying n
 inputs, torch-only or fallback forwards, timer patching, stale memory, input mutation) and
 every fault (illegal address, a kernel that never ends, out of memory, os._exit, a fork bomb).
 Run on the GPU machine: KAGENT=build/kagent KAGENT_SOURCE_DIR=. python3 tests/gpu/eval_cases.py
+(KAGENT_SUITE_GPU=N runs it on GPU N, its worker serving that GPU alone).
 Prints TAP and a closing `N passed, N failed` line."""
 import json
 import os
