@@ -190,8 +190,23 @@ class CandidateRunner:
         os.environ["HOME"] = scratch
         # the sandbox uid has no passwd entry; getpass.getuser() must not need one
         os.environ["USER"] = os.environ["LOGNAME"] = "kagent-sandbox"
+        policy = self.sandbox_policy(scratch, cache)
+        library = ctypes.CDLL(self.request["sandbox_library"])
+        library.kagent_sandbox_enter_json.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
+                                                      ctypes.c_size_t]
+        library.kagent_sandbox_enter_json.restype = ctypes.c_int
+        error = ctypes.create_string_buffer(2048)
+        result = library.kagent_sandbox_enter_json(json.dumps(policy).encode(), error,
+                                                   ctypes.sizeof(error))
+        if result != 0:
+            raise CandidateFailure("sandbox", "could not enter the sandbox: "
+                                   + error.value.decode(errors="replace"))
+        os.chdir(scratch)
+
+    def sandbox_policy(self, scratch, cache):
+        """What kagent_sandbox_enter_json is given (docs/sandbox.md)."""
         limits = self.request.get("limits", {})
-        policy = {
+        return {
             "scratch_directory": scratch,
             "writable_paths": [cache],
             "cpu_seconds": float(limits.get("cpu_seconds", 600)),
@@ -205,17 +220,6 @@ class CandidateRunner:
             "new_network_namespace": 1,
             "unprivileged_id": int(self.request.get("sandbox_uid", 65534)),
         }
-        library = ctypes.CDLL(self.request["sandbox_library"])
-        library.kagent_sandbox_enter_json.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
-                                                      ctypes.c_size_t]
-        library.kagent_sandbox_enter_json.restype = ctypes.c_int
-        error = ctypes.create_string_buffer(2048)
-        result = library.kagent_sandbox_enter_json(json.dumps(policy).encode(), error,
-                                                   ctypes.sizeof(error))
-        if result != 0:
-            raise CandidateFailure("sandbox", "could not enter the sandbox: "
-                                   + error.value.decode(errors="replace"))
-        os.chdir(scratch)
 
     def start_context(self):
         """The device's context, before the record opens; a prepared process (prepared.py)
