@@ -583,8 +583,8 @@ sandbox__landlock_allow_devices(int ruleset, const struct kagent_sandbox_policy 
 		if ((size_t)snprintf(path, sizeof path, "%s/%s", folder, entry->d_name) >=
 		    sizeof path)
 			continue;
-		result = sandbox__landlock_allow(ruleset, path, rights, handled, 1, cause,
-						 cause_size);
+		result =
+		    sandbox__landlock_allow(ruleset, path, rights, handled, 1, cause, cause_size);
 		if (result < 0)
 			break;
 	}
@@ -645,7 +645,8 @@ sandbox__apply_landlock(const struct kagent_sandbox_policy *policy, char *cause,
 			goto out;
 	}
 	if (policy->allow_gpu_devices) {
-		result = sandbox__landlock_allow_devices(ruleset, policy, handled, cause, cause_size);
+		result =
+		    sandbox__landlock_allow_devices(ruleset, policy, handled, cause, cause_size);
 		if (result < 0)
 			goto out;
 	}

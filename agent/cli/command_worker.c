@@ -115,7 +115,8 @@ out:
  * where an index would count only the GPUs left (docs/sandbox.md, "Other GPUs of the host").
  * entry is an index in PCI order (nvidia-smi's, which CUDA_DEVICE_ORDER=PCI_BUS_ID makes
  * CUDA's too) or a UUID. Where the driver's folder says nothing (no GPU, a MIG instance),
- * CUDA gets the entry as it is and the candidate may open every GPU's node, as before.
+ * or its /dev node is not that GPU's (a container's own numbering), CUDA gets the entry as it
+ * is and the candidate may open every GPU's node, as before.
  */
 static void
 command_worker__name_gpu(const char *entry)
@@ -124,7 +125,8 @@ command_worker__name_gpu(const char *entry)
 	char *cause = NULL;
 
 	setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
-	if (kagent_gpu_node_find(KAGENT_GPU_NODE_PROC_DIRECTORY, entry, &node, &cause) == 0) {
+	if (kagent_gpu_node_find(KAGENT_GPU_NODE_PROC_DIRECTORY, entry, &node, &cause) == 0 &&
+	    kagent_gpu_node_check("/dev", &node, &cause) == 0) {
 		setenv("CUDA_VISIBLE_DEVICES", node.uuid, 1);
 		setenv("KAGENT_WORKER_GPU_NODE", node.name, 1);
 		return;

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 /* One GPU's folder, named by its PCI address, as the driver writes it. */
 static void
@@ -109,10 +111,50 @@ test_bad_entries_and_folders(void)
 	free(directory);
 }
 
+static void
+test_device_node_must_be_the_gpus(void)
+{
+	char *directory = kagent_test_make_directory(), *cause = NULL, path[512];
+	struct kagent_gpu_node node = {.minor = 1};
+
+	snprintf(node.name, sizeof node.name, "nvidia1");
+	CHECK_INT(kagent_gpu_node_check(directory, &node, &cause), -ENODEV);
+	CHECK_CONTAINS(cause, "No such file");
+	free(cause);
+	free(kagent_test_write_file(directory, "nvidia1", ""));
+	CHECK_INT(kagent_gpu_node_check(directory, &node, &cause), -ENODEV);
+	CHECK_CONTAINS(cause, "not a character device");
+	free(cause);
+	if (geteuid() != 0) {
+		kagent_paths_remove_tree(directory, NULL);
+		free(directory);
+		kagent_test_skip("making a character device needs root");
+	}
+	snprintf(path, sizeof path, "%s/nvidia1", directory);
+	CHECK(unlink(path) == 0);
+	/* the NVIDIA driver's major, 195; minor 2 where the GPU's is 1: another GPU's node */
+	if (mknod(path, S_IFCHR | 0600, makedev(195, 2)) != 0) {
+		CHECK_INT(errno, EPERM); /* a container without CAP_MKNOD */
+		kagent_paths_remove_tree(directory, NULL);
+		free(directory);
+		kagent_test_skip("this root may not make device nodes");
+	}
+	CHECK_INT(kagent_gpu_node_check(directory, &node, &cause), -ENODEV);
+	CHECK_CONTAINS(cause, "device minor 2, not 1");
+	free(cause);
+	CHECK(unlink(path) == 0);
+	CHECK(mknod(path, S_IFCHR | 0600, makedev(195, 1)) == 0);
+	CHECK_INT(kagent_gpu_node_check(directory, &node, &cause), 0);
+	CHECK(cause == NULL);
+	kagent_paths_remove_tree(directory, NULL);
+	free(directory);
+}
+
 static const struct kagent_test tests[] = {
     {"index_counts_in_pci_order", test_index_counts_in_pci_order},
     {"uuid_and_unique_prefix", test_uuid_and_unique_prefix},
     {"bad_entries_and_folders", test_bad_entries_and_folders},
+    {"device_node_must_be_the_gpus", test_device_node_must_be_the_gpus},
     {NULL, NULL},
 };
 

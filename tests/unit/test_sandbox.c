@@ -108,15 +108,14 @@ json_policy(const struct kagent_sandbox_policy *policy)
 
 	for (path = policy->writable_paths; path != NULL && *path != NULL; path++)
 		json_array_append_new(paths, json_string(*path));
-	root = json_pack("{s:s, s:o, s:f, s:I, s:I, s:I, s:b, s:b, s:s?, s:s?}",
-			 "scratch_directory", policy->scratch_directory, "writable_paths", paths,
-			 "cpu_seconds", policy->cpu_seconds, "max_processes",
-			 (json_int_t)policy->max_processes, "max_file_bytes",
-			 (json_int_t)policy->max_file_bytes, "max_address_space_bytes",
-			 (json_int_t)policy->max_address_space_bytes, "allow_gpu_devices",
-			 policy->allow_gpu_devices, "new_network_namespace",
-			 policy->new_network_namespace, "own_gpu_node", policy->own_gpu_node,
-			 "device_directory", policy->device_directory);
+	root = json_pack(
+	    "{s:s, s:o, s:f, s:I, s:I, s:I, s:b, s:b, s:s?, s:s?}", "scratch_directory",
+	    policy->scratch_directory, "writable_paths", paths, "cpu_seconds", policy->cpu_seconds,
+	    "max_processes", (json_int_t)policy->max_processes, "max_file_bytes",
+	    (json_int_t)policy->max_file_bytes, "max_address_space_bytes",
+	    (json_int_t)policy->max_address_space_bytes, "allow_gpu_devices",
+	    policy->allow_gpu_devices, "new_network_namespace", policy->new_network_namespace,
+	    "own_gpu_node", policy->own_gpu_node, "device_directory", policy->device_directory);
 	CHECK(root != NULL);
 	text = json_dumps(root, JSON_COMPACT);
 	CHECK(text != NULL);

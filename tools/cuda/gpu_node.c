@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 /* An information file is a few hundred bytes. */
 #define GPU_NODE_INFORMATION_CAP 65536
@@ -32,7 +34,8 @@ gpu_node__field(const char *text, const char *key, char *value, size_t size)
 				end = start + strlen(start);
 			while (start < end && (*start == ' ' || *start == '\t'))
 				start++;
-			while (end > start && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
+			while (end > start &&
+			       (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
 				end--;
 			if ((size_t)(end - start) >= size || end == start)
 				return -ENOENT;
@@ -123,7 +126,8 @@ kagent_gpu_node_find(const char *directory, const char *entry, struct kagent_gpu
 		return -ENOENT;
 	}
 	if (index >= count) {
-		*cause = kagent_asprintf("there is no GPU %ld: %s lists %d", index, directory, count);
+		*cause =
+		    kagent_asprintf("there is no GPU %ld: %s lists %d", index, directory, count);
 		goto out;
 	}
 	for (int position = 0; position < count; position++) {
@@ -143,8 +147,8 @@ kagent_gpu_node_find(const char *directory, const char *entry, struct kagent_gpu
 			continue;
 		if (found++ > 0) {
 			free(*cause);
-			*cause = kagent_asprintf("\"%.64s\" is the start of more than one GPU's UUID",
-						 entry);
+			*cause = kagent_asprintf(
+			    "\"%.64s\" is the start of more than one GPU's UUID", entry);
 			error = -EINVAL;
 			goto out;
 		}
@@ -163,5 +167,28 @@ out:
 	for (int position = 0; position < count; position++)
 		free(buses[position]);
 	free(buses);
+	return error;
+}
+
+int
+kagent_gpu_node_check(const char *directory, const struct kagent_gpu_node *node, char **cause)
+{
+	char *path = kagent_asprintf("%s/%s", directory, node->name);
+	struct stat status;
+	int error = 0;
+
+	*cause = NULL;
+	if (stat(path, &status) != 0) {
+		*cause = kagent_asprintf("%s: %s", path, strerror(errno));
+		error = -ENODEV;
+	} else if (!S_ISCHR(status.st_mode)) {
+		*cause = kagent_asprintf("%s is not a character device", path);
+		error = -ENODEV;
+	} else if ((int)minor(status.st_rdev) != node->minor) {
+		*cause = kagent_asprintf("%s is device minor %u, not %d", path,
+					 minor(status.st_rdev), node->minor);
+		error = -ENODEV;
+	}
+	free(path);
 	return error;
 }

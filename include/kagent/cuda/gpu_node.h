@@ -12,10 +12,10 @@
 #define KAGENT_GPU_NODE_PROC_DIRECTORY "/proc/driver/nvidia/gpus"
 
 struct kagent_gpu_node {
-	int minor;	 /* /dev/nvidia<minor> */
-	char name[32];	 /* "nvidia<minor>" */
-	char uuid[48];	 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
-	char bus[32];	 /* "0000:00:07.0" */
+	int minor;     /* /dev/nvidia<minor> */
+	char name[32]; /* "nvidia<minor>" */
+	char uuid[48]; /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+	char bus[32];  /* "0000:00:07.0" */
 };
 
 /*
@@ -27,5 +27,12 @@ struct kagent_gpu_node {
  */
 int kagent_gpu_node_find(const char *directory, const char *entry, struct kagent_gpu_node *out,
 			 char **cause);
+
+/*
+ * Whether directory (/dev; tests pass another) holds node->name as the character device of
+ * node->minor: a container may list the host's GPUs in /proc but give itself other nodes.
+ * Returns 0, or -ENODEV with *cause.
+ */
+int kagent_gpu_node_check(const char *directory, const struct kagent_gpu_node *node, char **cause);
 
 #endif

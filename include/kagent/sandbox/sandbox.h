@@ -21,16 +21,16 @@ struct kagent_sandbox_policy {
 	long long max_file_bytes;	   /* RLIMIT_FSIZE, 0 = unlimited */
 	long long max_address_space_bytes; /* RLIMIT_AS, 0 = unlimited (must stay 0 for CUDA) */
 	int allow_gpu_devices;		   /* /dev read+write+ioctl for the NVIDIA device nodes */
-	/* With allow_gpu_devices: "nvidia<minor>", the one GPU node under /dev the candidate may
-	 * open (the others' are left out, docs/sandbox.md "Other GPUs of the host"); NULL for
-	 * every GPU's. */
-	const char *own_gpu_node;
-	const char *device_directory; /* NULL for /dev; tests name a folder of stand-ins */
 	int new_network_namespace;	   /* a new, empty network namespace where possible */
 	/* The uid and gid a root caller drops to (0: KAGENT_SANDBOX_UNPRIVILEGED_ID). Give each
 	 * GPU's candidates their own, unused id: the process limit counts the whole uid, and
 	 * the worker ends every process of that uid after an evaluation. */
 	long unprivileged_id;
+	/* With allow_gpu_devices: "nvidia<minor>", the one GPU node under /dev the candidate may
+	 * open (the other GPUs' nodes are left out: docs/sandbox.md, step 5); NULL for
+	 * every GPU's. */
+	const char *own_gpu_node;
+	const char *device_directory; /* NULL for /dev; tests name a folder of stand-ins */
 };
 
 /*
@@ -45,7 +45,8 @@ int kagent_sandbox_enter(const struct kagent_sandbox_policy *policy, char *cause
 /*
  * The same with the policy as a JSON object whose keys are the struct's fields
  * (writable_paths an array of strings, the two flags booleans, own_gpu_node and
- * device_directory strings or null). Unknown keys are refused. This is what the Python runner calls.
+ * device_directory strings or null). Unknown keys are refused. This is what the Python runner
+ * calls.
  */
 int kagent_sandbox_enter_json(const char *policy_json, char *cause, size_t cause_size);
 /*
