@@ -85,11 +85,14 @@ class Suite:
         print("# SKIP the runner's Python has no torch (run .ci/setup)")
         return 77
 
+    def gpu_arguments(self):
+        """The suite's GPU for any kagent command that takes --gpu (none: the default GPU)."""
+        return ["--gpu", SUITE_GPU] if SUITE_GPU is not None and self.device == "cuda" else []
+
     def evaluate(self, problem, candidate, arguments=(), worker=True, command_name="eval"):
         command = [self.kagent, command_name, "--device", self.device, "--json",
                    "--call-timeout", str(self.call_timeout), *arguments]
-        if SUITE_GPU is not None and self.device == "cuda":
-            command += ["--gpu", SUITE_GPU]
+        command += self.gpu_arguments()
         if worker:
             command += ["--worker", self.socket_path]
         command += [os.path.join(self.problems, problem + ".py"),
@@ -107,9 +110,9 @@ class Suite:
         self.socket_path = os.path.join(folder, "worker.sock")
         self.worker_log = os.path.join(folder, "worker.log")
         with open(self.worker_log, "w") as log:
-            gpu = ("--gpu", SUITE_GPU) if SUITE_GPU is not None and self.device == "cuda" else ()
             self.worker = subprocess.Popen([self.kagent, "worker", "--socket",
-                                            self.socket_path, *gpu, *arguments],
+                                            self.socket_path, *self.gpu_arguments(),
+                                            *arguments],
                                            stdout=subprocess.DEVNULL, stderr=log)
         for _ in range(1200):
             if os.path.exists(self.socket_path):

@@ -160,8 +160,8 @@ PROFILE_CASES = [
 
 def profile_text(suite):
     """The text a model reads: where the time goes, the roofline and what to attack first."""
-    command = [suite.kagent, "profile", "--device", "cuda", "--worker", suite.socket_path,
-               os.path.join(suite.problems, "matmul.py"),
+    command = [suite.kagent, "profile", "--device", "cuda", *suite.gpu_arguments(),
+               "--worker", suite.socket_path, os.path.join(suite.problems, "matmul.py"),
                os.path.join(suite.candidates, "triton_matmul.py")]
     result = subprocess.run(command, capture_output=True, text=True, timeout=900)
     needles = ("where the time goes", "reference", "attack first: matmul_kernel",
