@@ -4,24 +4,26 @@
 Session 14 and 15 saw the Triton ReLU's device time per verdict settle on one value for the
 whole verdict and move by up to 3% from one verdict to the next, also with a new worker per
 verdict, while torch.relu moved less. This script takes kagent out of the picture: it starts
-PROCESSES fresh Python processes one after another on one GPU, and each times, with
-torch.profiler (CUPTI), torch.relu and COPIES copies of the Triton ReLU (the same source under
-other names, so each is a module of its own, loaded at its own place), round after round, an
-L2 flush (reading twice L2, as the judge does) before every call, inputs moving through 16
-regions of a 64 MiB pool and the last 16 outputs kept alive, as kagent does. It prints each
-process's median per kernel:
+PROCESSES fresh processes of each mode one after another on one GPU, and each times, with
+torch.profiler (CUPTI), torch's ReLU kernel (clamp_min) and COPIES copies of the Triton ReLU (the
+same source under other names, so each is a module of its own, loaded at its own place), round
+after round, an L2 flush (reading twice L2, as the judge does) before every call, inputs moving
+through 16 regions of a 64 MiB pool and the outputs through 16 places, as kagent does. In the
+local mode each process allocates its pool and outputs, as a timed child of kagent allocates its
+outputs; in the shared mode they are the parent's memory (CUDA IPC), the same for every
+process. It prints each process's median and mean per kernel, and per mode the spread across
+processes of each kernel and of the ratio of torch's to the Triton kernel within one process:
   - copies that differ within one process: the module's load (its code's place) matters;
-  - copies equal within a process but processes apart: a state of the process (its context);
-  - torch.relu apart as well: the GPU's state between processes (clocks).
+  - processes apart in the local mode only: where a process's memory lies is its state;
+  - apart in both modes: a state of the process's context, or of the GPU over time.
 
     python3 bench/process_state.py [--gpu 0] [--processes 8] [--copies 3] [--rounds 300]
+        [--modes local,shared]
 """
 import argparse
 import collections
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -49,95 +51,128 @@ def write_kernels(folder, copies):
     return path
 
 
-def child(options):
+def measure(options, pool, out_slots, queue):
+    """One process's medians per kernel, put on queue. pool (the inputs' 16 regions) and
+    out_slots (16 outputs) are the parent's memory in the shared mode, None in the local one,
+    where this process allocates its own as a timed child of kagent does."""
     import torch
     import triton
 
     sys.path.insert(0, options.folder)
     import relu_copies
 
-    torch.cuda.set_device(0)
-    kernels = [getattr(relu_copies, f"relu_kernel_{index}") for index in range(options.copies)]
+    cuda = options.device == "cuda"
     elements = SHAPE[0] * SHAPE[1]
-    pool = torch.empty(REGIONS * REGION_BYTES // 4, device="cuda")
+    if pool is None:
+        pool = torch.empty(REGIONS * REGION_BYTES // 4, device=options.device).normal_()
     regions = [pool[index * REGION_BYTES // 4:][:elements].view(SHAPE) for index in range(REGIONS)]
-    for region in regions:
-        region.normal_()
-    l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size
-    flush = torch.empty(2 * l2_bytes // 8, dtype=torch.int64, device="cuda")
-    flush_sum = torch.empty((), dtype=torch.int64, device="cuda")
+    flush_bytes = 2 * torch.cuda.get_device_properties(0).L2_cache_size if cuda else 1 << 20
+    flush = torch.zeros(flush_bytes // 8, dtype=torch.int64, device=options.device)
+    flush_sum = torch.empty((), dtype=torch.int64, device=options.device)
     kept = collections.deque(maxlen=16)
+    calls = [0]
+
+    def output(x):
+        calls[0] += 1
+        if out_slots is None:
+            kept.append(torch.empty_like(x))
+            return kept[-1]
+        return out_slots[calls[0] % len(out_slots)].view(x.shape)
 
     def triton_call(kernel):
         def call(x):
-            out = torch.empty_like(x)
-            kernel[(triton.cdiv(elements, 4096),)](x, out, elements, BLOCK=4096)
-            return out
+            kernel[(triton.cdiv(elements, 4096),)](x, output(x), elements, BLOCK=4096)
         return call
 
-    variants = [("torch.relu", torch.relu)] + [
-        (f"relu_kernel_{index}", triton_call(kernel)) for index, kernel in enumerate(kernels)]
-    for _, function in variants:  # compile and warm every variant
+    variants = [lambda x: torch.clamp_min(x, 0.0, out=output(x))]
+    if cuda:
+        variants += [triton_call(getattr(relu_copies, f"relu_kernel_{index}"))
+                     for index in range(options.copies)]
+    for function in variants:  # compile and warm every variant
         for region in regions[:2]:
             function(region)
-    torch.cuda.synchronize()
-    call = 0
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as recorder:
-        for _ in range(options.rounds):
-            for _, function in variants:
-                torch.sum(flush, dim=0, out=flush_sum)
-                kept.append(function(regions[call % REGIONS]))
-                call += 1
+    if cuda:
         torch.cuda.synchronize()
+    activity = torch.profiler.ProfilerActivity.CUDA if cuda else torch.profiler.ProfilerActivity.CPU
+    with torch.profiler.profile(activities=[activity]) as recorder:
+        for round_index in range(options.rounds):
+            for function in variants:
+                torch.sum(flush, dim=0, out=flush_sum)
+                function(regions[round_index % REGIONS])
+        if cuda:
+            torch.cuda.synchronize()
     samples = collections.defaultdict(list)
     for event in recorder.events():
-        if event.device_type != torch.autograd.DeviceType.CUDA:
-            continue
-        if event.name.startswith("relu_kernel_"):
-            samples[event.name].append(event.device_time)
-        elif "elementwise" in event.name and "reduce" not in event.name:
-            samples["torch.relu"].append(event.device_time)
-    print(json.dumps({name: {"calls": len(values), "median_us": statistics.median(values),
-                             "mean_us": statistics.fmean(values)}
-                      for name, values in samples.items()}))
+        if cuda and event.device_type == torch.autograd.DeviceType.CUDA:
+            if event.name.startswith("relu_kernel_"):
+                samples[event.name].append(event.device_time)
+            elif "elementwise" in event.name and "reduce" not in event.name:
+                samples["torch.relu"].append(event.device_time)
+        elif not cuda and event.name == "aten::clamp_min":
+            samples["torch.relu"].append(event.cpu_time)
+    queue.put({name: {"calls": len(values), "median_us": statistics.median(values),
+                      "mean_us": statistics.fmean(values)}
+               for name, values in samples.items()})
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpu", type=int, default=0)
-    parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--processes", type=int, default=8, help="processes of each mode")
     parser.add_argument("--copies", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=300)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--folder", help=argparse.SUPPRESS)
+    parser.add_argument("--modes", default="local,shared",
+                        help="local: each process allocates its inputs and outputs; shared: "
+                             "they are this process's memory, the same for every process "
+                             "(CUDA IPC); the modes alternate, process after process")
+    parser.add_argument("--device", default="cuda",
+                        help="cpu: a dry run of the plumbing (torch's ReLU only, CPU time)")
     options = parser.parse_args()
-    if options.child:
-        child(options)
-        return
-    folder = tempfile.mkdtemp(prefix="kagent-process-state-")
-    write_kernels(folder, options.copies)
-    environment = dict(os.environ, CUDA_VISIBLE_DEVICES=str(options.gpu))
-    names = ["torch.relu"] + [f"relu_kernel_{index}" for index in range(options.copies)]
-    print("process " + " ".join(f"{name:>14}" for name in names) + "   (median us / mean us)")
-    rows = []
-    for process in range(options.processes):
-        result = subprocess.run([sys.executable, __file__, "--child", "--folder", folder,
-                                 "--copies", str(options.copies), "--rounds",
-                                 str(options.rounds)],
-                                env=environment, capture_output=True, text=True, timeout=300)
-        if result.returncode != 0:
-            print(f"process {process} failed: {result.stderr[-1500:]}")
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(options.gpu)
+    import torch
+    import torch.multiprocessing as multiprocessing
+
+    options.folder = tempfile.mkdtemp(prefix="kagent-process-state-")
+    write_kernels(options.folder, options.copies)
+    elements = SHAPE[0] * SHAPE[1]
+    pool = torch.empty(REGIONS * REGION_BYTES // 4, device=options.device).normal_()
+    slots = [torch.empty(elements, device=options.device) for _ in range(16)]
+    context = multiprocessing.get_context("spawn")
+    modes = options.modes.split(",")
+    names = ["torch.relu"] + ([f"relu_kernel_{index}" for index in range(options.copies)]
+                              if options.device == "cuda" else [])
+    print("process   mode " + " ".join(f"{name:>14}" for name in names) +
+          "   (median us / mean us)")
+    rows = collections.defaultdict(list)
+    for process in range(options.processes * len(modes)):
+        mode = modes[process % len(modes)]
+        queue = context.Queue()
+        shared = mode == "shared"
+        worker = context.Process(target=measure, args=(
+            options, pool if shared else None, slots if shared else None, queue))
+        worker.start()
+        try:
+            row = queue.get(timeout=300)
+        except Exception as error:  # noqa: BLE001 - a bench reports and goes on
+            print(f"process {process} ({mode}) gave nothing: {error!r}")
+            worker.kill()
             continue
-        row = json.loads(result.stdout.strip().splitlines()[-1])
-        rows.append(row)
-        print(f"{process:>7} " + " ".join(
+        worker.join()
+        rows[mode].append(row)
+        print(f"{process:>7} {mode:>6} " + " ".join(
             f"{row[name]['median_us']:6.3f}/{row[name]['mean_us']:6.3f}" if name in row else
             f"{'-':>14}" for name in names))
-    for name in names:
-        means = [row[name]["mean_us"] for row in rows if name in row]
-        if means:
-            print(f"{name}: means across processes {min(means):.3f}-{max(means):.3f} us, "
-                  f"spread {(max(means) - min(means)) / statistics.median(means):.1%}")
+    for mode in modes:
+        for name in names:
+            means = [row[name]["mean_us"] for row in rows[mode] if name in row]
+            if means:
+                print(f"{mode} {name}: means across processes {min(means):.3f}-"
+                      f"{max(means):.3f} us, spread {(max(means) - min(means)) / statistics.median(means):.1%}")
+        ratios = [row["torch.relu"]["mean_us"] / row["relu_kernel_0"]["mean_us"]
+                  for row in rows[mode] if "torch.relu" in row and "relu_kernel_0" in row]
+        if ratios:
+            print(f"{mode} torch.relu / relu_kernel_0 in one process: {min(ratios):.3f}-"
+                  f"{max(ratios):.3f}, spread {(max(ratios) - min(ratios)) / statistics.median(ratios):.1%}")
 
 
 if __name__ == "__main__":
