@@ -11,14 +11,21 @@ after round, an L2 flush (reading twice L2, as the judge does) before every call
 through 16 regions of a 64 MiB pool and the outputs through 16 places, as kagent does. In the
 local mode each process allocates its pool and outputs, as a timed child of kagent allocates its
 outputs; in the shared mode they are the parent's memory (CUDA IPC), the same for every
-process. It prints each process's median and mean per kernel, and per mode the spread across
-processes of each kernel and of the ratio of torch's to the Triton kernel within one process:
+process. Two more modes change one thing of the local mode each: in `touch`, after the flush
+and before each call, a small read of one element per 2 MiB page of the call's input and
+output brings their address translations back (the flush evicts those too), at the price of
+a few cache lines; in `resident`, there is no flush and one input and one output only, so the
+call's data stays in L2 and the device's memory is out of it. It prints each process's median
+and mean per kernel, and per mode the spread across processes of each kernel and of the ratio
+of torch's to the Triton kernel within one process:
   - copies that differ within one process: the module's load (its code's place) matters;
   - processes apart in the local mode only: where a process's memory lies is its state;
-  - apart in both modes: a state of the process's context, or of the GPU over time.
+  - apart in both modes: a state of the process's context, or of the GPU over time;
+  - apart in local, not in touch: the state is the page walks after the flush;
+  - apart in local, not in resident: the state is on the way to the device's memory.
 
     python3 bench/process_state.py [--gpu 0] [--processes 8] [--copies 3] [--rounds 300]
-        [--modes local,shared]
+        [--modes local,shared,touch,resident]
 """
 import argparse
 import collections
@@ -38,6 +45,7 @@ def relu_kernel_{index}(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 SHAPE = (16, 65536)  # 4 MB of float32, timing_fidelity.py's 4MB
 REGIONS = 16
 REGION_BYTES = 4 << 20
+PAGE_ELEMENTS = (2 << 20) // 4  # float32 elements in a 2 MiB page
 
 
 def write_kernels(folder, copies):
@@ -51,9 +59,9 @@ def write_kernels(folder, copies):
     return path
 
 
-def measure(options, pool, out_slots, queue):
+def measure(options, mode, pool, out_slots, queue):
     """One process's medians per kernel, put on queue. pool (the inputs' 16 regions) and
-    out_slots (16 outputs) are the parent's memory in the shared mode, None in the local one,
+    out_slots (16 outputs) are the parent's memory in the shared mode, None in the others,
     where this process allocates its own as a timed child of kagent does."""
     import torch
     import triton
@@ -66,6 +74,12 @@ def measure(options, pool, out_slots, queue):
     if pool is None:
         pool = torch.empty(REGIONS * REGION_BYTES // 4, device=options.device).normal_()
     regions = [pool[index * REGION_BYTES // 4:][:elements].view(SHAPE) for index in range(REGIONS)]
+    if mode == "resident":
+        regions = regions[:1]
+    if mode in ("touch", "resident"):  # outputs known before the call, to be touched
+        out_slots = [torch.empty(elements, device=options.device)
+                     for _ in range(1 if mode == "resident" else 16)]
+    touch_sum = torch.empty((), device=options.device)
     flush_bytes = 2 * torch.cuda.get_device_properties(0).L2_cache_size if cuda else 1 << 20
     flush = torch.zeros(flush_bytes // 8, dtype=torch.int64, device=options.device)
     flush_sum = torch.empty((), dtype=torch.int64, device=options.device)
@@ -78,6 +92,14 @@ def measure(options, pool, out_slots, queue):
             kept.append(torch.empty_like(x))
             return kept[-1]
         return out_slots[calls[0] % len(out_slots)].view(x.shape)
+
+    def before_call(x):
+        if mode != "resident":
+            torch.sum(flush, dim=0, out=flush_sum)
+        if mode == "touch":  # the output the next call will take, one element a page
+            upcoming = out_slots[(calls[0] + 1) % len(out_slots)]
+            for tensor in (x.view(-1), upcoming):  # reductions: not counted as torch.relu
+                torch.sum(tensor[::PAGE_ELEMENTS], dim=0, out=touch_sum)
 
     def triton_call(kernel):
         def call(x):
@@ -97,8 +119,9 @@ def measure(options, pool, out_slots, queue):
     with torch.profiler.profile(activities=[activity]) as recorder:
         for round_index in range(options.rounds):
             for function in variants:
-                torch.sum(flush, dim=0, out=flush_sum)
-                function(regions[round_index % REGIONS])
+                region = regions[round_index % len(regions)]
+                before_call(region)
+                function(region)
         if cuda:
             torch.cuda.synchronize()
     samples = collections.defaultdict(list)
@@ -124,7 +147,9 @@ def main():
     parser.add_argument("--modes", default="local,shared",
                         help="local: each process allocates its inputs and outputs; shared: "
                              "they are this process's memory, the same for every process "
-                             "(CUDA IPC); the modes alternate, process after process")
+                             "(CUDA IPC); touch: local, and each call's pages touched after "
+                             "the flush; resident: no flush, one input and output (in L2); "
+                             "the modes alternate, process after process")
     parser.add_argument("--device", default="cuda",
                         help="cpu: a dry run of the plumbing (torch's ReLU only, CPU time)")
     options = parser.parse_args()
@@ -149,7 +174,7 @@ def main():
         queue = context.Queue()
         shared = mode == "shared"
         worker = context.Process(target=measure, args=(
-            options, pool if shared else None, slots if shared else None, queue))
+            options, mode, pool if shared else None, slots if shared else None, queue))
         worker.start()
         try:
             row = queue.get(timeout=300)

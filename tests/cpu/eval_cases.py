@@ -71,8 +71,22 @@ def generalises(expected):
     return check
 
 
+def load_steps(verdict):
+    """The candidate's own account of its start (candidate.py, load_steps) reaches the
+    verdict's phase_seconds, each step once, none longer than the judge's whole wait."""
+    phases = verdict.get("phase_seconds") or {}
+    steps = {step: phases.get("candidate_" + step) for step in
+             ("sandbox", "context", "record", "setup_wait", "import", "build")}
+    if not all(isinstance(value, float) and value >= 0 for value in steps.values()):
+        return [f"load steps {steps}"]
+    waited = phases.get("load_candidate")
+    inside = steps["import"] + steps["build"]
+    return [] if isinstance(waited, float) and inside <= waited + 0.01 else \
+        [f"import + build {inside} s past the judge's wait {waited}"]
+
+
 CASES = [
-    Case("relu", "relu_correct", "correct"),
+    Case("relu", "relu_correct", "correct", check=load_steps),
     Case("relu", "relu_identity", "incorrect", "output_mismatch", "signed"),
     Case("softmax_wide", "softmax_zeros", "incorrect", "output_mismatch", "norm-relative"),
     Case("softmax_wide", "softmax_correct", "correct"),

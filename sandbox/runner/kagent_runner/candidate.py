@@ -146,6 +146,16 @@ class CandidateRunner:
         self.recorder = None
         self.gate = None
         self.exporter = None
+        # how long each step of this process's start took, in seconds, for the judge's
+        # phase_seconds (candidate_<step>): where a load's time went when lanes share a host.
+        # Reported by the child itself, so a diagnostic, never a measure the verdict rests on
+        self.load_steps = {}
+        self.step_started = time.monotonic()
+
+    def mark(self, step):
+        now = time.monotonic()
+        self.load_steps[step] = round(now - self.step_started, 4)
+        self.step_started = now
 
 
     # -- setup ---------------------------------------------------------------------------
@@ -251,6 +261,7 @@ class CandidateRunner:
         self.tf32 = setup.get("tf32", {})
         if self.arm == "reference":
             return self.load_reference(setup)
+        self.mark("setup_wait")
         path = self.request["candidate_path"]
         try:
             module = problem.load_module(path, "kagent_candidate")
@@ -265,7 +276,9 @@ class CandidateRunner:
         if not isinstance(model_class, type):
             raise CandidateFailure("structure", "candidate defines no class ModelNew")
         self.model_class = model_class
+        self.mark("import")
         copied = self.build(setup)
+        self.mark("build")
         self.models = {"candidate": self.model}
         return copied
 
@@ -480,7 +493,8 @@ class CandidateRunner:
         setup = self.channel.receive()
         copied = self.load(setup)
         self.channel.send_json({"op": "ready", "copied_parameters": copied,
-                                "arms": sorted(self.models), "compile_error": self.compile_error})
+                                "arms": sorted(self.models), "compile_error": self.compile_error,
+                                "load_steps": self.load_steps})
         while True:
             message = self.channel.receive()
             operation = message.get("op") if isinstance(message, dict) else None
@@ -550,8 +564,9 @@ def _serve_until_done(runner, steps):
     returns."""
     code = 0
     try:
-        for step in steps:
+        for name, step in steps:
             step()
+            runner.mark(name)
         runner.serve()
     except ChannelClosed:
         code = 3
@@ -579,8 +594,9 @@ def _serve_until_done(runner, steps):
 def main(sock, request):
     """Entry point in the forked child; never returns."""
     runner = CandidateRunner(Channel(sock, accept_pickles=True), request)
-    _serve_until_done(runner, [runner.enter_sandbox, runner.start_context,
-                               runner.start_record])
+    _serve_until_done(runner, [("sandbox", runner.enter_sandbox),
+                               ("context", runner.start_context),
+                               ("record", runner.start_record)])
 
 
 def serve_prepared(runner, sock, request):
@@ -590,4 +606,7 @@ def serve_prepared(runner, sock, request):
     is served as main does. Never returns."""
     runner.channel = Channel(sock, accept_pickles=True)
     runner.request = request
-    _serve_until_done(runner, [runner.start_record])
+    # its sandbox and context were made before: only this evaluation's steps count
+    runner.load_steps = {}
+    runner.step_started = time.monotonic()
+    _serve_until_done(runner, [("record", runner.start_record)])

@@ -235,9 +235,16 @@ class Judge:
         self.compile_started = time.monotonic()
         # inside load: the candidate's own load (its record opened, its module imported, its
         # model built), as the judge waits for it
-        self.ask(setup, float(self.limits.get("wall_seconds", 300)), pickled=True)
-        self.result["phase_seconds"]["load_candidate"] = round(
-            time.monotonic() - self.compile_started, 4)
+        ready = self.ask(setup, float(self.limits.get("wall_seconds", 300)), pickled=True)
+        phases = self.result["phase_seconds"]
+        phases["load_candidate"] = round(time.monotonic() - self.compile_started, 4)
+        # the child's own account of its start (candidate.py, load_steps): a diagnostic only
+        steps = ready.get("load_steps")
+        for step in ("sandbox", "context", "record", "setup_wait", "import", "build"):
+            value = steps.get(step) if isinstance(steps, dict) else None
+            if (isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and math.isfinite(value) and 0 <= value < 1e6):
+                phases["candidate_" + step] = round(float(value), 4)
 
     def reference(self, inputs):
         return run_reference(self.model, inputs)
