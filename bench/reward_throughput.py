@@ -232,8 +232,9 @@ def main():
         daemon = subprocess.Popen(daemon_command, env=environment, stdout=daemon_log,
                                   stderr=subprocess.STDOUT)
         processes.append(daemon)
-        # every GPU visible, as the daemon's lanes see them: --gpu names the same one
-        worker_command = [kagent, "worker", "--socket", worker_socket]
+        # the serial path's worker serves the first GPU alone, as each daemon lane's serves its
+        worker_command = [kagent, "worker", "--socket", worker_socket] + (
+            ["--gpu", str(gpus[0])] if gpus else [])
         worker = subprocess.Popen(worker_command, env=environment, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
         processes.append(worker)

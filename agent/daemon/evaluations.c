@@ -604,10 +604,16 @@ evaluations__open_lanes(struct kagent_daemon_evaluations *service)
 				    slash != NULL ? socket_path : ".", run_id);
 		kagent_warm_worker_init(&lane->worker, daemon->loop);
 		service->lanes_open++;
-		/* Every GPU visible (no --gpu): the request names the GPU by the daemon's index. */
+		/* A lane's worker serves its slot's GPU alone (kagent worker --gpu), as a
+		 * session's does: its candidates' CUDA starts on that GPU only and may open that
+		 * GPU's device node only, which is also what lets the host start contexts on
+		 * several GPUs at once (docs/benchmarks.md, issue 16, section 7). */
 		if (daemon->worker_executable != NULL)
 			kagent_warm_worker_start(&lane->worker, daemon->worker_executable, run_id,
-						 -1, daemon->prepare_candidates, log_path);
+						 strcmp(daemon->device, "cuda") == 0
+						     ? daemon->slot_gpus[lane->slot]
+						     : -1,
+						 daemon->prepare_candidates, log_path);
 		free(run_id);
 		free(log_path);
 	}

@@ -197,12 +197,63 @@ def sigterm(daemon):
     return [] if code == 0 else [f"exit {code}: {daemon.log()}"]
 
 
+def lanes_serve_their_gpu(daemon):
+    """kagent daemon --device cuda --gpus 0,1, on the stand-in driver (two devices) and the
+    stand-in evaluator: each lane's worker is started for its GPU alone (kagent worker --gpu),
+    and every evaluation it is given names that GPU (docs/reward-service.md)."""
+    fake_driver = os.environ.get("KAGENT_FAKE_LIBCUDA")
+    if not fake_driver:
+        return "no stand-in driver (it is built with the CUDA toolkit)"
+    folder = tempfile.mkdtemp(prefix="kagent-reward-gpus-")
+    worker_log = os.path.join(folder, "worker.jsonl")
+    config = os.path.join(folder, "kagent.yaml")
+    with open(config, "w") as handle:
+        handle.write("provider:\n  model: none\n")
+    command = daemon_process.daemon_command(
+        KAGENT, os.path.join(folder, "kagentd.sock"), f"sqlite:{folder}/kagent.db", config, 2,
+        "--evaluation-lanes", "1")
+    command[command.index("cpu")] = "cuda"
+    command += ["--gpus", "0,1"]
+    environment = daemon_process.environment(folder, KAGENT_LIBCUDA=fake_driver,
+                                             FAKE_CUDA_DEVICE_COUNT="2",
+                                             FAKE_WORKER_LOG=worker_log)
+    log_file = open(os.path.join(folder, "daemon.log"), "w")
+    process = None
+    problems = []
+    try:
+        process = daemon_process.start_daemon(command, folder, environment, log_file)
+        client = kagent_reward.Client(command[command.index("--socket") + 1], timeout=60)
+        verdicts = client.evaluate(RELU, [fake_candidate({"speedup": 1.0 + index / 10})
+                                          for index in range(4)])
+        if [verdict.get("status") for verdict in verdicts] != ["correct"] * 4:
+            problems.append(f"verdicts {verdicts}")
+        with open(worker_log) as handle:
+            asked = [json.loads(line) for line in handle]
+        pairs = sorted((request.get("gpu_index"), request.get("_worker_gpu"))
+                       for request in asked if request.get("type") == "evaluate")
+        if len(pairs) != 4 or {pair[0] for pair in pairs} != {0, 1} or any(
+                str(gpu) != worker for gpu, worker in pairs):
+            problems.append(f"(request's GPU, worker's --gpu) {pairs}")
+    except RuntimeError as error:
+        problems.append(str(error))
+    finally:
+        if daemon_process.stop_daemon(process) != 0:
+            problems.append("the daemon did not stop cleanly")
+        log_file.close()
+        if problems:
+            with open(os.path.join(folder, "daemon.log")) as handle:
+                problems.append(handle.read()[-2000:])
+        shutil.rmtree(folder, ignore_errors=True)
+    return problems
+
+
 CASES = [
     ("extract_source: the last fenced block defining ModelNew", extraction),
     ("reward_from_verdict: the documented mapping", mapping),
     ("score() over the Unix socket, and one request per problem", rewards_over_socket),
     ("reward() over TCP with the token", rewards_over_tcp),
     ("errors: a refusal, no daemon, nothing to judge", errors),
+    ("a CUDA daemon's lanes: each worker serves its GPU alone", lanes_serve_their_gpu),
     ("SIGTERM with evaluations running: exit 0", sigterm),
 ]
 
