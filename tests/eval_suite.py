@@ -13,9 +13,9 @@ import time
 # The GPU the suite runs on (KAGENT_SUITE_GPU, GPU 0 by default): its worker serves that GPU
 # as sessions' and kagentd's lanes do (`kagent worker --gpu N`), so on a host of several GPUs
 # the sandbox leaves each candidate its own GPU's device node only (docs/sandbox.md).
-SUITE_GPU = os.environ.get("KAGENT_SUITE_GPU")
+SUITE_GPU = os.environ.get("KAGENT_SUITE_GPU", "0")
 # evaluation.c's sandbox uid base, plus the GPU's number
-SANDBOX_UID = 2147400000 + int(SUITE_GPU or 0)
+SANDBOX_UID = 2147400000 + int(SUITE_GPU)
 
 
 class Case:
@@ -86,8 +86,8 @@ class Suite:
         return 77
 
     def gpu_arguments(self):
-        """The suite's GPU for any kagent command that takes --gpu (none: the default GPU)."""
-        return ["--gpu", SUITE_GPU] if SUITE_GPU is not None and self.device == "cuda" else []
+        """The suite's GPU for any kagent command that takes --gpu (on the CUDA device)."""
+        return ["--gpu", SUITE_GPU] if self.device == "cuda" else []
 
     def evaluate(self, problem, candidate, arguments=(), worker=True, command_name="eval"):
         command = [self.kagent, command_name, "--device", self.device, "--json",
@@ -146,7 +146,8 @@ class Suite:
                 problems.append(f"violations {checks} lack {case.violation}")
             if case.needle and case.needle not in json.dumps(verdict):
                 problems.append(f"the verdict does not mention {case.needle!r}")
-            if case.status == "correct" and not verdict["timing"]["candidate"]["median_ms"] > 0:
+            timed = ((verdict.get("timing") or {}).get("candidate") or {}).get("median_ms")
+            if case.status == "correct" and not (timed or 0) > 0:
                 problems.append("a correct verdict without timings")
             if case.check is not None and not problems:
                 problems.extend(case.check(verdict))
