@@ -11,12 +11,13 @@ after round, an L2 flush (reading twice L2, as the judge does) before every call
 through 16 regions of a 64 MiB pool and the outputs through 16 places, as kagent does. In the
 local mode each process allocates its pool and outputs, as a timed child of kagent allocates its
 outputs; in the shared mode they are the parent's memory (CUDA IPC), the same for every
-process. Two more modes change one thing of the local mode each: in `touch`, after the flush
-and before each call, a small read of one element per 2 MiB page of the call's input and
-output brings their address translations back (the flush evicts those too), at the price of
-a few cache lines; in `resident`, there is no flush and one input and one output only, so the
-call's data stays in L2 and the device's memory is out of it. It prints each process's median
-and mean per kernel, and per mode the spread across processes of each kernel and of the ratio
+process. More modes change one thing of the local mode each. In `touch`, after the flush and
+before each call, a small read of one element per 2 MiB page of the call's input and output
+brings their address translations back (the flush evicts those too), at the price of a few
+cache lines; `touch_input` touches the input's pages only, as a judge could where a
+candidate's outputs are its own. In `resident`, there is no flush and one input and one
+output only, so the call's data stays in L2 and the device's memory is out of it. It prints
+each process's median and mean per kernel, and per mode the spread across processes of each kernel and of the ratio
 of torch's to the Triton kernel within one process:
   - copies that differ within one process: the module's load (its code's place) matters;
   - processes apart in the local mode only: where a process's memory lies is its state;
@@ -25,7 +26,7 @@ of torch's to the Triton kernel within one process:
   - apart in local, not in resident: the state is on the way to the device's memory.
 
     python3 bench/process_state.py [--gpu 0] [--processes 8] [--copies 3] [--rounds 300]
-        [--modes local,shared,touch,resident]
+        [--modes local,shared,touch,touch_input,resident]
 """
 import argparse
 import collections
@@ -96,10 +97,13 @@ def measure(options, mode, pool, out_slots, queue):
     def before_call(x):
         if mode != "resident":
             torch.sum(flush, dim=0, out=flush_sum)
-        if mode == "touch":  # the output the next call will take, one element a page
-            upcoming = out_slots[(calls[0] + 1) % len(out_slots)]
-            for tensor in (x.view(-1), upcoming):  # reductions: not counted as torch.relu
-                torch.sum(tensor[::PAGE_ELEMENTS], dim=0, out=touch_sum)
+        touched = []
+        if mode == "touch":  # and the output the next call will take, one element a page
+            touched = [x.view(-1), out_slots[(calls[0] + 1) % len(out_slots)]]
+        elif mode == "touch_input":
+            touched = [x.view(-1)]
+        for tensor in touched:  # reductions: not counted as torch.relu
+            torch.sum(tensor[::PAGE_ELEMENTS], dim=0, out=touch_sum)
 
     def triton_call(kernel):
         def call(x):
@@ -148,8 +152,9 @@ def main():
                         help="local: each process allocates its inputs and outputs; shared: "
                              "they are this process's memory, the same for every process "
                              "(CUDA IPC); touch: local, and each call's pages touched after "
-                             "the flush; resident: no flush, one input and output (in L2); "
-                             "the modes alternate, process after process")
+                             "the flush; touch_input: its input's pages only; resident: no "
+                             "flush, one input and output (in L2); the modes alternate, "
+                             "process after process")
     parser.add_argument("--device", default="cuda",
                         help="cpu: a dry run of the plumbing (torch's ReLU only, CPU time)")
     options = parser.parse_args()
@@ -191,13 +196,15 @@ def main():
         for name in names:
             means = [row[name]["mean_us"] for row in rows[mode] if name in row]
             if means:
+                spread = (max(means) - min(means)) / statistics.median(means)
                 print(f"{mode} {name}: means across processes {min(means):.3f}-"
-                      f"{max(means):.3f} us, spread {(max(means) - min(means)) / statistics.median(means):.1%}")
+                      f"{max(means):.3f} us, spread {spread:.1%}")
         ratios = [row["torch.relu"]["mean_us"] / row["relu_kernel_0"]["mean_us"]
                   for row in rows[mode] if "torch.relu" in row and "relu_kernel_0" in row]
         if ratios:
+            spread = (max(ratios) - min(ratios)) / statistics.median(ratios)
             print(f"{mode} torch.relu / relu_kernel_0 in one process: {min(ratios):.3f}-"
-                  f"{max(ratios):.3f}, spread {(max(ratios) - min(ratios)) / statistics.median(ratios):.1%}")
+                  f"{max(ratios):.3f}, spread {spread:.1%}")
 
 
 if __name__ == "__main__":
