@@ -17,8 +17,8 @@ brings their address translations back (the flush evicts those too), at the pric
 cache lines; `touch_input` touches the input's pages only, as a judge could where a
 candidate's outputs are its own. In `resident`, there is no flush and one input and one
 output only, so the call's data stays in L2 and the device's memory is out of it. It prints
-each process's median and mean per kernel, and per mode the spread across processes of each kernel and of the ratio
-of torch's to the Triton kernel within one process:
+each process's median and mean per kernel, and per mode the spread across processes of each
+kernel and of the ratio of torch's to the Triton kernel within one process:
   - copies that differ within one process: the module's load (its code's place) matters;
   - processes apart in the local mode only: where a process's memory lies is its state;
   - apart in both modes: a state of the process's context, or of the GPU over time;
