@@ -216,7 +216,7 @@ def lanes_serve_their_gpu(daemon):
     command += ["--gpus", "0,1"]
     environment = daemon_process.environment(folder, KAGENT_LIBCUDA=fake_driver,
                                              FAKE_CUDA_DEVICE_COUNT="2",
-                                             FAKE_WORKER_LOG=worker_log)
+                                             FAKE_WORKER_GPU_LOG=worker_log)
     log_file = open(os.path.join(folder, "daemon.log"), "w")
     process = None
     problems = []
@@ -229,7 +229,7 @@ def lanes_serve_their_gpu(daemon):
             problems.append(f"verdicts {verdicts}")
         with open(worker_log) as handle:
             asked = [json.loads(line) for line in handle]
-        pairs = sorted((request.get("gpu_index"), request.get("_worker_gpu"))
+        pairs = sorted((request.get("gpu_index"), request.get("worker_gpu"))
                        for request in asked if request.get("type") == "evaluate")
         if len(pairs) != 4 or {pair[0] for pair in pairs} != {0, 1} or any(
                 str(gpu) != worker for gpu, worker in pairs):
