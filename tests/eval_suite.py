@@ -4,6 +4,7 @@ runs `kagent eval --json` on each case, checks status, violations and extra cond
 and prints TAP ending with a line `N passed, N failed`."""
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -64,6 +65,26 @@ class Suite:
         self.failures = 0
         self.socket_path = None
         self.worker = None
+        # each candidate is judged as a copy marked with this run, so that a run on a machine
+        # where the suite ran before sees new candidates, as a fresh machine does: a candidate
+        # judged before finds its cache and takes no prepared process (docs/worker-protocol.md)
+        self.run_mark = f"# kagent suite run {os.getpid()}-{time.time_ns()}\n"
+        self.copies = tempfile.mkdtemp(prefix=f"kagent-{device}-suite-candidates-")
+
+    def candidate_copy(self, path):
+        """This run's copy of the candidate at path (made at its first use), under its own
+        name, in a folder per folder of the originals."""
+        folder = os.path.join(self.copies, os.path.abspath(os.path.dirname(path)).strip("/")
+                              .replace("/", "_"))
+        os.makedirs(folder, exist_ok=True)
+        copy = os.path.join(folder, os.path.basename(path))
+        if not os.path.exists(copy):
+            with open(path, "rb") as source:
+                text = source.read()
+            with open(copy, "wb") as target:
+                target.write(text + (b"" if text.endswith(b"\n") else b"\n")
+                             + self.run_mark.encode())
+        return copy
 
     def report(self, ok, name, detail=""):
         self.number += 1
@@ -96,7 +117,7 @@ class Suite:
         if worker:
             command += ["--worker", self.socket_path]
         command += [os.path.join(self.problems, problem + ".py"),
-                    os.path.join(self.candidates, candidate + ".py")]
+                    self.candidate_copy(os.path.join(self.candidates, candidate + ".py"))]
         started = time.monotonic()
         result = subprocess.run(command, capture_output=True, text=True, timeout=900)
         seconds = time.monotonic() - started
@@ -170,6 +191,7 @@ class Suite:
         self.report(ok, f"bad problem {problem} -> error", json.dumps(verdict) + log[-400:])
 
     def finish(self):
+        shutil.rmtree(self.copies, ignore_errors=True)
         self.report(sandbox_processes() == 0, "no process of the sandbox uid is left")
         print(f"# {self.number - self.failures} passed, {self.failures} failed")
         return 1 if self.failures else 0
