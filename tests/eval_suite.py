@@ -127,7 +127,7 @@ class Suite:
             return result.returncode, None, result.stdout + result.stderr, seconds
 
     def start_worker(self, arguments=()):
-        folder = tempfile.mkdtemp(prefix=f"kagent-{self.device}-suite-")
+        folder = self.worker_folder = tempfile.mkdtemp(prefix=f"kagent-{self.device}-suite-")
         self.socket_path = os.path.join(folder, "worker.sock")
         self.worker_log = os.path.join(folder, "worker.log")
         with open(self.worker_log, "w") as log:
@@ -149,6 +149,7 @@ class Suite:
     def stop_worker(self):
         self.worker.terminate()
         self.worker.wait(timeout=30)
+        shutil.rmtree(self.worker_folder, ignore_errors=True)
 
     def run_case(self, case, command_name="eval"):
         code, verdict, log, seconds = self.evaluate(case.problem, case.candidate, case.arguments,
