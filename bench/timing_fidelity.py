@@ -16,10 +16,12 @@ versions of the runner compare on one machine without the drift of one block aft
 --pause S waits S seconds between verdicts, and --cold gives each verdict a new worker: does
 one verdict's state (its processes' memory still going back to the driver, the kept judge's)
 reach the next? (Session 14 saw the candidate's device time alternate between two values
-from one verdict to the next at 4 MB.)
+from one verdict to the next at 4 MB.) --processes 1,3 alternates the verdicts between
+`kagent eval --timing-processes 1` and `3` the same way (default: kagent's own choice), so
+that timing each arm in several processes compares with one process side by side.
 
     python3 bench/timing_fidelity.py [--kagent build/kagent] [--runs 10] [--sizes 4MB,64MB,6.4GB]
-        [--gpu N] [--runners default,PATH] [--pause SECONDS] [--cold]
+        [--gpu N] [--runners default,PATH] [--processes N,M] [--pause SECONDS] [--cold]
 """
 import argparse
 import json
@@ -100,13 +102,18 @@ def main():
     parser.add_argument("--gpu", type=int, default=0, help="the GPU both measures run on")
     parser.add_argument("--runners", default="default",
                         help="runner folders whose verdicts alternate (default: the build's)")
+    parser.add_argument("--processes", default="",
+                        help="--timing-processes values whose verdicts alternate (default: "
+                             "kagent's own)")
     parser.add_argument("--pause", type=float, default=0.0,
                         help="seconds to wait between verdicts (does the last one's state "
                              "reach the next?)")
     parser.add_argument("--cold", action="store_true",
                         help="a new worker for every verdict (kagent eval --cold)")
     options = parser.parse_args()
-    runners = options.runners.split(",")
+    # each variant a runner and a process count, alternating verdict by verdict
+    counts = options.processes.split(",") if options.processes else [""]
+    runners = [(runner, count) for runner in options.runners.split(",") for count in counts]
     torch.cuda.set_device(options.gpu)
     print(f"GPU {options.gpu}: {torch.cuda.get_device_name(options.gpu)}, "
           f"torch {torch.__version__}")
@@ -122,10 +129,11 @@ def main():
             handle.write(source.read())
         eager_ms, own_ms = cupti_ratio(folder, batch, dim)
         ratio = eager_ms / own_ms
-        measured = {runner: {"device": [], "wall": [], "intervals": [],
-                             "arms": {"eager": [], "candidate": []}} for runner in runners}
+        measured = {variant: {"device": [], "wall": [], "intervals": [],
+                              "arms": {"eager": [], "candidate": []}, "processes": []}
+                    for variant in runners}
         for run in range(options.runs * len(runners)):
-            runner = runners[run % len(runners)]
+            runner, count = runners[run % len(runners)]
             environment = dict(os.environ)
             environment.pop("KAGENT_RUNNER_DIR", None)
             if runner != "default":
@@ -135,6 +143,7 @@ def main():
             result = subprocess.run([options.kagent, "eval", "--json", "--no-cache",
                                      "--no-compile-baseline", "--gpu", str(options.gpu),
                                      *(["--cold"] if options.cold else []),
+                                     *(["--timing-processes", count] if count else []),
                                      problem, candidate],
                                     capture_output=True, text=True, env=environment)
             if os.environ.get("OUT"):
@@ -145,33 +154,39 @@ def main():
             try:
                 verdict = json.loads(result.stdout)
                 timing = verdict["timing"]
-                into = measured[runner]
+                into = measured[(runner, count)]
                 into["device"].append(timing["device"]["speedup_vs_eager"])
                 into["wall"].append(timing["wall"]["speedup_vs_eager"])
                 into["intervals"].append(timing["device"].get("speedup_vs_eager_ci95"))
+                # the processes each arm was timed in, as the judge chose them
+                into["processes"].append((timing.get("processes") or {}).get("candidate"))
                 # whether the arms move together between verdicts, or each on its own
                 for arm, medians in into["arms"].items():
                     medians.append(timing["device"][arm]["median_ms"] * 1e3)
             except (ValueError, KeyError, TypeError):
                 print(f"{size}: no verdict: {result.stdout[-500:]} {result.stderr[-500:]}")
                 return 2
-        for runner, into in measured.items():
+        for (runner, count), into in measured.items():
             device = into["device"]
             median = statistics.median(device)
             spread = (max(device) - min(device)) / median
             holding = sum(1 for interval in into["intervals"]
                           if interval and interval[0] <= median <= interval[1])
-            rows.append((f"{size}" + (f" {runner}" if len(runners) > 1 else ""), eager_ms,
+            label = " ".join(part for part in (
+                runner if len(options.runners.split(",")) > 1 else "",
+                f"p{count}" if count else "") if part)
+            rows.append((f"{size} {label}".strip(), eager_ms,
                          own_ms, ratio, median, median / ratio, spread,
                          statistics.median(into["wall"]), device, into["wall"], into["arms"],
-                         f"{holding}/{len(device)}"))
+                         into["processes"], f"{holding}/{len(device)}"))
     print(f"{'size':>6} {'torch ms':>9} {'triton ms':>9} {'CUPTI':>7} {'device':>7} "
           f"{'/CUPTI':>7} {'spread':>7} {'wall':>7} {'CI holds':>8}")
     for size, eager_ms, own_ms, ratio, median, fidelity, spread, wall, *_, holding in rows:
         print(f"{size:>6} {eager_ms:9.4f} {own_ms:9.4f} {ratio:7.3f} {median:7.3f} "
               f"{fidelity:7.3f} {spread * 100:6.1f}% {wall:7.3f} {holding:>8}")
-    for size, *_, device, wall, arm_medians, _ in rows:
+    for size, *_, device, wall, arm_medians, processes, _ in rows:
         print(f"{size} device: {' '.join(f'{value:.3f}' for value in device)}")
+        print(f"{size} processes per arm: {' '.join(str(value) for value in processes)}")
         print(f"{size} wall:   {' '.join(f'{value:.3f}' for value in wall)}")
         for arm, medians in arm_medians.items():
             print(f"{size} {arm} device medians (us): "

@@ -46,6 +46,7 @@ enum {
 	COMMAND_EVAL_SIGNED_TRIALS,
 	COMMAND_EVAL_CALL_TIMEOUT,
 	COMMAND_EVAL_DEVICE_QUEUES,
+	COMMAND_EVAL_TIMING_PROCESSES,
 	COMMAND_EVAL_GENERALISE,
 	COMMAND_EVAL_EVIDENCE,
 	COMMAND_EVAL_NO_DAEMON,
@@ -87,6 +88,11 @@ const struct kagent_command_option kagent_command_eval_options[] = {
 		"hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) of each sandboxed child's CUDA "
 		"context, every arm alike, 1 to 32: more let kernels of different streams "
 		"overlap, fewer make contexts quicker to create on a busy host", "1", NULL},
+	[COMMAND_EVAL_TIMING_PROCESSES] = {"timing-processes", 0, "N",
+		"processes the eager arm and the candidate's are each timed in, 1 to 4, where the "
+		"reference's call is under 0.1 ms: each process brings a state of its own to "
+		"every call, so more of them make verdicts agree more closely", "3 on a GPU, 1 on "
+		"the CPU", NULL},
 	[COMMAND_EVAL_GENERALISE] = {"generalise", 0, NULL,
 		"also check correctness once with the problem's integer sizes halved and made "
 		"odd (the verdict's generalisation)", NULL, NULL},
@@ -138,6 +144,9 @@ command_eval__remote_options(const struct kagent_evaluation_options *options)
 				    json_integer(options->compile_timeout_seconds));
 	if (options->device_queues != 0)
 		json_object_set_new(object, "device_queues", json_integer(options->device_queues));
+	if (options->timing_processes != 0)
+		json_object_set_new(object, "timing_processes",
+				    json_integer(options->timing_processes));
 	return object;
 }
 
@@ -303,6 +312,14 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 				    command, json, "usage",
 				    "--device-queues needs a number, 1 to 32");
 			options.device_queues = (int)number;
+			break;
+		case COMMAND_EVAL_TIMING_PROCESSES:
+			if (!command_eval__parse_number(optarg, 1, &number) ||
+			    number > KAGENT_EVALUATION_TIMING_PROCESSES_MAX)
+				return kagent_command_fail(
+				    command, json, "usage",
+				    "--timing-processes needs a number, 1 to 4");
+			options.timing_processes = (int)number;
 			break;
 		case COMMAND_EVAL_SPEEDUP_BASIS:
 			basis = optarg; /* checked after the loop, as --device */

@@ -122,6 +122,8 @@ command_replay__variant(const struct kagent_run_log *log, const struct kagent_ru
 	    .compile_timeout_seconds =
 		(int)json_integer_value(json_object_get(config, "compile_timeout_seconds")),
 	    .device_queues = (int)json_integer_value(json_object_get(config, "device_queues")),
+	    .timing_processes =
+		(int)json_integer_value(json_object_get(config, "timing_processes")),
 	};
 	char *path = kagent_asprintf("%s/%s.py", folder, variant->id), *cause = NULL;
 	json_t *now = NULL, *row;

@@ -754,6 +754,9 @@ evaluations__parse_options(const struct kagent_daemon_evaluations_options *daemo
 		} else if (strcmp(key, "device_queues") == 0 && json_is_integer(value) &&
 			   number >= 1 && number <= KAGENT_EVALUATION_DEVICE_QUEUES_MAX) {
 			group->options.device_queues = (int)number;
+		} else if (strcmp(key, "timing_processes") == 0 && json_is_integer(value) &&
+			   number >= 1 && number <= KAGENT_EVALUATION_TIMING_PROCESSES_MAX) {
+			group->options.timing_processes = (int)number;
 		} else if (strcmp(key, "speedup_basis") == 0 && json_is_string(value) &&
 			   kagent_verdict_basis_from_name(json_string_value(value)) >= 0) {
 			group->options.speedup_basis =
@@ -790,7 +793,8 @@ evaluations__parse_options(const struct kagent_daemon_evaluations_options *daemo
 			*cause = kagent_asprintf(
 			    "option \"%s\" is unknown or its value is wrong (trials 1-1000, "
 			    "signed_trials 0-1000, seed >= 1, call_timeout 1-3600, compile_timeout "
-			    "1-240, device_queues 1-32, speedup_basis device|wall, "
+			    "1-240, device_queues 1-32, timing_processes 1-4, speedup_basis "
+			    "device|wall, "
 			    "no_compile_baseline, no_cache, "
 			    "generalise: booleans, device, gpu)",
 			    key);

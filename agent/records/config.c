@@ -167,6 +167,12 @@ static const struct config__key config__keys[] = {
 	 CONFIG__FIELD(evaluation.device_queues), .maximum = KAGENT_EVALUATION_DEVICE_QUEUES_MAX,
 	 .help = "hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) of each sandboxed child's CUDA "
 		 "context, every arm alike, up to 32; 0: the evaluator's default, 1"},
+	{.name = "evaluation.timing_processes", .kind = CONFIG__INTEGER,
+	 CONFIG__FIELD(evaluation.timing_processes),
+	 .maximum = KAGENT_EVALUATION_TIMING_PROCESSES_MAX,
+	 .help = "processes the eager arm and the candidate's are each timed in where the "
+		 "reference's call is under 0.1 ms, up to 4; 0: the evaluator's default, 3 on a "
+		 "GPU and 1 on the CPU"},
 	{.name = "evaluation.credit_threshold", .kind = CONFIG__NUMBER,
 	 CONFIG__FIELD(evaluation.credit_threshold), .maximum = 1,
 	 .help = "the share of GPU time a candidate's own kernels need for its speedup to count "

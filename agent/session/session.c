@@ -282,6 +282,7 @@ session__evaluation_options(const struct kagent_session *session)
 	    .call_timeout_seconds = evaluation_config->call_timeout_seconds,
 	    .compile_timeout_seconds = evaluation_config->compile_timeout_seconds,
 	    .device_queues = evaluation_config->device_queues,
+	    .timing_processes = evaluation_config->timing_processes,
 	    .credit_threshold = evaluation_config->credit_threshold,
 	    .speedup_basis = evaluation_config->speedup_basis,
 	};

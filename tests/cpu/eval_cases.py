@@ -85,6 +85,38 @@ def load_steps(verdict):
         [f"import + build {inside} s past the judge's wait {waited}"]
 
 
+def timed_in_processes(count):
+    """The eager arm and the candidate's each timed in `count` processes (docs/verdict.md,
+    "Processes per arm"): the verdict says so, each arm's samples are its processes'
+    together, each with calls of its own, and every further candidate process was sealed
+    and its windows counted as the first's."""
+
+    def check(verdict):
+        timing = verdict["timing"]
+        processes = timing.get("processes") or {}
+        problems = []
+        if (processes.get("candidate"), processes.get("eager"), processes.get("dropped")) != \
+                (count, count, []):
+            problems.append(f"processes {processes}")
+        for arm in ("candidate", "eager"):
+            summary = timing["wall"][arm] or {}
+            calls = summary.get("process_calls") or []
+            if len(calls) != count or sum(calls) != summary.get("calls") or min(calls) < 10 \
+                    or len(summary.get("process_medians_ms") or []) != count:
+                problems.append(f"{arm}: calls {summary.get('calls')} in processes {calls}")
+        boundary = timing["boundary"]
+        others = boundary.get("processes") or []
+        if len(others) != count - 1 or not all(item.get("sealed") for item in others):
+            problems.append(f"further processes' boundaries {others}"[:300])
+        windows = (boundary.get("windows") or 0) - sum(item.get("windows") or 0
+                                                       for item in others)
+        if windows <= 0:
+            problems.append(f"windows {boundary.get('windows')} for all processes")
+        return problems + nothing_left(verdict)
+
+    return check
+
+
 CASES = [
     Case("relu", "relu_correct", "correct", check=load_steps),
     Case("relu", "relu_identity", "incorrect", "output_mismatch", "signed"),
@@ -130,6 +162,9 @@ CASES = [
     Case("tuple_outputs", "tuple_correct", "correct", needle="read no integer size",
          check=generalises(None), arguments=("--generalise",)),
     Case("scale_rows", "scale_rows_fixed", "correct", check=generalises(None)),  # not asked
+    # a call of microseconds: each arm in three processes, their calls in blocks of each round
+    Case("scale_rows", "scale_rows_shape", "correct", check=timed_in_processes(3),
+         arguments=("--timing-processes", "3", "--no-cache")),
 ]
 BAD_PROBLEMS = [("not_python", "not valid Python"), ("syntax_error", "not valid Python"),
                 ("no_model", "no class Model"),

@@ -2,7 +2,8 @@
 """The judge's harness (kagent_runner/harness.py) timing several arms together, with a fake
 judge and fake timed children on the CPU (no sandbox, no device record): the rounds alternate
 arm by arm, each child keeps its own windows, and a reference child that fails leaves the
-rounds, ended at once, while the candidate's arm goes on. Prints TAP."""
+rounds, ended at once, while the candidate's arm goes on; an arm timed in several processes
+goes through them in blocks and its result is theirs together. Prints TAP."""
 import os
 import random
 import sys
@@ -78,11 +79,12 @@ class FakeJudge:
 
 
 def timed_together(children):
-    """Sets up every child's arm (the first two as references), times them together."""
+    """Sets up every child's arm (all but the last as references), times them together, one
+    process an arm."""
     harness_ = harness.Harness(FakeJudge())
     arms = [harness_.setup(child, child.label, reference=index < len(children) - 1)
             for index, child in enumerate(children)]
-    harness_.measure(arms)
+    harness_.measure([[arm] for arm in arms])
     return harness_, arms
 
 
@@ -98,7 +100,7 @@ def rounds_alternate_in_reversed_order():
         ["eager"] * 20
     assert log[3:] == expected + ["compile"] * 10 + ["candidate"] * 10, log[3:]
     for arm in arms:
-        result, _ = harness_.finish(arm)
+        result, _ = harness_.finish([arm])
         # every call in its own child's windows: the warm-up call and the timed ones
         assert result["boundary"]["windows"] == len(arm.child.windows) == \
             1 + result["wall"]["calls"]
@@ -118,7 +120,7 @@ def a_failing_reference_leaves_and_the_candidate_goes_on():
     assert log[1:] == ["candidate"] + ["eager"] * 10 + ["candidate"] * 20 + ["eager"] * 4 + \
         ["candidate"] * 10
     assert (candidate_arm.stop, len(candidate_arm.wall_samples)) == ("call_cap", 30)
-    result, _ = harness_.finish(candidate_arm)
+    result, _ = harness_.finish([candidate_arm])
     assert result["wall"]["calls"] == len(candidate_arm.wall_samples)
 
 
@@ -133,6 +135,60 @@ def the_candidates_failure_ends_the_rounds():
     else:
         raise AssertionError("the candidate's failure did not end the rounds")
     assert candidate.ended is None
+
+
+def timed_in_processes(groups):
+    """groups: each arm's children, its processes (the last arm the candidate's); sets each
+    process up and times the arms together. Returns the harness and each arm's TimedArms."""
+    harness_ = harness.Harness(FakeJudge())
+    arms = [[harness_.setup(child, child.label.split("#")[0],
+                            reference=index < len(groups) - 1) for child in children]
+            for index, children in enumerate(groups)]
+    harness_.measure(arms)
+    return harness_, arms
+
+
+@test
+def an_arm_in_three_processes_goes_through_them_in_blocks():
+    log = []
+    eager = [FakeChild(f"eager#{index}", log) for index in range(3)]
+    candidate = [FakeChild(f"candidate#{index}", log) for index in range(3)]
+    harness_, (eager_arm, candidate_arm) = timed_in_processes([eager, candidate])
+    # each process's warm-up call, then rounds of 10 calls in blocks of 4 (ceil(10 / 3)):
+    # the block count runs on across rounds, so each process gets its turn in every round
+    assert log[:6] == [child.label for child in eager + candidate]
+    assert log[6:16] == ["eager#0"] * 4 + ["eager#1"] * 4 + ["eager#2"] * 2
+    assert log[16:26] == ["candidate#0"] * 4 + ["candidate#1"] * 4 + ["candidate#2"] * 2
+    for group, children in ((eager_arm, eager), (candidate_arm, candidate)):
+        assert all(timed.stop == "call_cap" for timed in group)
+        result, findings = harness_.finish(group)
+        wall = result["wall"]
+        counts = [len(timed.wall_samples) for timed in group]
+        assert wall["calls"] == sum(counts) == 30 and wall["processes"] == 3
+        assert wall["process_calls"] == counts and all(count >= 8 for count in counts)
+        # each process's samples in its own call order, process after process
+        assert wall["samples_ms"] == [sample for timed in group
+                                      for sample in timed.wall_samples]
+        assert len(wall["process_medians_ms"]) == 3
+        # every process's windows counted: a warm-up call and its timed calls each
+        assert result["boundary"]["windows"] == sum(len(child.windows) for child in children) \
+            == 33
+        assert len(result["boundary"]["processes"]) == 2 and findings == []
+
+
+@test
+def one_failing_process_ends_its_whole_reference_arm():
+    log = []
+    eager = [FakeChild("eager#0", log), FakeChild("eager#1", log, fails_at=3),
+             FakeChild("eager#2", log)]
+    candidate = [FakeChild(f"candidate#{index}", log) for index in range(2)]
+    harness_, (eager_arm, candidate_arm) = timed_in_processes([eager, candidate])
+    assert all(timed.stop == "left" and isinstance(timed.failure, CandidateFailure)
+               for timed in eager_arm)
+    assert [child.ended for child in eager] == ["killed"] * 3
+    assert all(child.ended is None for child in candidate)
+    result, _ = harness_.finish(candidate_arm)
+    assert result["wall"]["calls"] == 30 and result["wall"]["process_calls"] == [15, 15]
 
 
 if __name__ == "__main__":

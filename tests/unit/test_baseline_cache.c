@@ -36,7 +36,7 @@ test_key(void)
 	CHECK_CONTAINS(a, "\"gpu\":\"NVIDIA H200\"");
 	CHECK_CONTAINS(a, "\"triton\":null");
 	/* Every key names the harness: baselines measured by an earlier one are never hit. */
-	CHECK_CONTAINS(a, "\"harness\":3");
+	CHECK_CONTAINS(a, "\"harness\":4");
 	CHECK(strcmp(a, "{\"cuda_runtime\":\"13.0\",\"device\":\"cuda\",\"driver\":\"13.0\","
 			"\"gpu\":\"NVIDIA H200\",\"measure_compile\":true,\"problem\":\"abc\","
 			"\"timing\":{\"min_calls\":10,\"warmup_calls\":3},\"torch\":\"2.11.0\","

@@ -84,6 +84,50 @@ test_interval_narrows(void)
 	free(many);
 }
 
+/* count samples of a 32 ns clock (in ms): `below` at 3.264 us, the rest at 3.296 us, every
+ * third a nanosecond off, as CUPTI's ticks convert. */
+static double *
+ticks(size_t count, size_t below)
+{
+	double *values = malloc(count * sizeof *values);
+	size_t index;
+
+	for (index = 0; index < count; index++)
+		values[index] = (index < below ? 0.003264 : 0.003296) + (index % 3 == 0 ? 1e-6 : 0);
+	return values;
+}
+
+static void
+test_ticks_interpolate(void)
+{
+	double *half = ticks(20, 10), *more = ticks(20, 11), *most = ticks(20, 12);
+	double *mix49 = ticks(100, 49), *mix51 = ticks(100, 51);
+	double at_half = 0, at_more = 0, at_most = 0, median49 = 0, median51 = 0;
+	struct kagent_interval interval;
+
+	/* Half the calls on each tick: halfway between them, as the plain median. */
+	CHECK_INT(kagent_statistics_median(half, 20, &at_half), 0);
+	CHECK(fabs(at_half - 0.003280) < 1e-6);
+	/* One call more on the lower tick moves the median a little down, not a whole tick. */
+	CHECK_INT(kagent_statistics_median(more, 20, &at_more), 0);
+	CHECK_INT(kagent_statistics_median(most, 20, &at_most), 0);
+	CHECK(at_most < at_more && at_more < at_half);
+	CHECK(fabs(at_more - (0.003280 - 0.000032 / 11)) < 1e-6); /* a nanosecond: the jitter */
+	CHECK(at_most > 0.003264);
+	/* Two verdicts whose mix differs by 2%: a plain median would be a tick (1%) apart. */
+	CHECK_INT(kagent_statistics_median(mix49, 100, &median49), 0);
+	CHECK_INT(kagent_statistics_median(mix51, 100, &median51), 0);
+	CHECK(median49 > median51 && (median49 - median51) / median51 < 0.001);
+	CHECK_INT(kagent_statistics_median_interval(mix51, 100, &interval), 0);
+	CHECK(interval.low <= median51 && median51 <= interval.high);
+	CHECK(interval.high - interval.low < 0.000032);
+	free(half);
+	free(more);
+	free(most);
+	free(mix49);
+	free(mix51);
+}
+
 static void
 test_identical_samples(void)
 {
@@ -159,6 +203,7 @@ test_bounded(void)
 
 static const struct kagent_test tests[] = {
     {"median", test_median},
+    {"ticks_interpolate", test_ticks_interpolate},
     {"interval_contains_median", test_interval_contains_median},
     {"interval_narrows", test_interval_narrows},
     {"identical_samples", test_identical_samples},

@@ -4,6 +4,13 @@
  * sorting it: the values are sorted once, a resample is a count of draws per
  * rank, and a walk over the counts finds the middle rank, so each resample
  * costs time linear in the sample count whatever the values are.
+ *
+ * Where the middle value is tied (device times are whole ticks of a 32 ns clock: a 3 us
+ * kernel takes 3 or 4 values), the median is interpolated within its tick, as the median of
+ * grouped data: the tie's class runs from halfway to the value below to halfway to the one
+ * above, and the median lies in it as far as the share of the middle that falls in it. A
+ * plain median of tied values jumps a whole tick (1% of a 3 us kernel) when a verdict's mix
+ * of ticks moves a little; this one moves with the mix.
  */
 #include "kagent/evaluator/statistics.h"
 #include "kagent/base/alloc.h"
@@ -20,11 +27,21 @@
 #define STATISTICS_LOW_QUANTILE 0.025
 #define STATISTICS_HIGH_QUANTILE 0.975
 
-/* One sample vector, sorted, with the scratch its resamples count draws in. */
+/* Values this close are one reading of the clock (3 ns in milliseconds, every sample's unit):
+ * a tick's times differ by the nanosecond their conversion rounds. */
+#define STATISTICS_TIE 3e-6
+
+/* One sample vector, sorted, grouped into ties, with the scratch its resamples count draws
+ * in. */
 struct statistics__vector {
 	double *sorted;
 	size_t count;
 	uint32_t *draws; /* per rank: how many times this resample drew it */
+	size_t *tie;	 /* per rank: its tie, in the order of values */
+	double *low;	 /* per tie: where its class begins (halfway to the tie below) */
+	double *high;	 /* per tie: where its class ends (halfway to the tie above) */
+	uint32_t *tie_draws;
+	size_t ties;
 };
 
 /* splitmix64: small, fast and good enough to pick ranks; the state is the caller's. */
@@ -46,6 +63,41 @@ statistics__compare(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* The ties of the sorted values and each one's class. A class's bounds are halfway to its
+ * neighbours, a tie at an end mirrors its one neighbour, and a single tie has no width. */
+static void
+statistics__group(struct statistics__vector *vector)
+{
+	size_t count = vector->count, index, tie = 0, first = 0;
+	double *center = kagent_malloc(count * sizeof *center);
+
+	vector->tie = kagent_malloc(count * sizeof *vector->tie);
+	vector->low = kagent_malloc(count * sizeof *vector->low);
+	vector->high = kagent_malloc(count * sizeof *vector->high);
+	vector->tie_draws = kagent_calloc(count, sizeof *vector->tie_draws);
+	for (index = 0; index < count; index++) {
+		if (index > 0 &&
+		    vector->sorted[index] - vector->sorted[index - 1] > STATISTICS_TIE) {
+			center[tie] = (vector->sorted[first] + vector->sorted[index - 1]) / 2;
+			tie++;
+			first = index;
+		}
+		vector->tie[index] = tie;
+	}
+	center[tie] = (vector->sorted[first] + vector->sorted[count - 1]) / 2;
+	vector->ties = tie + 1;
+	for (tie = 0; tie < vector->ties; tie++) {
+		vector->low[tie] = tie > 0 ? (center[tie - 1] + center[tie]) / 2 : center[tie];
+		vector->high[tie] =
+		    tie + 1 < vector->ties ? (center[tie] + center[tie + 1]) / 2 : center[tie];
+		if (tie == 0 && vector->ties > 1)
+			vector->low[tie] = center[tie] - (vector->high[tie] - center[tie]);
+		if (tie + 1 == vector->ties && vector->ties > 1)
+			vector->high[tie] = center[tie] + (center[tie] - vector->low[tie]);
+	}
+	free(center);
+}
+
 /* Copies and sorts values; -EINVAL for an empty or oversized vector or a value not finite. */
 static int
 statistics__vector_init(struct statistics__vector *vector, const double *values, size_t count)
@@ -64,6 +116,7 @@ statistics__vector_init(struct statistics__vector *vector, const double *values,
 	qsort(vector->sorted, count, sizeof *vector->sorted, statistics__compare);
 	vector->count = count;
 	vector->draws = kagent_calloc(count, sizeof *vector->draws);
+	statistics__group(vector);
 	return 0;
 }
 
@@ -72,35 +125,64 @@ statistics__vector_free(struct statistics__vector *vector)
 {
 	free(vector->sorted);
 	free(vector->draws);
+	free(vector->tie);
+	free(vector->low);
+	free(vector->high);
+	free(vector->tie_draws);
 }
 
+/*
+ * The median of the sorted values drawn draws[rank] times each (count draws in all): the mean
+ * of the middle two draws, or, where the middle falls in a tie drawn twice or more, the point
+ * of its class as far in as the middle's share of the tie (statistics.c's header).
+ */
 static double
-statistics__sorted_median(const double *sorted, size_t count)
+statistics__median_of_draws(struct statistics__vector *vector, const uint32_t *draws)
 {
-	return count % 2 ? sorted[count / 2] : (sorted[count / 2 - 1] + sorted[count / 2]) / 2;
+	size_t count = vector->count, index, seen = 0, before, tie;
+	size_t lower = (count - 1) / 2, upper = count / 2;
+	double low = 0, high = 0, half = (double)count / 2, below = 0;
+	int found = 0;
+
+	memset(vector->tie_draws, 0, vector->ties * sizeof *vector->tie_draws);
+	for (index = 0; index < count; index++) {
+		before = seen;
+		seen += draws[index];
+		vector->tie_draws[vector->tie[index]] += draws[index];
+		if (before <= lower && seen > lower)
+			low = vector->sorted[index];
+		if (!found && seen > upper) {
+			high = vector->sorted[index];
+			found = 1;
+		}
+	}
+	for (tie = 0; tie < vector->ties; tie++) {
+		double drawn = vector->tie_draws[tie];
+
+		if (below + drawn >= half) {
+			if (drawn < 2)
+				break;
+			/* from the class's end, so that a middle at the tie's last draw is exactly
+			 * halfway to the next tie: the plain median of two ties */
+			return vector->high[tie] - (vector->high[tie] - vector->low[tie]) *
+						       (1 - (half - below) / drawn);
+		}
+		below += drawn;
+	}
+	return (low + high) / 2;
 }
 
-/* The median of one resample with replacement: count draws, then the middle rank(s). */
+/* The median of one resample with replacement: count draws per rank, then their median. */
 static double
 statistics__resample_median(struct statistics__vector *vector, uint64_t *state)
 {
-	size_t count = vector->count, index, seen = 0, before;
-	size_t lower = (count - 1) / 2, upper = count / 2;
-	double low = 0;
+	size_t count = vector->count, index;
 
 	memset(vector->draws, 0, count * sizeof *vector->draws);
 	/* The modulo's bias is below count / 2^64: nothing a 95% interval can show. */
 	for (index = 0; index < count; index++)
 		vector->draws[statistics__next(state) % count]++;
-	for (index = 0; index < count; index++) {
-		before = seen;
-		seen += vector->draws[index];
-		if (before <= lower && seen > lower)
-			low = vector->sorted[index];
-		if (seen > upper)
-			return (low + vector->sorted[index]) / 2;
-	}
-	return low; /* not reached: the draws add up to count > upper */
+	return statistics__median_of_draws(vector, vector->draws);
 }
 
 /* The linearly interpolated quantile of sorted values (R's type 7). */
@@ -146,8 +228,13 @@ kagent_statistics_median(const double *values, size_t count, double *median)
 	struct statistics__vector vector;
 	int status = statistics__vector_init(&vector, values, count);
 
-	if (status == 0)
-		*median = statistics__sorted_median(vector.sorted, vector.count);
+	if (status == 0) {
+		size_t index;
+
+		for (index = 0; index < vector.count; index++)
+			vector.draws[index] = 1;
+		*median = statistics__median_of_draws(&vector, vector.draws);
+	}
 	statistics__vector_free(&vector);
 	return status;
 }

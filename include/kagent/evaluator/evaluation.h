@@ -35,6 +35,10 @@ struct kagent_evaluation_options {
 	 * (CUDA_DEVICE_MAX_CONNECTIONS) of every sandboxed child's CUDA context, up to
 	 * KAGENT_EVALUATION_DEVICE_QUEUES_MAX */
 	int device_queues;
+	/* 0: KAGENT_EVALUATION_TIMING_PROCESSES on a GPU, 1 on the CPU; else the processes the
+	 * eager arm and the candidate's are each timed in, up to
+	 * KAGENT_EVALUATION_TIMING_PROCESSES_MAX (docs/verdict.md, "Processes per arm") */
+	int timing_processes;
 	int profile_reference;	 /* also trace the reference's kernels (kagent profile) */
 	double credit_threshold; /* the credit rule's (docs/verdict.md); 0: 0.05 */
 	/* the clock the verdict's speedups are read in; 0: device (docs/verdict.md) */
@@ -68,6 +72,14 @@ struct kagent_evaluation_options {
 #define KAGENT_EVALUATION_DEVICE_QUEUES 1
 /* CUDA's own limit on CUDA_DEVICE_MAX_CONNECTIONS. */
 #define KAGENT_EVALUATION_DEVICE_QUEUES_MAX 32
+
+/* Processes per arm on a GPU, where calls are short: each process brings a state of its own
+ * to every call (a few percent of a 4 MB ReLU's 2.5 us), so a verdict's speedup moved 3-4%
+ * from one verdict to the next with one process an arm; three put ten verdicts within 3%
+ * (docs/benchmarks.md, verdict v2 (a)). On the CPU one: the state is the device's. */
+#define KAGENT_EVALUATION_TIMING_PROCESSES 3
+/* The most the runner accepts: each process takes two descriptors to the kept judge. */
+#define KAGENT_EVALUATION_TIMING_PROCESSES_MAX 4
 
 /* Lanes per GPU at most: each takes a sandbox uid of its own. */
 #define KAGENT_EVALUATION_LANE_CAP 64

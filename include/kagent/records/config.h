@@ -48,6 +48,8 @@ struct kagent_evaluation_config {
 	int compile_timeout_seconds;
 	/* hardware queues of each sandboxed child's CUDA context; 0: the evaluator's default */
 	int device_queues;
+	/* processes each of the eager and candidate arms is timed in; 0: the default */
+	int timing_processes;
 	/* the own-kernel share of GPU time a speedup needs to be credited; default 0.05 */
 	double credit_threshold;
 	/* the clock the speedups are read in (docs/verdict.md); default device */

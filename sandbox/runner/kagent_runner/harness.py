@@ -7,7 +7,13 @@ judge's clock around a go/done exchange. Per call the primary measure is device 
 union of the intervals of every kernel, memcpy and memset the child's process ran, from its
 device record (device_record.py); wall time (the judge's clock, less the null round trip) is
 the secondary one. Both go into the result with every sample.
+
+An arm may be timed in several processes (docs/verdict.md, "Processes per arm"): each brings a
+state of its own to every call (the device's translations of its memory), a few percent of a
+short call, so one process is one draw of it; the arm's rounds go through its processes in
+blocks of calls, and its samples are theirs together.
 """
+import math
 import statistics
 
 from . import adaptive, compare, device_record
@@ -15,10 +21,12 @@ from .problem import CandidateFailure
 from .processes import process_status
 
 
-def summarize(samples_ms, stop=None):
+def summarize(samples_ms, stop=None, process_calls=None):
     """The summary of one basis's per-call times, with the times themselves in call order
     (samples_ms): kagent computes the median's confidence interval from them. stop says why
-    the adaptive repetitions ended (adaptive.stop_reason)."""
+    the adaptive repetitions ended (adaptive.stop_reason). With several processes the samples
+    are each process's in call order, process after process, and process_calls says how many
+    each has; the summary adds each one's median."""
     ordered = sorted(samples_ms)
     count = len(ordered)
 
@@ -29,7 +37,20 @@ def summarize(samples_ms, stop=None):
             "max_ms": ordered[-1], "p10_ms": quantile(0.1), "p90_ms": quantile(0.9),
             "mean_ms": statistics.fmean(ordered),
             "stdev_ms": statistics.stdev(ordered) if count > 1 else 0.0,
-            "samples_ms": list(samples_ms), "stop": stop}
+            "samples_ms": list(samples_ms), "stop": stop, **_processes(samples_ms, process_calls)}
+
+
+def _processes(samples_ms, process_calls):
+    """The per-process part of a summary: nothing for one process."""
+    if not process_calls or len(process_calls) < 2:
+        return {}
+    medians, start = [], 0
+    for count in process_calls:
+        part = samples_ms[start:start + count]
+        medians.append(statistics.median(part) if part else None)
+        start += count
+    return {"processes": len(process_calls), "process_calls": list(process_calls),
+            "process_medians_ms": medians}
 
 
 class TimedChild:
@@ -230,34 +251,80 @@ class Harness:
                                               timed.timed_windows, 0)
         return samples
 
-    def measure(self, arms):
+    def measure(self, groups):
         """The adaptive rounds of arms set up, in alternating rounds when there are several
-        (adaptive.measure_arms); each TimedArm gets its stop reason. A reference arm whose
-        child fails leaves with the failure kept, and the child is ended at once (nothing of
-        it runs beside the other arms' calls); the candidate's failure ends them all."""
+        (adaptive.measure_arms). groups holds each arm's TimedArms, one a process: the arm's
+        calls go through them in blocks of a round's share (so that every round has each
+        process's calls and the processes keep their order from round to round), and its
+        stop rule looks at their samples together. Each TimedArm gets its arm's stop reason.
+        A reference arm whose child fails leaves with the failure kept, and its children are
+        ended at once (nothing of them runs beside the other arms' calls); the candidate's
+        failure ends them all."""
 
-        def guarded(timed, work):
+        def guarded(group, work):
             def run(*args):
                 try:
-                    return work(timed, *args)
+                    return work(group, *args)
                 except (CandidateFailure, device_record.RecordError) as failure:
-                    if not timed.reference:
+                    if not group[0].reference:
                         raise
-                    timed.failure = failure
-                    self.judge.end_child(timed.child, kill=True)
+                    for timed in group:
+                        timed.failure = failure
+                        self.judge.end_child(timed.child, kill=True)
                     raise adaptive.Leave() from failure
             return run
 
-        measured = adaptive.measure_arms(
-            [(guarded(timed, self.one), timed.first_calls, guarded(timed, self.judged))
-             for timed in arms], adaptive.plan(self.timing))
-        for timed, (_, stop) in zip(arms, measured):
-            timed.stop = stop
+        def call(group, index):
+            block = math.ceil(group[0].first_calls / len(group))
+            return self.one(group[(index // block) % len(group)], index)
 
-    def finish(self, timed):
-        """An arm's result after its rounds: its device samples from the whole record, the
-        findings of its boundary, the threads its child started. Returns (result,
-        findings)."""
+        def judged(group):
+            return [sample for timed in group for sample in self.judged(timed)]
+
+        measured = adaptive.measure_arms(
+            [(guarded(group, call), group[0].first_calls, guarded(group, judged))
+             for group in groups], adaptive.plan(self.timing))
+        for group, (_, stop) in zip(groups, measured):
+            for timed in group:
+                timed.stop = stop
+
+    def finish(self, group):
+        """An arm's result after its rounds, from its processes' (finish_process): the device
+        and wall samples of them all, each process's in its call order (summarize), the
+        findings of every process's boundary (a further one's named), and the first
+        process's boundary with the further ones' counts added and their own boundaries in
+        its "processes". Returns (result, findings)."""
+        parts = [self.finish_process(timed) for timed in group]
+        if len(parts) == 1:
+            return parts[0]
+        stop = group[0].stop
+        findings = list(parts[0][1])
+        for timed, (_, more) in zip(group[1:], parts[1:]):
+            findings += [f"{timed.child.label}: {finding}" for finding in more]
+        result = {}
+        for basis in ("device", "wall"):
+            summaries = [part[basis] for part, _ in parts]
+            if any(summary is None for summary in summaries):
+                result[basis] = None
+                continue
+            result[basis] = summarize([sample for summary in summaries
+                                       for sample in summary["samples_ms"]], stop,
+                                      [summary["calls"] for summary in summaries])
+        boundary = dict(parts[0][0]["boundary"])
+        others = [part["boundary"] for part, _ in parts[1:]]
+        for key in ("windows", "verified_calls", "verification_failures"):
+            boundary[key] = sum(int(item.get(key) or 0) for item in [boundary] + others)
+        boundary["first_verification_failure"] = next(
+            (item["first_verification_failure"] for item in [boundary] + others
+             if item.get("first_verification_failure")), None)
+        boundary["processes"] = others
+        result["boundary"] = boundary
+        return result, findings
+
+    def finish_process(self, timed):
+        """One process's part of an arm's result after its rounds: its device samples from
+        the whole record, the findings of its boundary, the threads its child started.
+        Returns (result, findings)."""
         child, findings, boundary = timed.child, timed.findings, timed.boundary
         threads_after = process_status(child.pid)["threads"]
         device = None

@@ -83,7 +83,9 @@ class Judge:
         ("compile", "compile_pid", ...); "timing_lock" (gpu_lock.TimingLock, opened before
         privileges were dropped); "candidate_gate" (the device gate's socket, on a GPU);
         "prepared_pid" (the process the worker prepared for the next evaluation, which runs as
-        the sandbox uid and holds the device but runs nothing: prepared.py), or None."""
+        the sandbox uid and holds the device but runs nothing: prepared.py), or None;
+        "timing_processes": the further timed processes of the eager arm and the candidate's
+        (timing.processes), each {"arm", "pid", "socket", "record", "scratch"}."""
         self.channel = channel
         self.request = request
         self.candidate_pid = candidate_pid
@@ -116,8 +118,22 @@ class Judge:
                                            arm)
                 child.scratch = children.get(f"{key}_scratch")
                 self.references[arm] = child
+        # the further processes each arm is timed in beside its first ("Processes per arm"):
+        # they load beside the trials too; a candidate's is the candidate's own code
+        self.extra_processes = {"candidate": [], "eager": []}
+        for extra in children.get("timing_processes") or []:
+            if extra.get("arm") not in self.extra_processes:
+                continue
+            child = harness.TimedChild(self, Channel(extra["socket"], accept_pickles=False),
+                                       int(extra["pid"]), extra.get("record"), extra["name"])
+            child.scratch = extra.get("scratch") if extra["arm"] == "eager" else None
+            self.extra_processes[extra["arm"]].append(child)
+        self.extra_candidate_pids = {child.pid for child in self.extra_processes["candidate"]}
+        self.result_timing_processes = {"candidate": 1, "eager": 1, "compile": 1,
+                                        "dropped": []}
         # every reference child's pid, an abandoned compile child's included
-        self.reference_pids = {child.pid for child in self.references.values()}
+        self.reference_pids = {child.pid for child in self.references.values()} | {
+            child.pid for child in self.extra_processes["eager"]}
         self.baseline_arms = []  # the arms whose child is ready to be timed
         self.reference_error = None
         self.compile_error = None
@@ -160,6 +176,9 @@ class Judge:
             # candidate goes on to be judged
             if channel is self.channel:
                 self.kill_candidate()
+            for child in self.extra_processes["candidate"]:
+                if channel is child.channel:
+                    self.end_child(child, kill=True)
             raise CandidateFailure("timeout", f"the candidate did not answer within {timeout:g} s "
                                    f"during {self.phase}")
         except ChannelClosed:
@@ -173,6 +192,12 @@ class Judge:
             raise CandidateFailure(kind, str(reply.get("message", ""))[:4000],
                                    str(reply.get("traceback") or "")[:4000])
         return reply
+
+    def other_timed_children(self):
+        """Every timed child but the candidate's first process: the reference arms' and each
+        arm's further processes."""
+        return (list(self.references.values()) + self.extra_processes["eager"] +
+                self.extra_processes["candidate"])
 
     def kill_candidate(self):
         try:
@@ -209,7 +234,7 @@ class Judge:
     def start(self):
         # first: each timed child's library waits for its key before untrusted code exists
         self.candidate.send_key()
-        for child in self.references.values():
+        for child in self.other_timed_children():
             child.send_key()
         if self.device == "cuda":
             torch.cuda.set_device(self.request["device_ordinal"])
@@ -227,7 +252,7 @@ class Judge:
         self.model = model
         setup = setup_message(model, init_inputs, seed)
         # answered later (wait_for_baselines): they load and compile while the trials run
-        for child in self.references.values():
+        for child in self.other_timed_children():
             try:
                 child.channel.send_pickle(setup, self.pickler)
             except ChannelClosed:
@@ -656,6 +681,58 @@ class Judge:
                 self.result["phase_seconds"]["compile_child"] = round(
                     time.monotonic() - self.started, 3)
 
+    def wait_for_extra_processes(self):
+        """The further timed processes' loads, begun beside the trials. One that failed to
+        load or did not answer within the first call's limit is ended and left out (named in
+        timing.processes.dropped): its arm is timed in the others, and for the candidate a
+        failure only the further process met is no verdict on its code."""
+        for arm, children in self.extra_processes.items():
+            for child in list(children):
+                timeout = float(self.limits.get("first_call_seconds", 120))
+                try:
+                    message = child.channel.receive(timeout)
+                except (ChannelTimeout, ChannelClosed, ChannelProtocolError) as error:
+                    message = {"op": "error", "message": f"{type(error).__name__}: {error}"}
+                if message.get("op") != "ready":
+                    self.drop_extra_process(arm, child, str(message.get(
+                        "message", "it did not load"))[:300])
+
+    def drop_extra_process(self, arm, child, reason):
+        """Ends a further timed process and leaves it out of its arm; reason is recorded."""
+        self.extra_processes[arm].remove(child)
+        if reason:
+            self.result_timing_processes["dropped"].append(f"{child.label}: {reason}")
+        self.end_child(child, kill=True)
+
+    def trim_timing_processes(self, reference_ms):
+        """How many processes time each arm (docs/verdict.md, "Processes per arm"): the ones
+        loaded, unless the reference's call took timing.processes_below_ms or more here (the
+        worker chose the count before any call was known; a process's own state is a few
+        hundred nanoseconds of a call, which long calls do not feel), and no more than the
+        device's memory holds, each process with its outputs beside the timing's pool
+        (INTERLEAVE_SHARE). The processes left out are ended now."""
+        below = float(self.request.get("timing", {}).get("processes_below_ms", 0.1))
+        count = 1 + min(len(children) for children in self.extra_processes.values()
+                        if children) if any(self.extra_processes.values()) else 1
+        if reference_ms >= below:
+            count = 1
+        while count > 1 and not self.fits_processes(count):
+            count -= 1
+        for arm, children in self.extra_processes.items():
+            for child in children[count - 1:]:
+                self.drop_extra_process(arm, child, None)
+        self.result_timing_processes.update(
+            {"candidate": 1 + len(self.extra_processes["candidate"]),
+             "eager": 1 + len(self.extra_processes["eager"]), "reference_call_ms": reference_ms})
+
+    def fits_processes(self, count):
+        """Whether every arm's `count` processes fit at once beside the timing's pool."""
+        if self.device != "cuda":
+            return True
+        processes = count * (1 + ("eager" in self.references)) + ("compile" in self.references)
+        needed = self.result_input_bytes + processes * self.result_output_bytes
+        return needed <= INTERLEAVE_SHARE * torch.cuda.mem_get_info()[0]
+
     def abandon_compile(self, child):
         """The compile went past its cap: its child (and the compile workers in its process
         group) is killed, and the judge waits until none of them runs, so that nothing of it
@@ -739,10 +816,11 @@ class Judge:
 
     def other_process_findings(self):
         """Processes beside the known ones that could run device work the record misses."""
-        known = {os.getpid(), os.getppid(), self.candidate.pid} | self.reference_pids
+        candidates = {self.candidate.pid} | self.extra_candidate_pids
+        known = {os.getpid(), os.getppid()} | candidates | self.reference_pids
         if self.children.get("prepared_pid") is not None:
             known.add(int(self.children["prepared_pid"]))
-        roots = {self.candidate.pid} | self.reference_pids
+        roots = candidates | self.reference_pids
         uid = self.request.get("sandbox_uid")
         found = processes.other_processes(known, int(uid) if uid is not None else None, roots,
                                           self.device)
@@ -776,71 +854,91 @@ class Judge:
         for arm, child in self.references.items():
             if (arm, child) not in arms:
                 self.end_child(child)
-        return result, arms
+        if not any(arm == "eager" for arm, _ in arms):
+            for child in list(self.extra_processes["eager"]):
+                self.drop_extra_process("eager", child, None)
+        # each arm with its processes: its first, then the further ones
+        return result, [(arm, [child] + self.extra_processes.get(arm, [])) for arm, child in arms]
 
-    def interleaves(self, arms):
-        """Whether `arms` timed children may be alive at once beside the timing's pool
+    def interleaves(self, processes):
+        """Whether `processes` timed children may be alive at once beside the timing's pool
         (INTERLEAVE_SHARE)."""
         if self.device != "cuda":
             return True
-        needed = self.result_input_bytes + arms * self.result_output_bytes
+        needed = self.result_input_bytes + processes * self.result_output_bytes
         return needed <= INTERLEAVE_SHARE * torch.cuda.mem_get_info()[0]
 
-    def reference_failed(self, baselines, arm, child, failure):
+    def reference_failed(self, baselines, arm, children, failure):
         """A reference child failed (a call past its limit, a crash, its record): the
-        baselines say so and the candidate is still judged; never its fault. The child is
-        ended at once, so nothing of it runs beside the candidate's calls."""
+        baselines say so and the candidate is still judged; never its fault. The arm's
+        children are ended at once, so nothing of them runs beside the candidate's calls."""
         message = getattr(failure, "message", None) or str(failure)
         why = f"the reference's timed {arm} child failed: {message[:500]}"
         if arm == "eager":
             baselines["error"] = why
         else:
             baselines["compile_error"] = baselines["compile_error"] or why
-        child.reader = None
-        self.end_child(child, kill=True)
+        for child in children:
+            child.reader = None
+            self.end_child(child, kill=True)
 
     def time_arms(self, harness_, baselines, references, candidate):
-        """Times the reference arms `references` ([(arm, child)], eager first) and, when
-        `candidate`, the candidate's arm, together: each arm's setup, then alternating rounds
-        (harness.measure); one arm alone is a step of the sequential order. Without eager
-        there is no compile either. Each reference child is ended after its arm, its memory
-        freed before another child's calls start. Returns the candidate's (result, findings),
-        or None."""
-        timed = []
+        """Times the reference arms `references` ([(arm, [child, ...])], eager first, each arm
+        with its processes) and, when `candidate`, the candidate's arm in its processes,
+        together: each process's setup, then alternating rounds (harness.measure); one arm
+        alone is a step of the sequential order. Without eager there is no compile either.
+        Each reference arm's children are ended after its arm, their memory freed before
+        another child's calls start. Returns the candidate's (result, findings), or None."""
+        groups = []
         try:
-            for arm, child in references:
+            for arm, children in references:
                 if baselines.get("error"):
                     break
                 try:
-                    child.start_record(self.call_seconds())
-                    self.give_pool(child)
-                    timed.append(harness_.setup(child, arm, reference=True))
+                    group = []
+                    for child in children:
+                        child.start_record(self.call_seconds())
+                        self.give_pool(child)
+                        group.append(harness_.setup(child, arm, reference=True))
+                    groups.append(group)
                 except (CandidateFailure, device_record.RecordError) as failure:
-                    self.reference_failed(baselines, arm, child, failure)
+                    self.reference_failed(baselines, arm, children, failure)
             if candidate:
-                self.give_pool(self.candidate)
-                timed.append(harness_.setup(
-                    self.candidate, "candidate", seal=True,
-                    verify_calls=int(self.request.get("timing", {}).get("verify_calls", 5))))
-            harness_.measure(timed)
-            for reference in timed:
-                if not reference.reference or baselines.get("error"):
+                group = []
+                for child in self.candidate_processes():
+                    self.give_pool(child)
+                    group.append(harness_.setup(
+                        child, "candidate", seal=True,
+                        verify_calls=int(self.request.get("timing", {}).get("verify_calls",
+                                                                             5))))
+                groups.append(group)
+            harness_.measure(groups)
+            for group in groups:
+                first = group[0]
+                if not first.reference or baselines.get("error"):
                     continue
-                failure = reference.failure
+                failure = first.failure
                 if failure is None:
                     try:
-                        measured, _ = harness_.finish(reference)
-                        baselines["boundary"][reference.arm] = measured.pop("boundary")
-                        baselines[reference.arm] = measured
+                        measured, _ = harness_.finish(group)
+                        baselines["boundary"][first.arm] = measured.pop("boundary")
+                        baselines[first.arm] = measured
                     except (CandidateFailure, device_record.RecordError) as error:
                         failure = error
                 if failure is not None:
-                    self.reference_failed(baselines, reference.arm, reference.child, failure)
+                    self.reference_failed(baselines, first.arm,
+                                          [timed.child for timed in group], failure)
         finally:
-            for _, child in references:
-                child.pool = None  # on the CPU its own, freed before the next child's exists
-                self.end_child(child)
-        return harness_.finish(timed[-1]) if candidate else None
+            for _, children in references:
+                for child in children:
+                    child.pool = None  # on the CPU its own, freed before another child's exists
+                    self.end_child(child)
+        return harness_.finish(groups[-1]) if candidate else None
+
+    def candidate_processes(self):
+        """The candidate's timed processes: its first (which ran the trials), then the
+        further ones."""
+        return [self.candidate] + self.extra_processes["candidate"]
 
     def timing(self):
         """Times eager, torch.compile and the candidate: in alternating rounds when every
@@ -850,10 +948,13 @@ class Judge:
         harness_ = harness.Harness(self)
         # the candidate's record runs from here: its device work while the baselines are
         # timed is outside its calls too
-        self.candidate.start_record(self.call_seconds())
+        for child in self.candidate_processes():
+            child.start_record(self.call_seconds())
         self.enter("baselines")
         baselines, references = self.baselines_start()
-        interleaved = bool(references) and self.interleaves(len(references) + 1)
+        interleaved = bool(references) and self.interleaves(
+            sum(len(children) for _, children in references) +
+            len(self.candidate_processes()))
         if not interleaved:
             for reference in references:
                 self.time_arms(harness_, baselines, [reference], candidate=False)
@@ -865,17 +966,20 @@ class Judge:
         # interleaved, whole only now: a candidate that failed meanwhile leaves none to cache
         self.result["baselines"] = baselines
         boundary = candidate.pop("boundary")
-        if self.candidate.reader is not None:
-            _, outside = device_record.assign(self.candidate.records, self.candidate.windows)
+        for child in self.candidate_processes():
+            if child.reader is None:
+                continue
+            _, outside = device_record.assign(child.records, child.windows)
             if outside:
-                examples = "; ".join(device_record.describe_outside(record,
-                                                                    self.candidate.windows)
+                examples = "; ".join(device_record.describe_outside(record, child.windows)
                                      for record in outside[:device_record.OUTSIDE_EXAMPLES])
+                where = "" if child is self.candidate else f" in {child.label}"
                 findings.append(f"{len(outside)} device operation(s) ran outside the timed "
-                                f"calls (between calls, at delivery, from a thread or at "
-                                f"exit): {examples}")
-            boundary["outside"] = len(outside)
-        self.candidate.stop_record(self.call_seconds())
+                                f"calls{where} (between calls, at delivery, from a thread or "
+                                f"at exit): {examples}")
+            boundary["outside"] = boundary.get("outside", 0) + len(outside)
+        for child in self.candidate_processes():
+            child.stop_record(self.call_seconds())
         if self.device == "cuda":
             # under load, right after the timed calls: what the numbers were measured at
             properties = torch.cuda.get_device_properties(torch.cuda.current_device())
@@ -897,6 +1001,7 @@ class Judge:
                       "the null round trip",
             "null_overhead_ms": boundary.get("null_overhead_ms"),
             "order": "interleaved" if interleaved else "sequential",
+            "processes": self.result_timing_processes,
             "candidate": candidate, "device_note": device_note, "boundary": boundary,
             "verified_calls": boundary.get("verified_calls"),
             "verification_failures": boundary.get("verification_failures")}
@@ -1016,12 +1121,27 @@ class Judge:
                 return
             self.result_inputs = problem.make_inputs(self.module, 0, "problem", self.device)
             self.result_input_bytes = tensors.tensor_bytes(self.result_inputs)
-            self.result_output_bytes = tensors.tensor_bytes(
-                value for _, value in compare.flatten(self.reference(self.result_inputs)))
+            reference_ms = math.inf
+            # the quickest of up to three calls (a long one is not repeated): what decides how
+            # many processes time each arm (trim_timing_processes)
+            for _ in range(3):
+                self.synchronize()
+                reference_started = time.monotonic()
+                outputs = self.reference(self.result_inputs)
+                self.synchronize()
+                reference_ms = min(reference_ms, (time.monotonic() - reference_started) * 1e3)
+                self.result_output_bytes = tensors.tensor_bytes(
+                    value for _, value in compare.flatten(outputs))
+                outputs = None
+                if reference_ms >= float(self.request.get("timing", {}).get(
+                        "processes_below_ms", 0.1)):
+                    break
             # the reference's compile may take long: other evaluations time meanwhile
             self.timing_lock.release()
             self.wait_for_baselines()
+            self.wait_for_extra_processes()
             self.timing_lock.shared()
+            self.trim_timing_processes(reference_ms)
             self.enter("profile")
             if self.device == "cuda":
                 self.load_inputs(self.result_inputs)
@@ -1049,6 +1169,9 @@ class Judge:
                     self.result["reference_counters"] = self.reference_counters()
             self.result["tamper"] = list(self.result.get("tamper") or []) + \
                 self.ask({"op": "tamper"}, 20).get("findings", [])
+            for child in self.extra_processes["candidate"]:
+                self.result["tamper"] += [f"{child.label}: {finding}" for finding in child.ask(
+                    {"op": "tamper"}, 20).get("findings", [])]
             if self.request.get("profile_reference") and self.device == "cuda":
                 # after timing (replay is slow) and after the tamper check (a candidate that
                 # dies under replay must not lose its verdict)

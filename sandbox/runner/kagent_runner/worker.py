@@ -437,6 +437,10 @@ def _serve_kept_judge(control, timing_lock, devnull):
                 children.update({arm: sockets[arm], f"{arm}_pid": message[f"{arm}_pid"],
                                  f"{arm}_record": sockets[f"{arm}_record"],
                                  f"{arm}_scratch": message[f"{arm}_scratch"]})
+        children["timing_processes"] = [
+            dict(extra, socket=sockets[extra["name"]],
+                 record=sockets[extra["name"] + "_record"])
+            for extra in message.get("timing_processes") or [] if extra["name"] in sockets]
         try:
             judge.judge_one(sockets["judge"], result_fd, message["request"],
                             message["candidate_pid"], children)
@@ -483,6 +487,31 @@ def _reference_request(request, arm):
         os.makedirs(path, exist_ok=True)
     return dict(request, arm="reference", reference_arm=arm, scratch_directory=scratch,
                 cache_directory=cache)
+
+
+# The most processes one arm may be timed in (timing.processes): two descriptors each go to the
+# kept judge, within handover.MAX_FDS.
+MAX_TIMING_PROCESSES = 4
+
+
+def _timing_processes(request):
+    """How many processes time the eager arm and the candidate's (docs/verdict.md, "Processes
+    per arm"): the request's timing.processes, capped; one where the cached eager baseline's
+    calls take timing.processes_below_ms or more, since the state a process brings to its
+    calls is a few hundred nanoseconds of a call, which only short calls feel. The judge may
+    use fewer of them (judge.timing_processes)."""
+    timing = request.get("timing") or {}
+    try:
+        count = max(1, min(MAX_TIMING_PROCESSES, int(timing.get("processes", 1))))
+        below = float(timing.get("processes_below_ms", 0.1))
+    except (TypeError, ValueError):
+        return 1
+    eager = (request.get("baselines") or {}).get("eager")
+    summary = eager.get("device") or eager.get("wall") if isinstance(eager, dict) else None
+    median = summary.get("median_ms") if isinstance(summary, dict) else None
+    if isinstance(median, (int, float)) and median >= below:
+        return 1
+    return count
 
 
 def _evaluate_locked(request):
@@ -578,6 +607,22 @@ def _evaluate_locked(request):
         compile_pid = _fork_child(lambda: timed_child(compile_request, compile_socket,
                                                       compile_record_socket,
                                                       judge_err_write, judge_err_write))
+    # the eager arm's and the candidate's further timed processes (timing.processes): the
+    # same runner in the same sandbox as their arm's first, loading beside the trials
+    extras = []
+    for index in range(1, _timing_processes(request)):
+        for arm, arm_request, out_fd, err_fd in (
+                ("candidate", request, candidate_out_write, candidate_err_write),
+                ("eager", eager_request, judge_err_write, judge_err_write)):
+            if arm_request is None:
+                continue
+            judge_end, child_end = socket.socketpair()
+            judge_record, child_record = socket.socketpair()
+            pid = _fork_child(lambda: timed_child(arm_request, child_end, child_record,
+                                                  out_fd, err_fd))
+            extras.append({"name": f"{arm}_process{index}", "arm": arm, "pid": pid,
+                           "scratch": arm_request["scratch_directory"],
+                           "sockets": (judge_end, child_end, judge_record, child_record)})
 
     judge_fds = {"judge": judge_socket, "result": result_write, "judge_err": judge_err_write,
                  "candidate_record": judge_record_socket}
@@ -594,6 +639,11 @@ def _evaluate_locked(request):
             judge_fds.update({arm: judge_end, f"{arm}_record": record_end})
             message.update({f"{arm}_pid": pid,
                             f"{arm}_scratch": arm_request["scratch_directory"]})
+    for extra in extras:
+        judge_fds.update({extra["name"]: extra["sockets"][0],
+                          extra["name"] + "_record": extra["sockets"][2]})
+    message["timing_processes"] = [{key: extra[key] for key in ("name", "arm", "pid", "scratch")}
+                                   for extra in extras]
     message["judge_home"], message["caches"] = _judge_folders(request)
     try:
         kept.send(message, judge_fds)
@@ -608,7 +658,8 @@ def _evaluate_locked(request):
                  judge_reference_socket, reference_socket, judge_reference_record,
                  reference_record_socket, judge_compile_socket, compile_socket,
                  judge_compile_record, compile_record_socket, judge_gate_socket,
-                 candidate_gate_socket):
+                 candidate_gate_socket, *(item for extra in extras
+                                          for item in extra["sockets"])):
         if ours is not None:
             ours.close()
 
@@ -618,6 +669,7 @@ def _evaluate_locked(request):
                 judge_err_read: "judge", result_read: "result"}
     statuses = {candidate_pid: None}
     references = [pid for pid in (reference_pid, compile_pid) if pid is not None]
+    references += [extra["pid"] for extra in extras]
     for pid in references:
         statuses[pid] = None
     killed_for_timeout = judged = False
