@@ -3,7 +3,9 @@
 with 5 correctness trials and 100 timed trials, in this (new) Python process. The benchmarks
 that compare kagent with it (eval_speed.py, reward_throughput.py) run this file. KernelBench's
 package imports LLM clients (dotenv, litellm, openai) that evaluation never calls; where they
-are missing they are replaced by empty modules, so that the evaluation itself runs unchanged.
+are missing they are replaced by empty modules, so that the evaluation itself runs unchanged;
+so are requests (imported, never called) and pydantic, whose BaseModel its result class only
+uses to take keyword arguments over class defaults.
 Prints one JSON line: compiled, correctness, status (compile_error, incorrect or correct),
 runtime_ms, metadata, import_seconds and eval_seconds.
 
@@ -27,6 +29,20 @@ def main():
             for attribute in attributes:
                 setattr(module, attribute, lambda *a, **k: None)
             sys.modules[name] = module
+    try:
+        __import__("requests")
+    except ImportError:
+        sys.modules["requests"] = types.ModuleType("requests")
+    try:
+        __import__("pydantic")
+    except ImportError:
+        class BaseModel:
+            def __init__(self, **fields):
+                for name, value in fields.items():
+                    setattr(self, name, value)
+
+        sys.modules["pydantic"] = types.ModuleType("pydantic")
+        sys.modules["pydantic"].BaseModel = BaseModel
     sys.path.insert(0, os.path.join(sys.argv[1], "src"))
     from kernelbench import eval as kernel_eval
 

@@ -15,7 +15,9 @@ process. More modes change one thing of the local mode each. In `touch`, after t
 before each call, a small read of one element per 2 MiB page of the call's input and output
 brings their address translations back (the flush evicts those too), at the price of a few
 cache lines; `touch_input` touches the input's pages only, as a judge could where a
-candidate's outputs are its own. In `resident`, there is no flush and one input and one
+candidate's outputs are its own. `copy_touch` and `copy_touch_input` do the same with a
+4-byte copy to the host per page instead of a kernel: a copy the device record shows with its
+size, so a judge could check that a timed child's touch fetched nothing more. In `resident`, there is no flush and one input and one
 output only, so the call's data stays in L2 and the device's memory is out of it. It prints
 each process's median and mean per kernel, and per mode the spread across processes of each
 kernel and of the ratio of torch's to the Triton kernel within one process:
@@ -26,7 +28,7 @@ kernel and of the ratio of torch's to the Triton kernel within one process:
   - apart in local, not in resident: the state is on the way to the device's memory.
 
     python3 bench/process_state.py [--gpu 0] [--processes 8] [--copies 3] [--rounds 300]
-        [--modes local,shared,touch,touch_input,resident]
+        [--modes local,shared,touch,touch_input,copy_touch,copy_touch_input,resident]
 """
 import argparse
 import collections
@@ -77,10 +79,11 @@ def measure(options, mode, pool, out_slots, queue):
     regions = [pool[index * REGION_BYTES // 4:][:elements].view(SHAPE) for index in range(REGIONS)]
     if mode == "resident":
         regions = regions[:1]
-    if mode in ("touch", "resident"):  # outputs known before the call, to be touched
+    if mode in ("touch", "copy_touch", "resident"):  # outputs known before the call
         out_slots = [torch.empty(elements, device=options.device)
                      for _ in range(1 if mode == "resident" else 16)]
     touch_sum = torch.empty((), device=options.device)
+    landing = torch.empty(64, pin_memory=cuda)  # the copies' 4 bytes each, on the host
     flush_bytes = 2 * torch.cuda.get_device_properties(0).L2_cache_size if cuda else 1 << 20
     flush = torch.zeros(flush_bytes // 8, dtype=torch.int64, device=options.device)
     flush_sum = torch.empty((), dtype=torch.int64, device=options.device)
@@ -98,10 +101,18 @@ def measure(options, mode, pool, out_slots, queue):
         if mode != "resident":
             torch.sum(flush, dim=0, out=flush_sum)
         touched = []
-        if mode == "touch":  # and the output the next call will take, one element a page
+        if mode in ("touch", "copy_touch"):  # and the next call's output, one element a page
             touched = [x.view(-1), out_slots[(calls[0] + 1) % len(out_slots)]]
-        elif mode == "touch_input":
+        elif mode in ("touch_input", "copy_touch_input"):
             touched = [x.view(-1)]
+        if mode.startswith("copy_"):
+            slot = 0
+            for tensor in touched:  # one 4-byte copy to the host per page: no kernel
+                for start in range(0, tensor.numel(), PAGE_ELEMENTS):
+                    landing[slot % 64:slot % 64 + 1].copy_(tensor[start:start + 1],
+                                                           non_blocking=True)
+                    slot += 1
+            return
         for tensor in touched:  # reductions: not counted as torch.relu
             torch.sum(tensor[::PAGE_ELEMENTS], dim=0, out=touch_sum)
 
@@ -152,7 +163,8 @@ def main():
                         help="local: each process allocates its inputs and outputs; shared: "
                              "they are this process's memory, the same for every process "
                              "(CUDA IPC); touch: local, and each call's pages touched after "
-                             "the flush; touch_input: its input's pages only; resident: no "
+                             "the flush; touch_input: its input's pages only; copy_touch, "
+                             "copy_touch_input: the same by 4-byte copies; resident: no "
                              "flush, one input and output (in L2); the modes alternate, "
                              "process after process")
     parser.add_argument("--device", default="cuda",
