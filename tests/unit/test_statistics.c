@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Per-call times (ms) of a kagent eval of tests/fixtures/candidates/relu_correct.py on the
  * CPU, the first 40 calls of each arm as the judge recorded them. */
@@ -20,6 +21,9 @@ static const double recorded_eager[] = {
     0.1423, 0.1055, 0.1781, 0.1642, 0.1423, 0.1614, 0.1585, 0.168,  0.1497, 0.1292,
     0.213,  0.1498, 0.1901, 0.1699, 0.1525, 0.1671, 0.1736, 0.1749, 0.1786, 0.1508};
 #define RECORDED_COUNT (sizeof recorded_candidate / sizeof recorded_candidate[0])
+
+/* count values as one group: an arm timed in one process. */
+#define ONE(values_, count_) (&(struct kagent_samples){.values = (values_), .count = (count_)})
 
 /* count noisy timings around center: center * (1 + up to 20%), from a fixed LCG. */
 static double *
@@ -41,17 +45,17 @@ test_median(void)
 	const double odd[] = {3.0, 1.0, 2.0}, even[] = {4.0, 1.0, 3.0, 2.0}, nan_value[] = {NAN};
 	double median = 0;
 
-	CHECK_INT(kagent_statistics_median(odd, 3, &median), 0);
+	CHECK_INT(kagent_statistics_median(ONE(odd, 3), &median), 0);
 	CHECK(median == 2.0);
-	CHECK_INT(kagent_statistics_median(even, 4, &median), 0);
+	CHECK_INT(kagent_statistics_median(ONE(even, 4), &median), 0);
 	CHECK(median == 2.5);
-	CHECK_INT(kagent_statistics_median(odd, 1, &median), 0);
+	CHECK_INT(kagent_statistics_median(ONE(odd, 1), &median), 0);
 	CHECK(median == 3.0);
-	CHECK_INT(kagent_statistics_median(recorded_candidate, RECORDED_COUNT, &median), 0);
+	CHECK_INT(kagent_statistics_median(ONE(recorded_candidate, RECORDED_COUNT), &median), 0);
 	CHECK(median == (0.2874 + 0.2887) / 2);
-	CHECK_INT(kagent_statistics_median(odd, 0, &median), -EINVAL);
-	CHECK_INT(kagent_statistics_median(NULL, 3, &median), -EINVAL);
-	CHECK_INT(kagent_statistics_median(nan_value, 1, &median), -EINVAL);
+	CHECK_INT(kagent_statistics_median(ONE(odd, 0), &median), -EINVAL);
+	CHECK_INT(kagent_statistics_median(ONE(NULL, 3), &median), -EINVAL);
+	CHECK_INT(kagent_statistics_median(ONE(nan_value, 1), &median), -EINVAL);
 }
 
 static void
@@ -60,9 +64,10 @@ test_interval_contains_median(void)
 	struct kagent_interval interval;
 	double median = 0;
 
-	CHECK_INT(kagent_statistics_median(recorded_candidate, RECORDED_COUNT, &median), 0);
-	CHECK_INT(kagent_statistics_median_interval(recorded_candidate, RECORDED_COUNT, &interval),
-		  0);
+	CHECK_INT(kagent_statistics_median(ONE(recorded_candidate, RECORDED_COUNT), &median), 0);
+	CHECK_INT(
+	    kagent_statistics_median_interval(ONE(recorded_candidate, RECORDED_COUNT), &interval),
+	    0);
 	CHECK(interval.low < median && median < interval.high);
 	/* Inside the recorded range, and not the whole of it. */
 	CHECK(interval.low > 0.2461 && interval.high < 0.3631);
@@ -75,8 +80,8 @@ test_interval_narrows(void)
 	double *few = noisy(20, 1.0, 7), *many = noisy(2000, 1.0, 7);
 	struct kagent_interval narrow, wide;
 
-	CHECK_INT(kagent_statistics_median_interval(few, 20, &wide), 0);
-	CHECK_INT(kagent_statistics_median_interval(many, 2000, &narrow), 0);
+	CHECK_INT(kagent_statistics_median_interval(ONE(few, 20), &wide), 0);
+	CHECK_INT(kagent_statistics_median_interval(ONE(many, 2000), &narrow), 0);
 	CHECK(wide.high - wide.low > 2 * (narrow.high - narrow.low));
 	/* The true median of the noise is 1.1. */
 	CHECK(narrow.low < 1.1 && 1.1 < narrow.high);
@@ -106,19 +111,19 @@ test_ticks_interpolate(void)
 	struct kagent_interval interval;
 
 	/* Half the calls on each tick: halfway between them, as the plain median. */
-	CHECK_INT(kagent_statistics_median(half, 20, &at_half), 0);
+	CHECK_INT(kagent_statistics_median(ONE(half, 20), &at_half), 0);
 	CHECK(fabs(at_half - 0.003280) < 1e-6);
 	/* One call more on the lower tick moves the median a little down, not a whole tick. */
-	CHECK_INT(kagent_statistics_median(more, 20, &at_more), 0);
-	CHECK_INT(kagent_statistics_median(most, 20, &at_most), 0);
+	CHECK_INT(kagent_statistics_median(ONE(more, 20), &at_more), 0);
+	CHECK_INT(kagent_statistics_median(ONE(most, 20), &at_most), 0);
 	CHECK(at_most < at_more && at_more < at_half);
 	CHECK(fabs(at_more - (0.003280 - 0.000032 / 11)) < 1e-6); /* a nanosecond: the jitter */
 	CHECK(at_most > 0.003264);
 	/* Two verdicts whose mix differs by 2%: a plain median would be a tick (1%) apart. */
-	CHECK_INT(kagent_statistics_median(mix49, 100, &median49), 0);
-	CHECK_INT(kagent_statistics_median(mix51, 100, &median51), 0);
+	CHECK_INT(kagent_statistics_median(ONE(mix49, 100), &median49), 0);
+	CHECK_INT(kagent_statistics_median(ONE(mix51, 100), &median51), 0);
 	CHECK(median49 > median51 && (median49 - median51) / median51 < 0.001);
-	CHECK_INT(kagent_statistics_median_interval(mix51, 100, &interval), 0);
+	CHECK_INT(kagent_statistics_median_interval(ONE(mix51, 100), &interval), 0);
 	CHECK(interval.low <= median51 && median51 <= interval.high);
 	CHECK(interval.high - interval.low < 0.000032);
 	free(half);
@@ -126,6 +131,53 @@ test_ticks_interpolate(void)
 	free(most);
 	free(mix49);
 	free(mix51);
+}
+
+static void
+test_process_groups(void)
+{
+	double values[40], *fast = noisy(60, 1.0, 5), *slow = noisy(30, 1.06, 7), mixed[90];
+	size_t halves[] = {10, 30}, wrong[] = {10, 20}, empty[] = {40, 0}, thirds[] = {30, 30, 30};
+	size_t many[KAGENT_STATISTICS_GROUP_CAP + 1], index;
+	struct kagent_samples two = {values, 40, halves, 2};
+	struct kagent_interval interval;
+	double median = 0;
+
+	/* Two processes: ten calls at 1.0, thirty at 2.0. Each process weighs alike: 1.5, where
+	 * the pooled calls' median would be 2.0. */
+	for (index = 0; index < 40; index++)
+		values[index] = index < 10 ? 1.0 : 2.0;
+	CHECK_INT(kagent_statistics_median(&two, &median), 0);
+	CHECK(median == 1.5);
+	/* Each process's calls resampled within it: every resample's median is 1.5 too. */
+	CHECK_INT(kagent_statistics_median_interval(&two, &interval), 0);
+	CHECK(interval.low == 1.5 && interval.high == 1.5);
+	/* Groups that do not add up to the samples, an empty one, or too many: refused. */
+	two.group_counts = wrong;
+	CHECK_INT(kagent_statistics_median(&two, &median), -EINVAL);
+	two.group_counts = empty;
+	CHECK_INT(kagent_statistics_median(&two, &median), -EINVAL);
+	for (index = 0; index <= KAGENT_STATISTICS_GROUP_CAP; index++)
+		many[index] = index < KAGENT_STATISTICS_GROUP_CAP ? 2 : 8;
+	two.group_counts = many;
+	two.groups = KAGENT_STATISTICS_GROUP_CAP + 1;
+	CHECK_INT(kagent_statistics_median(&two, &median), -EINVAL);
+	/* Three processes of one arm, one in a slower state (6%): the speedup over an arm of one
+	 * process is the mean state's, with an interval that holds it. */
+	memcpy(mixed, fast, 60 * sizeof *mixed);
+	memcpy(mixed + 60, slow, 30 * sizeof *mixed);
+	{
+		struct kagent_samples arm = {mixed, 90, thirds, 3}, one = {fast, 30, NULL, 0};
+		double own = 0, base = 0;
+
+		CHECK_INT(kagent_statistics_median(&arm, &own), 0);
+		CHECK_INT(kagent_statistics_median(&one, &base), 0);
+		CHECK(own > base * 1.015 && own < base * 1.025);
+		CHECK_INT(kagent_statistics_ratio_interval(&arm, &one, &interval), 0);
+		CHECK(interval.low < own / base && own / base < interval.high);
+	}
+	free(fast);
+	free(slow);
 }
 
 static void
@@ -137,9 +189,9 @@ test_identical_samples(void)
 
 	for (index = 0; index < 50; index++)
 		same[index] = 0.125;
-	CHECK_INT(kagent_statistics_median_interval(same, 50, &interval), 0);
+	CHECK_INT(kagent_statistics_median_interval(ONE(same, 50), &interval), 0);
 	CHECK(interval.low == 0.125 && interval.high == 0.125);
-	CHECK_INT(kagent_statistics_ratio_interval(same, 50, same, 50, &interval), 0);
+	CHECK_INT(kagent_statistics_ratio_interval(ONE(same, 50), ONE(same, 50), &interval), 0);
 	CHECK(interval.low == 1.0 && interval.high == 1.0);
 }
 
@@ -148,14 +200,17 @@ test_deterministic(void)
 {
 	struct kagent_interval first, second;
 
-	CHECK_INT(kagent_statistics_median_interval(recorded_eager, RECORDED_COUNT, &first), 0);
-	CHECK_INT(kagent_statistics_median_interval(recorded_eager, RECORDED_COUNT, &second), 0);
-	CHECK(first.low == second.low && first.high == second.high);
-	CHECK_INT(kagent_statistics_ratio_interval(recorded_eager, RECORDED_COUNT,
-						   recorded_candidate, RECORDED_COUNT, &first),
+	CHECK_INT(kagent_statistics_median_interval(ONE(recorded_eager, RECORDED_COUNT), &first),
 		  0);
-	CHECK_INT(kagent_statistics_ratio_interval(recorded_eager, RECORDED_COUNT,
-						   recorded_candidate, RECORDED_COUNT, &second),
+	CHECK_INT(kagent_statistics_median_interval(ONE(recorded_eager, RECORDED_COUNT), &second),
+		  0);
+	CHECK(first.low == second.low && first.high == second.high);
+	CHECK_INT(kagent_statistics_ratio_interval(ONE(recorded_eager, RECORDED_COUNT),
+						   ONE(recorded_candidate, RECORDED_COUNT), &first),
+		  0);
+	CHECK_INT(kagent_statistics_ratio_interval(ONE(recorded_eager, RECORDED_COUNT),
+						   ONE(recorded_candidate, RECORDED_COUNT),
+						   &second),
 		  0);
 	CHECK(first.low == second.low && first.high == second.high);
 }
@@ -168,20 +223,25 @@ test_ratio(void)
 	double eager = 0, own = 0, zero[] = {0.0, 1.0};
 
 	/* The recorded speedup: eager over candidate, about 0.55x. */
-	CHECK_INT(kagent_statistics_median(recorded_eager, RECORDED_COUNT, &eager), 0);
-	CHECK_INT(kagent_statistics_median(recorded_candidate, RECORDED_COUNT, &own), 0);
-	CHECK_INT(kagent_statistics_ratio_interval(recorded_eager, RECORDED_COUNT,
-						   recorded_candidate, RECORDED_COUNT, &interval),
+	CHECK_INT(kagent_statistics_median(ONE(recorded_eager, RECORDED_COUNT), &eager), 0);
+	CHECK_INT(kagent_statistics_median(ONE(recorded_candidate, RECORDED_COUNT), &own), 0);
+	CHECK_INT(kagent_statistics_ratio_interval(ONE(recorded_eager, RECORDED_COUNT),
+						   ONE(recorded_candidate, RECORDED_COUNT),
+						   &interval),
 		  0);
 	CHECK(interval.low < eager / own && eager / own < interval.high);
 	CHECK(interval.low > 0.45 && interval.high < 0.65);
 	/* Twice as fast, from independent noise on both arms. */
-	CHECK_INT(kagent_statistics_ratio_interval(base, 200, candidate, 200, &interval), 0);
+	CHECK_INT(kagent_statistics_ratio_interval(ONE(base, 200), ONE(candidate, 200), &interval),
+		  0);
 	CHECK(interval.low < 2.0 && 2.0 < interval.high);
 	/* A speedup needs a positive denominator, and both vectors. */
-	CHECK_INT(kagent_statistics_ratio_interval(base, 200, zero, 2, &interval), -EINVAL);
-	CHECK_INT(kagent_statistics_ratio_interval(base, 0, candidate, 200, &interval), -EINVAL);
-	CHECK_INT(kagent_statistics_ratio_interval(base, 200, candidate, 0, &interval), -EINVAL);
+	CHECK_INT(kagent_statistics_ratio_interval(ONE(base, 200), ONE(zero, 2), &interval),
+		  -EINVAL);
+	CHECK_INT(kagent_statistics_ratio_interval(ONE(base, 0), ONE(candidate, 200), &interval),
+		  -EINVAL);
+	CHECK_INT(kagent_statistics_ratio_interval(ONE(base, 200), ONE(candidate, 0), &interval),
+		  -EINVAL);
 	free(base);
 	free(candidate);
 }
@@ -194,16 +254,18 @@ test_bounded(void)
 
 	/* The most samples: 2000 resamples of 4096 each stay well inside the test's time. */
 	CHECK_INT(
-	    kagent_statistics_median_interval(values, KAGENT_STATISTICS_SAMPLE_CAP, &interval), 0);
-	CHECK_INT(
-	    kagent_statistics_median_interval(values, KAGENT_STATISTICS_SAMPLE_CAP + 1, &interval),
-	    -EINVAL);
+	    kagent_statistics_median_interval(ONE(values, KAGENT_STATISTICS_SAMPLE_CAP), &interval),
+	    0);
+	CHECK_INT(kagent_statistics_median_interval(ONE(values, KAGENT_STATISTICS_SAMPLE_CAP + 1),
+						    &interval),
+		  -EINVAL);
 	free(values);
 }
 
 static const struct kagent_test tests[] = {
     {"median", test_median},
     {"ticks_interpolate", test_ticks_interpolate},
+    {"process_groups", test_process_groups},
     {"interval_contains_median", test_interval_contains_median},
     {"interval_narrows", test_interval_narrows},
     {"identical_samples", test_identical_samples},

@@ -688,6 +688,45 @@ set_samples(json_t *summary, size_t count, double first, double step)
 	json_object_set_new(summary, "samples_ms", samples);
 }
 
+/* The candidate's median from samples in two processes' groups: 10 calls at 1.0 ms, 30 at
+ * 2.0 ms, grouped as process_calls says (text: a JSON array, or NULL for none). */
+static double
+median_in_processes(const char *process_calls)
+{
+	json_t *result = load(base_result), *verdict,
+	       *summary = arm_of(result, "candidate", "device");
+	json_t *samples = json_array();
+	double median;
+	int index;
+
+	for (index = 0; index < 40; index++)
+		json_array_append_new(samples, json_real(index < 10 ? 1.0 : 2.0));
+	json_object_set_new(summary, "samples_ms", samples);
+	if (process_calls != NULL)
+		json_object_set_new(summary, "process_calls", load(process_calls));
+	verdict = build(result);
+	median = json_real_value(json_object_get(
+	    json_object_get(json_object_get(verdict, "timing"), "candidate"), "median_ms"));
+	json_decref(verdict);
+	json_decref(result);
+	return median;
+}
+
+static void
+test_median_of_processes(void)
+{
+	/* The pooled calls' median: a third into the class of the tie at 2.0 (1.5 to 2.5). */
+	double pooled = 2.5 - 1.0 * (1 - 10.0 / 30);
+
+	/* Each process weighs alike: the mean of their medians, not the pooled calls' median. */
+	CHECK(median_in_processes("[10, 30]") == 1.5);
+	CHECK(fabs(median_in_processes(NULL) - pooled) < 1e-12);
+	/* Counts that do not add up to the samples, or are not counts: one group. */
+	CHECK(fabs(median_in_processes("[10, 20]") - pooled) < 1e-12);
+	CHECK(fabs(median_in_processes("[10, \"30\"]") - pooled) < 1e-12);
+	CHECK(fabs(median_in_processes("[40]") - pooled) < 1e-12);
+}
+
 static void
 test_samples_and_intervals(void)
 {
@@ -1403,6 +1442,7 @@ static const struct kagent_test tests[] = {
     {"credit_library_pattern", test_credit_library_pattern},
     {"credit_not_measured", test_credit_not_measured},
     {"samples_and_intervals", test_samples_and_intervals},
+    {"median_of_processes", test_median_of_processes},
     {"basis_device", test_basis_device},
     {"basis_wall", test_basis_wall},
     {"basis_fallback", test_basis_fallback},

@@ -11,6 +11,11 @@
  * above, and the median lies in it as far as the share of the middle that falls in it. A
  * plain median of tied values jumps a whole tick (1% of a 3 us kernel) when a verdict's mix
  * of ticks moves a little; this one moves with the mix.
+ *
+ * An arm timed in several processes has its samples in groups, one a process: its median is
+ * the mean of the groups' medians (each process brings a state of its own to all its calls,
+ * so each is one draw of that state and weighs alike), and a resample draws each group's
+ * calls within the group.
  */
 #include "kagent/evaluator/statistics.h"
 #include "kagent/base/alloc.h"
@@ -197,12 +202,90 @@ statistics__quantile(const double *sorted, size_t count, double fraction)
 	return sorted[below] + (position - (double)below) * (sorted[below + 1] - sorted[below]);
 }
 
+/* One arm's samples as the statistics see them: a sorted vector per group (process). */
+struct statistics__set {
+	struct statistics__vector *groups;
+	size_t count;
+};
+
+static void
+statistics__set_free(struct statistics__set *set)
+{
+	size_t index;
+
+	for (index = 0; index < set->count; index++)
+		statistics__vector_free(&set->groups[index]);
+	free(set->groups);
+	memset(set, 0, sizeof *set);
+}
+
+/* The groups of samples; -EINVAL as the vector's, or for groups that do not add up to the
+ * samples, hold none, or are more than KAGENT_STATISTICS_GROUP_CAP. */
+static int
+statistics__set_init(struct statistics__set *set, const struct kagent_samples *samples)
+{
+	size_t groups = samples != NULL && samples->group_counts != NULL ? samples->groups : 1;
+	size_t index, start = 0, size;
+	int status = 0;
+
+	memset(set, 0, sizeof *set);
+	if (samples == NULL || groups == 0 || groups > KAGENT_STATISTICS_GROUP_CAP)
+		return -EINVAL;
+	set->groups = kagent_calloc(groups, sizeof *set->groups);
+	set->count = groups;
+	for (index = 0; index < groups && status == 0; index++) {
+		size =
+		    samples->group_counts != NULL ? samples->group_counts[index] : samples->count;
+		if (size > samples->count - start)
+			status = -EINVAL;
+		else
+			status = statistics__vector_init(
+			    &set->groups[index], samples->values ? samples->values + start : NULL,
+			    size);
+		start += size;
+	}
+	if (status == 0 && start != samples->count)
+		status = -EINVAL;
+	if (status < 0)
+		statistics__set_free(set);
+	return status;
+}
+
+/* The mean of the groups' medians: each process weighs alike, whatever its calls. */
+static double
+statistics__set_median(struct statistics__set *set)
+{
+	double sum = 0;
+	size_t index, rank;
+
+	for (index = 0; index < set->count; index++) {
+		struct statistics__vector *vector = &set->groups[index];
+
+		for (rank = 0; rank < vector->count; rank++)
+			vector->draws[rank] = 1;
+		sum += statistics__median_of_draws(vector, vector->draws);
+	}
+	return sum / (double)set->count;
+}
+
+/* The same of one resample: each group's calls drawn again within the group. */
+static double
+statistics__set_resample(struct statistics__set *set, uint64_t *state)
+{
+	double sum = 0;
+	size_t index;
+
+	for (index = 0; index < set->count; index++)
+		sum += statistics__resample_median(&set->groups[index], state);
+	return sum / (double)set->count;
+}
+
 /*
  * The percentile bootstrap of median(first) / median(second), or of median(first) alone when
  * second is NULL.
  */
 static void
-statistics__bootstrap(struct statistics__vector *first, struct statistics__vector *second,
+statistics__bootstrap(struct statistics__set *first, struct statistics__set *second,
 		      struct kagent_interval *interval)
 {
 	double *estimates = kagent_malloc(KAGENT_STATISTICS_RESAMPLES * sizeof *estimates);
@@ -210,9 +293,9 @@ statistics__bootstrap(struct statistics__vector *first, struct statistics__vecto
 	size_t index;
 
 	for (index = 0; index < KAGENT_STATISTICS_RESAMPLES; index++) {
-		estimates[index] = statistics__resample_median(first, &state);
+		estimates[index] = statistics__set_resample(first, &state);
 		if (second != NULL)
-			estimates[index] /= statistics__resample_median(second, &state);
+			estimates[index] /= statistics__set_resample(second, &state);
 	}
 	qsort(estimates, KAGENT_STATISTICS_RESAMPLES, sizeof *estimates, statistics__compare);
 	interval->low =
@@ -223,49 +306,48 @@ statistics__bootstrap(struct statistics__vector *first, struct statistics__vecto
 }
 
 int
-kagent_statistics_median(const double *values, size_t count, double *median)
+kagent_statistics_median(const struct kagent_samples *samples, double *median)
 {
-	struct statistics__vector vector;
-	int status = statistics__vector_init(&vector, values, count);
+	struct statistics__set set;
+	int status = statistics__set_init(&set, samples);
 
-	if (status == 0) {
-		size_t index;
-
-		for (index = 0; index < vector.count; index++)
-			vector.draws[index] = 1;
-		*median = statistics__median_of_draws(&vector, vector.draws);
-	}
-	statistics__vector_free(&vector);
+	if (status == 0)
+		*median = statistics__set_median(&set);
+	statistics__set_free(&set);
 	return status;
 }
 
 int
-kagent_statistics_median_interval(const double *values, size_t count,
+kagent_statistics_median_interval(const struct kagent_samples *samples,
 				  struct kagent_interval *interval)
 {
-	struct statistics__vector vector;
-	int status = statistics__vector_init(&vector, values, count);
+	struct statistics__set set;
+	int status = statistics__set_init(&set, samples);
 
 	if (status == 0)
-		statistics__bootstrap(&vector, NULL, interval);
-	statistics__vector_free(&vector);
+		statistics__bootstrap(&set, NULL, interval);
+	statistics__set_free(&set);
 	return status;
 }
 
 int
-kagent_statistics_ratio_interval(const double *numerator, size_t numerator_count,
-				 const double *denominator, size_t denominator_count,
+kagent_statistics_ratio_interval(const struct kagent_samples *numerator,
+				 const struct kagent_samples *denominator,
 				 struct kagent_interval *interval)
 {
-	struct statistics__vector top, bottom;
-	int status = statistics__vector_init(&top, numerator, numerator_count);
+	struct statistics__set top, bottom;
+	int status = statistics__set_init(&top, numerator);
+	size_t index;
 
-	if (statistics__vector_init(&bottom, denominator, denominator_count) < 0 ||
-	    bottom.sorted[0] <= 0)
+	if (statistics__set_init(&bottom, denominator) < 0)
 		status = -EINVAL;
+	for (index = 0; status == 0 && index < bottom.count; index++) {
+		if (bottom.groups[index].sorted[0] <= 0)
+			status = -EINVAL;
+	}
 	if (status == 0)
 		statistics__bootstrap(&top, &bottom, interval);
-	statistics__vector_free(&top);
-	statistics__vector_free(&bottom);
+	statistics__set_free(&top);
+	statistics__set_free(&bottom);
 	return status;
 }

@@ -650,6 +650,9 @@ struct verdict__arm {
 	json_t *summary; /* the verdict's copy, or null */
 	double *samples; /* the first KAGENT_STATISTICS_SAMPLE_CAP, in call order */
 	size_t count;	 /* 0 when the judge sent none, or sent something else */
+	/* the calls of each process the arm was timed in (the judge's process_calls), or none */
+	size_t process_calls[KAGENT_STATISTICS_GROUP_CAP];
+	size_t processes;
 };
 
 static json_t *
@@ -658,16 +661,55 @@ verdict__interval_json(const struct kagent_interval *interval)
 	return json_pack("[f, f]", interval->low, interval->high);
 }
 
+/* The arm's samples as the statistics take them: in its processes' groups, if any. */
+static struct kagent_samples
+verdict__arm_samples(const struct verdict__arm *arm)
+{
+	struct kagent_samples samples = {.values = arm->samples, .count = arm->count};
+
+	if (arm->processes > 1) {
+		samples.group_counts = arm->process_calls;
+		samples.groups = arm->processes;
+	}
+	return samples;
+}
+
+/* The judge's process_calls, where they are two to KAGENT_STATISTICS_GROUP_CAP positive
+ * counts adding up to the samples kept; else the samples are one group. */
+static void
+verdict__arm_processes(struct verdict__arm *arm, const json_t *summary)
+{
+	const json_t *calls = json_object_get(summary, "process_calls"), *item;
+	size_t index, total = 0;
+
+	arm->processes = 0;
+	if (!json_is_array(calls) || json_array_size(calls) < 2 ||
+	    json_array_size(calls) > KAGENT_STATISTICS_GROUP_CAP)
+		return;
+	json_array_foreach(calls, index, item)
+	{
+		if (!json_is_integer(item) || json_integer_value(item) < 1 ||
+		    (size_t)json_integer_value(item) > arm->count)
+			return;
+		arm->process_calls[index] = (size_t)json_integer_value(item);
+		total += arm->process_calls[index];
+	}
+	if (total == arm->count)
+		arm->processes = json_array_size(calls);
+}
+
 /*
  * Reads an arm's summary: a copy whose samples_ms is the checked, capped list (null when
- * there is none), whose median_ms is computed from it and ci95_ms is its bootstrap interval.
- * Samples that are not all finite, non-negative numbers are dropped whole.
+ * there is none), whose median_ms is computed from it (the mean of its processes' medians
+ * where process_calls groups them) and ci95_ms is its bootstrap interval. Samples that are
+ * not all finite, non-negative numbers are dropped whole.
  */
 static void
 verdict__arm_read(struct verdict__arm *arm, const json_t *summary)
 {
 	const json_t *list = json_object_get(summary, "samples_ms"), *item;
 	struct kagent_interval interval;
+	struct kagent_samples samples;
 	json_t *kept;
 	double median;
 	size_t index;
@@ -694,8 +736,10 @@ verdict__arm_read(struct verdict__arm *arm, const json_t *summary)
 	for (index = 0; index < arm->count; index++)
 		json_array_append_new(kept, json_real(arm->samples[index]));
 	json_object_set_new(arm->summary, "samples_ms", kept);
-	if (kagent_statistics_median(arm->samples, arm->count, &median) == 0 &&
-	    kagent_statistics_median_interval(arm->samples, arm->count, &interval) == 0) {
+	verdict__arm_processes(arm, summary);
+	samples = verdict__arm_samples(arm);
+	if (kagent_statistics_median(&samples, &median) == 0 &&
+	    kagent_statistics_median_interval(&samples, &interval) == 0) {
 		json_object_set_new(arm->summary, "median_ms", json_real(median));
 		json_object_set_new(arm->summary, "ci95_ms", verdict__interval_json(&interval));
 	} else {
@@ -716,6 +760,8 @@ verdict__speedup(json_t *timing, const char *key, const struct verdict__arm *bas
 		 const struct verdict__arm *candidate)
 {
 	struct kagent_interval interval;
+	struct kagent_samples top = verdict__arm_samples(baseline),
+			      bottom = verdict__arm_samples(candidate);
 	char ci_key[48];
 	double base = 0, own = 0;
 	int measured = verdict__number(baseline->summary, "median_ms", &base) &&
@@ -725,9 +771,8 @@ verdict__speedup(json_t *timing, const char *key, const struct verdict__arm *bas
 	snprintf(ci_key, sizeof ci_key, "%s_ci95", key);
 	json_object_set_new(timing, key, measured ? json_real(base / own) : json_null());
 	json_object_set_new(timing, ci_key,
-			    measured && kagent_statistics_ratio_interval(
-					    baseline->samples, baseline->count, candidate->samples,
-					    candidate->count, &interval) == 0
+			    measured &&
+				    kagent_statistics_ratio_interval(&top, &bottom, &interval) == 0
 				? verdict__interval_json(&interval)
 				: json_null());
 }

@@ -26,7 +26,8 @@ def summarize(samples_ms, stop=None, process_calls=None):
     (samples_ms): kagent computes the median's confidence interval from them. stop says why
     the adaptive repetitions ended (adaptive.stop_reason). With several processes the samples
     are each process's in call order, process after process, and process_calls says how many
-    each has; the summary adds each one's median."""
+    each has; the summary adds each one's median, and its median is their mean, as kagent's
+    (statistics.c: each process weighs alike)."""
     ordered = sorted(samples_ms)
     count = len(ordered)
 
@@ -46,11 +47,10 @@ def _processes(samples_ms, process_calls):
         return {}
     medians, start = [], 0
     for count in process_calls:
-        part = samples_ms[start:start + count]
-        medians.append(statistics.median(part) if part else None)
+        medians.append(statistics.median(samples_ms[start:start + count]))
         start += count
     return {"processes": len(process_calls), "process_calls": list(process_calls),
-            "process_medians_ms": medians}
+            "process_medians_ms": medians, "median_ms": statistics.fmean(medians)}
 
 
 class TimedChild:
