@@ -203,6 +203,9 @@ def bad_input(kagent_reward, client, daemon):
                      "options": {"device": "cuda"}}).encode(), 400, "cpu device"),
         (json.dumps({"problem_path": RELU, "candidates": ["x"],
                      "options": {"device_queues": 33}}).encode(), 400, "device_queues 1-32"),
+        (json.dumps({"problem_path": RELU, "candidates": ["x"],
+                     "options": {"timing_processes": 5}}).encode(), 400,
+         "timing_processes 1-4"),
         (json.dumps({"problem_path": RELU, "candidates": ["x"] * 513}).encode(), 413,
          "at most 512"),
         (json.dumps({"problem_path": RELU, "candidates": ["#" * ((1 << 20) + 1)]}).encode(), 413,
@@ -235,6 +238,25 @@ def device_queues(kagent_reward, client, daemon):
         statuses.append(answer["verdicts"][0].get("status"))
     return [] if statuses == ["correct", "incorrect"] else [
         f"statuses without and with device_queues 2: {statuses}"]
+
+
+def timing_processes(kagent_reward, client, daemon):
+    """The timing_processes option reaches the judge: a call of microseconds (scale_rows) has
+    its eager arm and the candidate's timed in three processes, each with calls of its own."""
+    answer = client.request("POST", "/v1/evaluations", {
+        "problem_source": read(os.path.join(PROBLEMS, "scale_rows.py")),
+        "options": dict(FAST, timing_processes=3, no_cache=True),
+        "candidates": [read(os.path.join(CANDIDATES, "scale_rows_shape.py"))]})
+    verdict = answer["verdicts"][0]
+    timing = verdict.get("timing") or {}
+    processes = timing.get("processes") or {}
+    calls = [((timing.get("wall") or {}).get(arm) or {}).get("process_calls")
+             for arm in ("candidate", "eager")]
+    if verdict.get("status") != "correct" or (processes.get("candidate"),
+                                               processes.get("eager")) != (3, 3) or \
+            any(not isinstance(item, list) or len(item) != 3 for item in calls):
+        return [f"status {verdict.get('status')}, processes {processes}, calls {calls}"]
+    return []
 
 
 def client_reward(kagent_reward, client, daemon):
@@ -398,6 +420,7 @@ CASES = [
     ("async: 202 with ids, each id and the request read back, 404 for others", async_ids),
     ("bad input: malformed JSON and bad keys 400, caps 413, 405", bad_input),
     ("the device_queues option reaches the candidate's process", device_queues),
+    ("the timing_processes option reaches the judge", timing_processes),
     ("the client: reward() and score() on completions", client_reward),
     ("kagent eval through the daemon, and --no-daemon, agree", eval_through_daemon),
     ("an error beside another evaluation on the device is tried again alone",

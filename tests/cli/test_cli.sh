@@ -19,7 +19,7 @@ printf 'import triton\n@triton.jit\ndef k(): pass\nclass ModelNew: pass\n' > "$W
 json_field() { python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print($2)" "$1"; }
 one_object() { python3 -c "import json,sys; t=open(sys.argv[1]).read(); json.loads(t)" "$1"; }
 
-echo "1..46"
+echo "1..47"
 check "missing problem" 2 "" "cannot read the problem $WORK/missing.py" -- eval "$WORK/missing.py" "$WORK/c.py"
 check "missing candidate json" 2 '"error":"io"' "cannot read the candidate" -- eval "$WORK/p.py" "$WORK/nope.py" --json
 check "no gpu json" 2 '"error":"no_gpu"' "no NVIDIA driver found" -- eval "$WORK/p.py" "$WORK/c.py" --json
@@ -31,6 +31,7 @@ check "one file only" 2 "" "give exactly a problem file and a candidate file" --
 check "no gpu: suggests --device cpu" 2 "" "add --device cpu" -- eval "$WORK/p.py" "$WORK/c.py"
 check "missing value json" 2 '"error":"usage"' "--gpu needs a value" -- eval "$WORK/p.py" "$WORK/c.py" --json --gpu
 check "bad --device-queues" 2 "" "--device-queues needs a number, 1 to 32" -- eval "$WORK/p.py" "$WORK/c.py" --device-queues 33
+check "bad --timing-processes" 2 "" "--timing-processes needs a number, 1 to 4" -- eval "$WORK/p.py" "$WORK/c.py" --timing-processes 5
 # --json on every command: exactly one object on stdout, an error object on failure.
 # check_one_object NAME EXPECTED_STATUS KIND -- kagent arguments
 check_one_object() {

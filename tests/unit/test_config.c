@@ -40,6 +40,7 @@ static const char *const all_keys[] = {
     "evaluation.measure_compile",
     "evaluation.compile_timeout_seconds",
     "evaluation.device_queues",
+    "evaluation.timing_processes",
     "evaluation.credit_threshold",
     "evaluation.speedup_basis",
     "evaluation.worker_socket",
@@ -418,6 +419,11 @@ test_flags_override_file(void)
 	CHECK_STRING(error, "evaluation.device_queues: expected an integer from 0 to 32, got '-1'");
 	free(error);
 	CHECK_INT(config.evaluation.device_queues, 8);
+	CHECK_INT(kagent_config_set(&config, "evaluation.timing_processes", "3", &error), 0);
+	CHECK_INT(config.evaluation.timing_processes, 3);
+	CHECK_INT(kagent_config_set(&config, "evaluation.timing_processes", "5", &error), -EINVAL);
+	CHECK_STRING(error, "evaluation.timing_processes: 5 is too large (at most 4)");
+	free(error);
 	CHECK_INT(kagent_config_set(&config, "evaluation.speedup_basis", "wall", &error), 0);
 	CHECK_INT(config.evaluation.speedup_basis, KAGENT_VERDICT_BASIS_WALL);
 	CHECK_INT(kagent_config_set(&config, "evaluation.speedup_basis", "cpu", &error), -EINVAL);
