@@ -21,6 +21,21 @@ from .problem import CandidateFailure
 from .processes import process_status
 
 
+# Where the reference's calls take less than this, the eager arm and the candidate's are timed
+# in several processes (timing.processes_below_ms): a process's state is a few hundred
+# nanoseconds of a call, which only short calls feel.
+PROCESSES_BELOW_MS = 0.1
+
+
+def processes_below_ms(request):
+    """The request's timing.processes_below_ms, or PROCESSES_BELOW_MS."""
+    try:
+        return float((request.get("timing") or {}).get("processes_below_ms",
+                                                        PROCESSES_BELOW_MS))
+    except (TypeError, ValueError):
+        return PROCESSES_BELOW_MS
+
+
 def summarize(samples_ms, stop=None, process_calls=None):
     """The summary of one basis's per-call times, with the times themselves in call order
     (samples_ms): kagent computes the median's confidence interval from them. stop says why

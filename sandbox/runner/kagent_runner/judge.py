@@ -129,7 +129,7 @@ class Judge:
             child.scratch = extra.get("scratch") if extra["arm"] == "eager" else None
             self.extra_processes[extra["arm"]].append(child)
         self.extra_candidate_pids = {child.pid for child in self.extra_processes["candidate"]}
-        self.result_timing_processes = {"candidate": 1, "eager": 1, "compile": 1,
+        self.processes_per_arm = {"candidate": 1, "eager": 1, "compile": 1,
                                         "dropped": []}
         # every reference child's pid, an abandoned compile child's included
         self.reference_pids = {child.pid for child in self.references.values()} | {
@@ -686,11 +686,11 @@ class Judge:
         load or did not answer within the first call's limit is ended and left out (named in
         timing.processes.dropped): its arm is timed in the others, and for the candidate a
         failure only the further process met is no verdict on its code."""
+        deadline = time.monotonic() + float(self.limits.get("first_call_seconds", 120))
         for arm, children in self.extra_processes.items():
             for child in list(children):
-                timeout = float(self.limits.get("first_call_seconds", 120))
                 try:
-                    message = child.channel.receive(timeout)
+                    message = child.channel.receive(max(0.05, deadline - time.monotonic()))
                 except (ChannelTimeout, ChannelClosed, ChannelProtocolError) as error:
                     message = {"op": "error", "message": f"{type(error).__name__}: {error}"}
                 if message.get("op") != "ready":
@@ -701,7 +701,7 @@ class Judge:
         """Ends a further timed process and leaves it out of its arm; reason is recorded."""
         self.extra_processes[arm].remove(child)
         if reason:
-            self.result_timing_processes["dropped"].append(f"{child.label}: {reason}")
+            self.processes_per_arm["dropped"].append(f"{child.label}: {reason}")
         self.end_child(child, kill=True)
 
     def trim_timing_processes(self, reference_ms):
@@ -711,9 +711,9 @@ class Judge:
         hundred nanoseconds of a call, which long calls do not feel), and no more than the
         device's memory holds, each process with its outputs beside the timing's pool
         (INTERLEAVE_SHARE). The processes left out are ended now."""
-        below = float(self.request.get("timing", {}).get("processes_below_ms", 0.1))
-        count = 1 + min(len(children) for children in self.extra_processes.values()
-                        if children) if any(self.extra_processes.values()) else 1
+        below = harness.processes_below_ms(self.request)
+        loaded = [len(children) for children in self.extra_processes.values() if children]
+        count = 1 + min(loaded) if loaded else 1
         if reference_ms >= below:
             count = 1
         while count > 1 and not self.fits_processes(count):
@@ -721,7 +721,7 @@ class Judge:
         for arm, children in self.extra_processes.items():
             for child in children[count - 1:]:
                 self.drop_extra_process(arm, child, None)
-        self.result_timing_processes.update(
+        self.processes_per_arm.update(
             {"candidate": 1 + len(self.extra_processes["candidate"]),
              "eager": 1 + len(self.extra_processes["eager"]), "reference_call_ms": reference_ms})
 
@@ -1001,7 +1001,7 @@ class Judge:
                       "the null round trip",
             "null_overhead_ms": boundary.get("null_overhead_ms"),
             "order": "interleaved" if interleaved else "sequential",
-            "processes": self.result_timing_processes,
+            "processes": self.processes_per_arm,
             "candidate": candidate, "device_note": device_note, "boundary": boundary,
             "verified_calls": boundary.get("verified_calls"),
             "verification_failures": boundary.get("verification_failures")}
@@ -1133,8 +1133,7 @@ class Judge:
                 self.result_output_bytes = tensors.tensor_bytes(
                     value for _, value in compare.flatten(outputs))
                 outputs = None
-                if reference_ms >= float(self.request.get("timing", {}).get(
-                        "processes_below_ms", 0.1)):
+                if reference_ms >= harness.processes_below_ms(self.request):
                     break
             # the reference's compile may take long: other evaluations time meanwhile
             self.timing_lock.release()

@@ -499,17 +499,18 @@ def _timing_processes(request):
     per arm"): the request's timing.processes, capped; one where the cached eager baseline's
     calls take timing.processes_below_ms or more, since the state a process brings to its
     calls is a few hundred nanoseconds of a call, which only short calls feel. The judge may
-    use fewer of them (judge.timing_processes)."""
-    timing = request.get("timing") or {}
+    use fewer of them (Judge.trim_timing_processes)."""
+    from . import harness
+
     try:
-        count = max(1, min(MAX_TIMING_PROCESSES, int(timing.get("processes", 1))))
-        below = float(timing.get("processes_below_ms", 0.1))
+        count = max(1, min(MAX_TIMING_PROCESSES,
+                           int((request.get("timing") or {}).get("processes", 1))))
     except (TypeError, ValueError):
         return 1
     eager = (request.get("baselines") or {}).get("eager")
     summary = eager.get("device") or eager.get("wall") if isinstance(eager, dict) else None
     median = summary.get("median_ms") if isinstance(summary, dict) else None
-    if isinstance(median, (int, float)) and median >= below:
+    if isinstance(median, (int, float)) and median >= harness.processes_below_ms(request):
         return 1
     return count
 
