@@ -170,9 +170,9 @@ static const struct config__key config__keys[] = {
 	{.name = "evaluation.timing_processes", .kind = CONFIG__INTEGER,
 	 CONFIG__FIELD(evaluation.timing_processes),
 	 .maximum = KAGENT_EVALUATION_TIMING_PROCESSES_MAX,
-	 .help = "processes the eager arm and the candidate's are each timed in where the "
-		 "reference's call is under 0.1 ms, up to 4; 0: the evaluator's default, 3 on a "
-		 "GPU and 1 on the CPU"},
+	 .help = "processes the eager arm and the candidate's are each timed in (on a GPU where "
+		 "the reference's call is under 0.1 ms), up to 4; 0: the evaluator's default, 3 on "
+		 "a GPU and 1 on the CPU"},
 	{.name = "evaluation.credit_threshold", .kind = CONFIG__NUMBER,
 	 CONFIG__FIELD(evaluation.credit_threshold), .maximum = 1,
 	 .help = "the share of GPU time a candidate's own kernels need for its speedup to count "

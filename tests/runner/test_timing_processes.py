@@ -3,7 +3,8 @@
 before anything is known (kagent_runner/worker.py, _timing_processes: none more where the cached
 eager calls are long), and the judge's after the trials (kagent_runner/judge.py): a further
 process that did not load is left out and named, long reference calls or too little device
-memory end the further processes, and every arm keeps as many as the arm with fewest. A judge
+memory end the further processes on a GPU (on the CPU a count asked for holds), and every arm
+keeps as many as the arm with fewest. A judge
 with only the state these steps use, its further processes stand-ins. Prints TAP."""
 import os
 import sys
@@ -96,14 +97,29 @@ def short_calls_keep_every_process_and_each_arm_as_many_as_the_fewest():
 
 
 @test
-def long_calls_end_every_further_process():
+def on_a_gpu_long_calls_end_every_further_process():
     candidate = processes(["candidate_process1", "candidate_process2"])
     eager = processes(["eager_process1", "eager_process2"])
-    owner = ProcessJudge("cpu", candidate, eager,
+    owner = ProcessJudge("cuda", candidate, eager,
                          request={"timing": {"processes": 3, "processes_below_ms": 0.5}})
-    owner.trim_timing_processes(0.5)
+    real = torch.cuda.mem_get_info
+    torch.cuda.mem_get_info = lambda *args: (80 << 30, 80 << 30)
+    try:
+        owner.trim_timing_processes(0.5)
+    finally:
+        torch.cuda.mem_get_info = real
     assert (owner.processes_per_arm["candidate"], owner.processes_per_arm["eager"]) == (1, 1)
     assert all(child.ended == "killed" for child in candidate + eager)
+
+
+@test
+def on_the_cpu_the_count_asked_for_holds_whatever_the_calls():
+    candidate = processes(["candidate_process1"])
+    eager = processes(["eager_process1"])
+    owner = ProcessJudge("cpu", candidate, eager)
+    owner.trim_timing_processes(50.0)
+    assert (owner.processes_per_arm["candidate"], owner.processes_per_arm["eager"]) == (2, 2)
+    assert candidate[0].ended is None and eager[0].ended is None
 
 
 @test
@@ -140,9 +156,9 @@ def the_worker_forks_none_more_where_cached_eager_calls_are_long():
     assert worker._timing_processes(request(processes=9)) == worker.MAX_TIMING_PROCESSES
     assert worker._timing_processes(request(processes="many")) == 1
     assert worker._timing_processes({"timing": {}}) == 1
-    # on the CPU a cached baseline has wall time only: that is what it is judged by
+    # on the CPU (a cached baseline with wall time only) the count asked for holds
     cpu = {"timing": {"processes": 2}, "baselines": {"eager": {"device": None,
-                                                               "wall": {"median_ms": 0.02}}}}
+                                                               "wall": {"median_ms": 50.0}}}}
     assert worker._timing_processes(cpu) == 2
 
 

@@ -706,15 +706,16 @@ class Judge:
 
     def trim_timing_processes(self, reference_ms):
         """How many processes time each arm (docs/verdict.md, "Processes per arm"): the ones
-        loaded, unless the reference's call took timing.processes_below_ms or more here (the
-        worker chose the count before any call was known; a process's own state is a few
-        hundred nanoseconds of a call, which long calls do not feel), and no more than the
-        device's memory holds, each process with its outputs beside the timing's pool
-        (INTERLEAVE_SHARE). The processes left out are ended now."""
+        loaded, unless on a GPU the reference's call took timing.processes_below_ms or more
+        here (the worker chose the count before any call was known; a process's own state
+        is a few hundred nanoseconds of a device call, which long calls do not feel; on the
+        CPU a count asked for is used as it is), and no more than the device's memory holds,
+        each process with its outputs beside the timing's pool (INTERLEAVE_SHARE). The
+        processes left out are ended now."""
         below = harness.processes_below_ms(self.request)
         loaded = [len(children) for children in self.extra_processes.values() if children]
         count = 1 + min(loaded) if loaded else 1
-        if reference_ms >= below:
+        if self.device == "cuda" and reference_ms >= below:
             count = 1
         while count > 1 and not self.fits_processes(count):
             count -= 1

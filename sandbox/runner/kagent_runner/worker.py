@@ -496,10 +496,10 @@ MAX_TIMING_PROCESSES = 4
 
 def _timing_processes(request):
     """How many processes time the eager arm and the candidate's (docs/verdict.md, "Processes
-    per arm"): the request's timing.processes, capped; one where the cached eager baseline's
-    calls take timing.processes_below_ms or more, since the state a process brings to its
-    calls is a few hundred nanoseconds of a call, which only short calls feel. The judge may
-    use fewer of them (Judge.trim_timing_processes)."""
+    per arm"): the request's timing.processes, capped; on a GPU one where the cached eager
+    baseline's calls take timing.processes_below_ms or more, since the state a process brings
+    to its calls is a few hundred nanoseconds of a device call, which only short calls feel.
+    The judge may use fewer of them (Judge.trim_timing_processes)."""
     from . import harness
 
     try:
@@ -508,7 +508,7 @@ def _timing_processes(request):
     except (TypeError, ValueError):
         return 1
     eager = (request.get("baselines") or {}).get("eager")
-    summary = eager.get("device") or eager.get("wall") if isinstance(eager, dict) else None
+    summary = eager.get("device") if isinstance(eager, dict) else None
     median = summary.get("median_ms") if isinstance(summary, dict) else None
     if isinstance(median, (int, float)) and median >= harness.processes_below_ms(request):
         return 1
