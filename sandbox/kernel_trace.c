@@ -799,8 +799,30 @@ device_record__send_json(json_t *line)
 	free(text);
 }
 
-/* One record as [kind, start, end, stream, name]: "k" kernel (mangled name), "c" memcpy, "s"
- * memset; times in CUPTI's clock (CLOCK_REALTIME nanoseconds on Linux, as the judge's). */
+/* A memcpy's direction by CUPTI's copy kind: the judge allows the touch before a call only
+ * as 4-byte copies from the device to the host (docs/verdict.md, "The touch"). */
+static const char *
+device_record__direction(uint8_t copy_kind)
+{
+	switch (copy_kind) {
+	case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+		return "HtoD";
+	case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+		return "DtoH";
+	case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+		return "DtoD";
+	case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+		return "HtoH";
+	case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+		return "PtoP";
+	default:
+		return "other";
+	}
+}
+
+/* One record as [kind, start, end, stream, name, bytes, direction]: "k" kernel (mangled name,
+ * 0 bytes), "c" memcpy (bytes copied and direction), "s" memset (bytes set); times in CUPTI's
+ * clock (CLOCK_REALTIME nanoseconds on Linux, as the judge's). */
 static json_t *
 device_record__entry(const CUpti_Activity *record)
 {
@@ -809,27 +831,30 @@ device_record__entry(const CUpti_Activity *record)
 	case CUPTI_ACTIVITY_KIND_KERNEL: {
 		const CUpti_ActivityKernel10 *kernel = (const CUpti_ActivityKernel10 *)record;
 
-		return json_pack("[s, I, I, I, s?]", "k", (json_int_t)kernel->start,
+		return json_pack("[s, I, I, I, s?, i, n]", "k", (json_int_t)kernel->start,
 				 (json_int_t)kernel->end, (json_int_t)kernel->streamId,
-				 kernel->name);
+				 kernel->name, 0);
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		const CUpti_ActivityMemcpy6 *copy = (const CUpti_ActivityMemcpy6 *)record;
 
-		return json_pack("[s, I, I, I, n]", "c", (json_int_t)copy->start,
-				 (json_int_t)copy->end, (json_int_t)copy->streamId);
+		return json_pack("[s, I, I, I, n, I, s]", "c", (json_int_t)copy->start,
+				 (json_int_t)copy->end, (json_int_t)copy->streamId,
+				 (json_int_t)copy->bytes, device_record__direction(copy->copyKind));
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY2: {
 		const CUpti_ActivityMemcpyPtoP4 *copy = (const CUpti_ActivityMemcpyPtoP4 *)record;
 
-		return json_pack("[s, I, I, I, n]", "c", (json_int_t)copy->start,
-				 (json_int_t)copy->end, (json_int_t)copy->streamId);
+		return json_pack("[s, I, I, I, n, I, s]", "c", (json_int_t)copy->start,
+				 (json_int_t)copy->end, (json_int_t)copy->streamId,
+				 (json_int_t)copy->bytes, device_record__direction(copy->copyKind));
 	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {
 		const CUpti_ActivityMemset4 *set = (const CUpti_ActivityMemset4 *)record;
 
-		return json_pack("[s, I, I, I, n]", "s", (json_int_t)set->start,
-				 (json_int_t)set->end, (json_int_t)set->streamId);
+		return json_pack("[s, I, I, I, n, I, n]", "s", (json_int_t)set->start,
+				 (json_int_t)set->end, (json_int_t)set->streamId,
+				 (json_int_t)set->bytes);
 	}
 	default:
 		return NULL;

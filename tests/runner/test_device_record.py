@@ -21,14 +21,18 @@ MS = 1000 * US
 
 
 def kernel(start, end, name="relu_kernel", stream=7):
-    return ("k", start, end, stream, name)
+    return ("k", start, end, stream, name, 0, None)
+
+
+def copy(start, end, size=4, direction="DtoH", stream=7):
+    return ("c", start, end, stream, None, size, direction)
 
 
 @test
 def union():
     """device time is the union of a call's intervals, on any stream"""
-    records = [kernel(0, 10 * US), kernel(5 * US, 12 * US, stream=9), ("c", 20 * US, 25 * US, 7,
-                                                                       None)]
+    records = [kernel(0, 10 * US), kernel(5 * US, 12 * US, stream=9),
+               copy(20 * US, 25 * US, size=1 << 20, direction="DtoD")]
     summary = device_record.call_summary(records)
     assert abs(summary["device_ms"] - 0.017) < 1e-12, summary
     assert summary["kernels"] == 2 and summary["names"] == ["relu_kernel", "relu_kernel"]
@@ -97,6 +101,53 @@ def empty():
     assert any("no device work was recorded" in f for f in findings), findings
 
 
+# each call's touch 150 us before its start (tensors.TOUCH_PAGE_BYTES), within the margin
+TOUCHES = [(start - 150 * US, start - 40 * US) for start, _ in WINDOWS]
+
+
+def touched():
+    """An honest arm whose calls were touched: two 4-byte copies to the host in each touch,
+    the last ending 50 us before its call started."""
+    return honest() + [copy(start + offset, start + offset + 5 * US)
+                       for start, _ in TOUCHES for offset in (10 * US, 55 * US)]
+
+
+@test
+def touches_apart_from_calls():
+    """a touch's copies are the touch's, not the call's that follows within the margin, and
+    not outside: the samples are the kernels' alone"""
+    samples, findings, details = device_record.analyse(touched(), WINDOWS, [1, 2], 1, TOUCHES)
+    assert findings == [] and details["outside"] == 0, (findings, details)
+    assert [round(s, 6) for s in samples] == [0.2, 0.2], samples
+    per_call, per_touch, outside = device_record.split(touched(), WINDOWS, TOUCHES)
+    assert outside == [] and [len(records) for records in per_touch] == [2, 2, 2]
+    assert device_record.touch_findings(per_touch, 2) == []
+    # without the touches' windows the copies would have been counted in the calls
+    samples, _, _ = device_record.analyse(touched(), WINDOWS, [1, 2], 1)
+    assert [round(s, 6) for s in samples] == [0.21, 0.21], samples
+
+
+@test
+def touches_that_do_more():
+    """a touch that ran a kernel, copied more than 4 bytes, copied to the device or copied
+    more often than the inputs' pages need is named: it would be a prefetch"""
+    start = TOUCHES[1][0]
+    for extra, words in ((kernel(start + 80 * US, start + 90 * US, name="prefetch"),
+                          "a kernel prefetch"),
+                         (copy(start + 80 * US, start + 90 * US, size=4 << 20),
+                          "a memcpy of 4194304 bytes DtoH"),
+                         (copy(start + 80 * US, start + 90 * US, direction="HtoD"),
+                          "a memcpy of 4 bytes HtoD"),
+                         (("s", start + 80 * US, start + 90 * US, 7, None, 4, None),
+                          "a memset of 4 bytes"),
+                         (copy(start + 80 * US, start + 90 * US), "3 copies where")):
+        _, per_touch, outside = device_record.split(touched() + [extra], WINDOWS, TOUCHES)
+        assert outside == [], outside
+        findings = device_record.touch_findings(per_touch, 2)
+        assert len(findings) == 1 and "the touch before 1 call(s)" in findings[0] \
+            and words in findings[0], (words, findings)
+
+
 @test
 def before():
     """records before the first call are outside"""
@@ -109,8 +160,11 @@ def before():
 @test
 def malformed():
     """malformed records are refused, not trusted"""
-    for bad in (["k", 5, 1, 0, "x"], ["q", 0, 1, 0, None], ["k", "0", 1, 0, None], ["k", 0, 1],
-                {"k": 1}, ["k", True, 1, 0, None]):
+    for bad in (["k", 5, 1, 0, "x", 0, None], ["q", 0, 1, 0, None, 0, None],
+                ["k", "0", 1, 0, None, 0, None], ["k", 0, 1], {"k": 1},
+                ["k", True, 1, 0, None, 0, None], ["k", 0, 1, 0, "x"],
+                ["c", 0, 1, 0, None, -4, "DtoH"], ["c", 0, 1, 0, None, "4", "DtoH"],
+                ["c", 0, 1, 0, None, 4, 2], ["c", 0, 1, 0, None, True, "DtoH"]):
         try:
             device_record.parse_record(bad)
         except device_record.RecordError:
@@ -128,11 +182,13 @@ def reader_pair():
 def reader_flush():
     """the reader returns the records up to the flush marker"""
     reader, child = reader_pair()
-    line = ('{"key": "%s", "records": [["k", 1, 2, 7, "a"], ["s", 3, 4, 7, null]]}\n'
+    line = ('{"key": "%s", "records": [["k", 1, 2, 7, "a", 0, null], '
+            '["s", 3, 4, 7, null, 64, null], ["c", 5, 6, 7, null, 4, "DtoH"]]}\n'
             '{"key": "%s", "flushed": 1, "dropped": 0}\n') % (reader.key, reader.key)
     child.sendall(line.encode())
     records = reader.collect(5)
-    assert records == [("k", 1, 2, 7, "a"), ("s", 3, 4, 7, None)], records
+    assert records == [("k", 1, 2, 7, "a", 0, None), ("s", 3, 4, 7, None, 64, None),
+                       ("c", 5, 6, 7, None, 4, "DtoH")], records
     assert reader.flushes == 1
 
 
@@ -142,7 +198,7 @@ def reader_drains():
     between two flushes never blocks (a level 3 model's calls fill CUPTI's buffers)"""
     reader, child = reader_pair()
     line = ('{"key": "%s", "records": [%s]}\n' % (
-        reader.key, ", ".join(['["k", 1, 2, 7, "a_long_kernel_name_%d"]' % i
+        reader.key, ", ".join(['["k", 1, 2, 7, "a_long_kernel_name_%d", 0, null]' % i
                                for i in range(2000)]))).encode()
     done = threading.Event()
 

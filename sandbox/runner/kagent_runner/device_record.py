@@ -22,6 +22,9 @@ import time
 WINDOW_MARGIN_NS = 200_000
 # At most this many records of device work outside the calls are named in the verdict.
 OUTSIDE_EXAMPLES = 3
+# The most bytes one copy of the touch before a call may take (tensors.touch_offsets: the
+# copies of a few bytes of each page of a call's inputs).
+TOUCH_COPY_BYTES = 4
 
 
 class RecordError(Exception):
@@ -152,11 +155,14 @@ class JudgeReader:
 
 
 def parse_record(record):
-    """(kind, start_ns, end_ns, stream, name) from the library's list form, checked."""
-    if (not isinstance(record, list) or len(record) != 5 or record[0] not in ("k", "c", "s")
+    """(kind, start_ns, end_ns, stream, name, bytes, direction) from the library's list form,
+    checked: a kernel has a name and 0 bytes, a memcpy its bytes and direction ("DtoH", ...),
+    a memset its bytes."""
+    if (not isinstance(record, list) or len(record) != 7 or record[0] not in ("k", "c", "s")
             or not all(isinstance(value, int) and not isinstance(value, bool)
-                       for value in record[1:4])
-            or record[2] < record[1] or not (record[4] is None or isinstance(record[4], str))):
+                       for value in record[1:4] + record[5:6])
+            or record[2] < record[1] or record[5] < 0
+            or not all(value is None or isinstance(value, str) for value in record[4:7:2])):
         raise RecordError(f"malformed device record {str(record)[:120]}")
     return tuple(record)
 
@@ -224,12 +230,45 @@ def describe_outside(record, windows):
     return f"{kind}{name} ({(record[2] - record[1]) / 1e3:.1f} us) {where}"
 
 
-def analyse(records, windows, timed, discovery_kernels, margin=WINDOW_MARGIN_NS):
+def split(records, windows, touches):
+    """assign() over the calls' windows and the touches' (tensors.TOUCH_PAGE_BYTES) together,
+    so that a touch's copies, just before a call's start, are not counted in the call:
+    (per call, per touch, outside)."""
+    per_window, outside = assign(records, list(windows) + list(touches))
+    return per_window[:len(windows)], per_window[len(windows):], outside
+
+
+def touch_findings(per_touch, allowed):
+    """What broke the touch's rule: in a touch's window the record may hold only copies from
+    the device to the host of at most TOUCH_COPY_BYTES each, and no more than `allowed` of
+    them (the copies the call's inputs' pages need): a touch that fetched more would be a
+    prefetch of the inputs outside the timed call."""
+    broken = []
+    for records in per_touch:
+        wrong = [record for record in records
+                 if record[0] != "c" or record[6] != "DtoH" or record[5] > TOUCH_COPY_BYTES]
+        if wrong:
+            first = wrong[0]
+            what = {"k": "kernel", "c": "memcpy", "s": "memset"}[first[0]]
+            detail = (f" {first[4][:80]}" if first[0] == "k" and first[4] else
+                      f" of {first[5]} bytes" + (f" {first[6]}" if first[6] else ""))
+            broken.append(f"{len(wrong)} operation(s) other than {TOUCH_COPY_BYTES}-byte copies "
+                          f"to the host, e.g. a {what}{detail}")
+        elif len(records) > allowed:
+            broken.append(f"{len(records)} copies where the inputs' pages need at most "
+                          f"{allowed}")
+    if not broken:
+        return []
+    return [f"the touch before {len(broken)} call(s) did more than its copies: {broken[0]}"]
+
+
+def analyse(records, windows, timed, discovery_kernels, touches=()):
     """The boundary's verdict on one arm. windows: every call's (start_ns, end_ns) in the
     order they ran; timed: the indices of the timed calls among them; discovery_kernels: the
-    kernel count of the discovery call (the last warm-up). Returns (device samples in ms for
-    the timed calls, findings: what broke the boundary, details)."""
-    per_window, outside = assign(records, windows, margin)
+    kernel count of the discovery call (the last warm-up); touches: the windows of the
+    touches before calls (split). Returns (device samples in ms for the timed calls,
+    findings: what broke the boundary, details)."""
+    per_window, _, outside = split(records, windows, touches)
     findings = []
     if outside:
         examples = "; ".join(describe_outside(record, windows)
