@@ -18,13 +18,10 @@ one verdict's state (its processes' memory still going back to the driver, the k
 reach the next? (Session 14 saw the candidate's device time alternate between two values
 from one verdict to the next at 4 MB.) --processes 1,3 alternates the verdicts between
 `kagent eval --timing-processes 1` and `3` the same way (default: kagent's own choice), so
-that timing each arm in several processes compares with one process side by side, and
---touch on,off alternates verdicts with and without the touch before each call (`kagent eval
---no-touch`).
+that timing each arm in several processes compares with one process side by side.
 
     python3 bench/timing_fidelity.py [--kagent build/kagent] [--runs 10] [--sizes 4MB,64MB,6.4GB]
-        [--gpu N] [--runners default,PATH] [--processes N,M] [--touch on,off] [--pause SECONDS]
-        [--cold]
+        [--gpu N] [--runners default,PATH] [--processes N,M] [--pause SECONDS] [--cold]
 """
 import argparse
 import json
@@ -108,20 +105,15 @@ def main():
     parser.add_argument("--processes", default="",
                         help="--timing-processes values whose verdicts alternate (default: "
                              "kagent's own)")
-    parser.add_argument("--touch", default="",
-                        help="on,off: verdicts with and without the touch alternate (default: "
-                             "kagent's own, on)")
     parser.add_argument("--pause", type=float, default=0.0,
                         help="seconds to wait between verdicts (does the last one's state "
                              "reach the next?)")
     parser.add_argument("--cold", action="store_true",
                         help="a new worker for every verdict (kagent eval --cold)")
     options = parser.parse_args()
-    # each variant a runner, a process count and the touch, alternating verdict by verdict
+    # each variant a runner and a process count, alternating verdict by verdict
     counts = options.processes.split(",") if options.processes else [""]
-    touches = options.touch.split(",") if options.touch else [""]
-    runners = [(runner, count, touch) for runner in options.runners.split(",")
-               for count in counts for touch in touches]
+    runners = [(runner, count) for runner in options.runners.split(",") for count in counts]
     torch.cuda.set_device(options.gpu)
     print(f"GPU {options.gpu}: {torch.cuda.get_device_name(options.gpu)}, "
           f"torch {torch.__version__}")
@@ -141,7 +133,7 @@ def main():
                               "arms": {"eager": [], "candidate": []}, "processes": []}
                     for variant in runners}
         for run in range(options.runs * len(runners)):
-            runner, count, touch = runners[run % len(runners)]
+            runner, count = runners[run % len(runners)]
             environment = dict(os.environ)
             environment.pop("KAGENT_RUNNER_DIR", None)
             if runner != "default":
@@ -152,7 +144,6 @@ def main():
                                      "--no-compile-baseline", "--gpu", str(options.gpu),
                                      *(["--cold"] if options.cold else []),
                                      *(["--timing-processes", count] if count else []),
-                                     *(["--no-touch"] if touch == "off" else []),
                                      problem, candidate],
                                     capture_output=True, text=True, env=environment)
             if os.environ.get("OUT"):
@@ -163,7 +154,7 @@ def main():
             try:
                 verdict = json.loads(result.stdout)
                 timing = verdict["timing"]
-                into = measured[(runner, count, touch)]
+                into = measured[(runner, count)]
                 into["device"].append(timing["device"]["speedup_vs_eager"])
                 into["wall"].append(timing["wall"]["speedup_vs_eager"])
                 into["intervals"].append(timing["device"].get("speedup_vs_eager_ci95"))
@@ -175,7 +166,7 @@ def main():
             except (ValueError, KeyError, TypeError):
                 print(f"{size}: no verdict: {result.stdout[-500:]} {result.stderr[-500:]}")
                 return 2
-        for (runner, count, touch), into in measured.items():
+        for (runner, count), into in measured.items():
             device = into["device"]
             median = statistics.median(device)
             spread = (max(device) - min(device)) / median
@@ -183,7 +174,7 @@ def main():
                           if interval and interval[0] <= median <= interval[1])
             label = " ".join(part for part in (
                 runner if len(options.runners.split(",")) > 1 else "",
-                f"p{count}" if count else "", f"touch-{touch}" if touch else "") if part)
+                f"p{count}" if count else "") if part)
             rows.append((f"{size} {label}".strip(), eager_ms,
                          own_ms, ratio, median, median / ratio, spread,
                          statistics.median(into["wall"]), device, into["wall"], into["arms"],

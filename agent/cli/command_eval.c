@@ -47,7 +47,6 @@ enum {
 	COMMAND_EVAL_CALL_TIMEOUT,
 	COMMAND_EVAL_DEVICE_QUEUES,
 	COMMAND_EVAL_TIMING_PROCESSES,
-	COMMAND_EVAL_NO_TOUCH,
 	COMMAND_EVAL_GENERALISE,
 	COMMAND_EVAL_EVIDENCE,
 	COMMAND_EVAL_NO_DAEMON,
@@ -94,9 +93,6 @@ const struct kagent_command_option kagent_command_eval_options[] = {
 		"where the reference's call is under 0.1 ms): each process brings a state of its "
 		"own to every call, so more of them make verdicts agree more closely", "3 on a GPU, "
 		"1 on the CPU", NULL},
-	[COMMAND_EVAL_NO_TOUCH] = {"no-touch", 0, NULL,
-		"do not touch each timed call's inputs before it (a 4-byte copy to the host per "
-		"2 MiB page, so that no call pays its process's page walks)", NULL, NULL},
 	[COMMAND_EVAL_GENERALISE] = {"generalise", 0, NULL,
 		"also check correctness once with the problem's integer sizes halved and made "
 		"odd (the verdict's generalisation)", NULL, NULL},
@@ -125,10 +121,10 @@ static json_t *
 command_eval__remote_options(const struct kagent_evaluation_options *options)
 {
 	json_t *object =
-	    json_pack("{s:s, s:s, s:b, s:b, s:b, s:b}", "device", options->device, "speedup_basis",
+	    json_pack("{s:s, s:s, s:b, s:b, s:b}", "device", options->device, "speedup_basis",
 		      kagent_verdict_basis_name(options->speedup_basis), "no_compile_baseline",
-		      !options->measure_compile, "no_cache", options->no_cache != 0, "no_touch",
-		      options->no_touch != 0, "generalise", options->generalisation != 0);
+		      !options->measure_compile, "no_cache", options->no_cache != 0, "generalise",
+		      options->generalisation != 0);
 
 	if (strcmp(options->device, "cpu") != 0)
 		json_object_set_new(object, "gpu", json_integer(options->gpu_index));
@@ -300,9 +296,6 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 			break;
 		case COMMAND_EVAL_NO_COMPILE:
 			options.measure_compile = 0;
-			break;
-		case COMMAND_EVAL_NO_TOUCH:
-			options.no_touch = 1;
 			break;
 		case COMMAND_EVAL_COMPILE_TIMEOUT:
 			if (!command_eval__parse_number(optarg, 1, &number) ||

@@ -124,7 +124,6 @@ command_replay__variant(const struct kagent_run_log *log, const struct kagent_ru
 	    .device_queues = (int)json_integer_value(json_object_get(config, "device_queues")),
 	    .timing_processes =
 		(int)json_integer_value(json_object_get(config, "timing_processes")),
-	    .no_touch = json_is_false(json_object_get(config, "timing_touch")),
 	};
 	char *path = kagent_asprintf("%s/%s.py", folder, variant->id), *cause = NULL;
 	json_t *now = NULL, *row;

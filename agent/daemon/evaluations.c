@@ -417,8 +417,8 @@ evaluations__finish_job(struct evaluations__job *job, json_t *result)
 static char *
 evaluations__gate_key(const struct evaluations__group *group, size_t slot)
 {
-	return kagent_asprintf("%s/%zu/%d/%d", group->problem_sha256, slot,
-			       group->options.measure_compile, group->options.no_touch);
+	return kagent_asprintf("%s/%zu/%d", group->problem_sha256, slot,
+			       group->options.measure_compile);
 }
 
 /* May job start on slot? It may when the problem's baselines are cached there (or cannot be),
@@ -765,8 +765,6 @@ evaluations__parse_options(const struct kagent_daemon_evaluations_options *daemo
 			group->options.measure_compile = !json_is_true(value);
 		} else if (strcmp(key, "no_cache") == 0 && json_is_boolean(value)) {
 			group->options.no_cache = json_is_true(value);
-		} else if (strcmp(key, "no_touch") == 0 && json_is_boolean(value)) {
-			group->options.no_touch = json_is_true(value);
 		} else if (strcmp(key, "generalise") == 0 && json_is_boolean(value)) {
 			group->options.generalisation = json_is_true(value);
 		} else if (strcmp(key, "device") == 0 && json_is_string(value)) {
@@ -797,7 +795,7 @@ evaluations__parse_options(const struct kagent_daemon_evaluations_options *daemo
 			    "signed_trials 0-1000, seed >= 1, call_timeout 1-3600, compile_timeout "
 			    "1-240, device_queues 1-32, timing_processes 1-4, speedup_basis "
 			    "device|wall, "
-			    "no_compile_baseline, no_cache, no_touch, "
+			    "no_compile_baseline, no_cache, "
 			    "generalise: booleans, device, gpu)",
 			    key);
 			return -EINVAL;

@@ -173,10 +173,6 @@ static const struct config__key config__keys[] = {
 	 .help = "processes the eager arm and the candidate's are each timed in (on a GPU where "
 		 "the reference's call is under 0.1 ms), up to 4; 0: the evaluator's default, 3 on "
 		 "a GPU and 1 on the CPU"},
-	{.name = "evaluation.timing_touch", .kind = CONFIG__BOOLEAN,
-	 CONFIG__FIELD(evaluation.timing_touch),
-	 .help = "touch each timed call's inputs before it, a 4-byte copy to the host per 2 MiB "
-		 "page, so that no call pays its process's page walks: true or false"},
 	{.name = "evaluation.credit_threshold", .kind = CONFIG__NUMBER,
 	 CONFIG__FIELD(evaluation.credit_threshold), .maximum = 1,
 	 .help = "the share of GPU time a candidate's own kernels need for its speedup to count "
@@ -818,7 +814,6 @@ kagent_config_init(struct kagent_config *config)
 	    .target = {.speedup = 1.5, .baseline = KAGENT_TARGET_BEST},
 	    .evaluation = {.device = kagent_strdup("cuda"),
 			   .measure_compile = 1,
-			   .timing_touch = 1,
 			   .credit_threshold = KAGENT_VERDICT_CREDIT_THRESHOLD,
 			   .speedup_basis = KAGENT_VERDICT_BASIS_DEVICE},
 	    .output_directory = kagent_strdup("kagent-runs"),

@@ -283,7 +283,6 @@ session__evaluation_options(const struct kagent_session *session)
 	    .compile_timeout_seconds = evaluation_config->compile_timeout_seconds,
 	    .device_queues = evaluation_config->device_queues,
 	    .timing_processes = evaluation_config->timing_processes,
-	    .no_touch = !evaluation_config->timing_touch,
 	    .credit_threshold = evaluation_config->credit_threshold,
 	    .speedup_basis = evaluation_config->speedup_basis,
 	};

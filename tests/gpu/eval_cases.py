@@ -67,18 +67,6 @@ def first_call_gated(verdict):
         f"the first call did not go through the device gate: {verdict.get('phase_seconds')}"]
 
 
-def touched(copies):
-    """Each timed call's input was touched before it (docs/verdict.md, "The touch"), or with
-    copies 0 not; the touch's copies broke no rule."""
-    def check(verdict):
-        touch = verdict["timing"].get("touch") or {}
-        findings = (verdict["timing"].get("boundary") or {}).get("findings") or []
-        problems = [] if touch == {"on": copies > 0, "copies_allowed": copies} else [
-            f"touch {touch}, expected {copies} copies allowed"]
-        return problems + [finding for finding in findings if "touch" in finding]
-    return check
-
-
 def mixed_share(verdict):
     share = verdict["kernels"]["own_share"]
     return [] if 0.0 < share < 0.9 else [f"own share {share:.2f} should be partial"]
@@ -100,13 +88,6 @@ CASES = [
     Case("relu", "triton_stale_memory", "incorrect"),
     Case("relu", "triton_relu_subclass", "incorrect", needle="subclass"),
     Case("relu", "triton_relu_timer_patch", "rejected", "timer_tampering"),
-    # the touch before each call: a 4 MiB input (3 pages at most), the honest candidate
-    # touched and credited, without the touch when asked, and a prefetch hidden in it named
-    Case("relu_small", "triton_relu", "correct",
-         check=lambda verdict: honest_relu(verdict) + device_basis(verdict) + touched(3)(verdict)),
-    Case("relu_small", "triton_relu", "correct", check=touched(0), arguments=("--no-touch",)),
-    Case("relu_small", "triton_relu_touch_prefetch", "rejected", "timer_tampering",
-         needle="the touch before"),
     # the sealed boundary: a kernel launched from a thread after the timed call ended
     Case("relu", "triton_relu_deferred_thread", "rejected"),
     Case("softmax_wide", "triton_softmax_zeros", "incorrect", "output_mismatch", "norm-relative"),

@@ -101,53 +101,6 @@ def empty():
     assert any("no device work was recorded" in f for f in findings), findings
 
 
-# each call's touch 150 us before its start (tensors.TOUCH_PAGE_BYTES), within the margin
-TOUCHES = [(start - 150 * US, start - 40 * US) for start, _ in WINDOWS]
-
-
-def touched():
-    """An honest arm whose calls were touched: two 4-byte copies to the host in each touch,
-    the last ending 50 us before its call started."""
-    return honest() + [copy(start + offset, start + offset + 5 * US)
-                       for start, _ in TOUCHES for offset in (10 * US, 55 * US)]
-
-
-@test
-def touches_apart_from_calls():
-    """a touch's copies are the touch's, not the call's that follows within the margin, and
-    not outside: the samples are the kernels' alone"""
-    samples, findings, details = device_record.analyse(touched(), WINDOWS, [1, 2], 1, TOUCHES)
-    assert findings == [] and details["outside"] == 0, (findings, details)
-    assert [round(s, 6) for s in samples] == [0.2, 0.2], samples
-    per_call, per_touch, outside = device_record.split(touched(), WINDOWS, TOUCHES)
-    assert outside == [] and [len(records) for records in per_touch] == [2, 2, 2]
-    assert device_record.touch_findings(per_touch, 2) == []
-    # without the touches' windows the copies would have been counted in the calls
-    samples, _, _ = device_record.analyse(touched(), WINDOWS, [1, 2], 1)
-    assert [round(s, 6) for s in samples] == [0.21, 0.21], samples
-
-
-@test
-def touches_that_do_more():
-    """a touch that ran a kernel, copied more than 4 bytes, copied to the device or copied
-    more often than the inputs' pages need is named: it would be a prefetch"""
-    start = TOUCHES[1][0]
-    for extra, words in ((kernel(start + 80 * US, start + 90 * US, name="prefetch"),
-                          "a kernel prefetch"),
-                         (copy(start + 80 * US, start + 90 * US, size=4 << 20),
-                          "a memcpy of 4194304 bytes DtoH"),
-                         (copy(start + 80 * US, start + 90 * US, direction="HtoD"),
-                          "a memcpy of 4 bytes HtoD"),
-                         (("s", start + 80 * US, start + 90 * US, 7, None, 4, None),
-                          "a memset of 4 bytes"),
-                         (copy(start + 80 * US, start + 90 * US), "3 copies where")):
-        _, per_touch, outside = device_record.split(touched() + [extra], WINDOWS, TOUCHES)
-        assert outside == [], outside
-        findings = device_record.touch_findings(per_touch, 2)
-        assert len(findings) == 1 and "the touch before 1 call(s)" in findings[0] \
-            and words in findings[0], (words, findings)
-
-
 @test
 def before():
     """records before the first call are outside"""
@@ -155,6 +108,10 @@ def before():
     per_window, outside = device_record.assign([kernel(0, 1 * MS)], windows)
     assert per_window == [[]] and len(outside) == 1
     assert "before the first call" in device_record.describe_outside(outside[0], windows)
+    # a copy is named by its bytes and direction: what it moved, where to
+    described = device_record.describe_outside(copy(7 * MS, 7 * MS + 20 * US, size=4 << 20),
+                                               windows)
+    assert described.startswith("memcpy of 4194304 bytes DtoH (20.0 us) "), described
 
 
 @test

@@ -26,7 +26,7 @@ class FakePool:
 
     def next_shift(self):
         self.calls += 1
-        return self.calls * 256
+        return 0
 
     def load(self, inputs, shift):
         return inputs
@@ -45,14 +45,10 @@ class FakeChild:
         self.record_error = "no device record descriptor"
         self.pool = FakePool()
         self.windows = []
-        self.touch_windows = []
-        self.touch_copies = 0
         self.goes = 0
         self.ended = None
-        self.operations = []
 
     def ask(self, message, timeout):
-        self.operations.append((message["op"], message.get("shift")))
         if message["op"] == "go":
             self.goes += 1
             if self.fails_at is not None and self.goes > self.fails_at:
@@ -193,31 +189,6 @@ def one_failing_process_ends_its_whole_reference_arm():
     assert all(child.ended is None for child in candidate)
     result, _ = harness_.finish(candidate_arm)
     assert result["wall"]["calls"] == 30 and result["wall"]["process_calls"] == [15, 15]
-
-
-@test
-def a_touched_child_is_touched_before_each_call_at_its_shift():
-    """the touch (tensors.TOUCH_PAGE_BYTES) comes after the judge's flush and before the
-    clock, at the shift of the call that follows, once per call and never before a null
-    round trip; its windows are the touch's own, not calls'"""
-    log = []
-    touched, plain = FakeChild("candidate", log), FakeChild("eager", log)
-    touched.touch_copies = 3
-    harness_, (_, arm) = timed_together([plain, touched])
-    operations = touched.operations
-    goes = [index for index, (op, _) in enumerate(operations) if op == "go"]
-    assert goes and all(operations[index - 1] == ("touch", operations[index][1])
-                        for index in goes), operations[:8]
-    assert sum(op == "touch" for op, _ in operations) == len(goes)
-    assert sum(op == "null" for op, _ in operations) >= 5
-    assert all(operations[index - 1][0] != "touch" for index, (op, _) in enumerate(operations)
-               if op == "null")
-    assert len(touched.touch_windows) == len(goes) == len(touched.windows)
-    assert all(start <= end <= window[0] for (start, end), window in
-               zip(touched.touch_windows, touched.windows))
-    assert not any(op == "touch" for op, _ in plain.operations)
-    result, findings = harness_.finish([arm])
-    assert result["boundary"]["windows"] == len(goes) and findings == []
 
 
 if __name__ == "__main__":

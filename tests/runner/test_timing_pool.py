@@ -50,7 +50,7 @@ class DevicePool:
     def __init__(self, inputs, device, scratch_directory):
         DevicePool.made += 1
         self.descriptors = [{"kind": "handle", "pool": DevicePool.made}]
-        self.layout = [{"offset": 0, "dtype": "float32", "shape": [4, 4], "numel": 16}]
+        self.layout = [{"offset": 0}]
         self.region_bytes, self.regions = tensors.input_regions("cuda", 4 * 4 * 4)
         self.calls = 0
 
@@ -80,9 +80,6 @@ def on_a_gpu_every_timed_child_reads_one_pool():
     assert [channel for channel, _ in owner.sent] == ["eager", "compile", "candidate"]
     assert all(message["op"] == "pool" and message["pool"] == owner.timing_pool.descriptors
                and "receive" not in message for _, message in owner.sent)
-    # every child touches its calls' inputs (64 bytes: two copies at most, across a page end)
-    assert all(message["touch"] for _, message in owner.sent)
-    assert [child.touch_copies for child in children] == [2, 2, 2]
     # one shift sequence for every arm: no two calls in a row at the same address, nor in
     # the same 2 MiB region
     shifts = [child.pool.next_shift() for child in children * 2]
@@ -112,39 +109,6 @@ def small_inputs_move_between_regions_large_ones_within_one():
     assert max(shifts) + data <= pool_bytes, (max(shifts), pool_bytes)
     assert {shift // stride for shift in shifts} == set(range(regions))
     assert len(set(shifts)) == 1000  # no address repeats within a verdict's call cap
-
-
-@test
-def the_touch_copies_a_few_bytes_of_each_page():
-    """tensors.touch_offsets: each tensor input's first bytes and those of every 2 MiB page it
-    crosses into, wherever the pool was mapped; never more copies than the judge allows"""
-    page, mib = tensors.TOUCH_PAGE_BYTES, 1 << 20
-    layout = [{"offset": 0, "dtype": "float32", "shape": [mib], "numel": mib},
-              {"value": 3},
-              {"offset": 4 * mib, "dtype": "float16", "shape": [3], "numel": 3},
-              {"offset": 4 * mib + 256, "dtype": "float32", "shape": [0], "numel": 0}]
-    # mapped at a page: the 4 MiB input's two pages, the 6-byte input's one
-    assert tensors.touch_offsets(layout, 0, 0) == [(0, 4), (page, 4), (4 * mib, 4)]
-    # mapped 1 MiB into a page: the first copy at the input's start, then at page starts
-    assert tensors.touch_offsets(layout, 0, mib) == [(0, 4), (mib, 4), (3 * mib, 4),
-                                                      (4 * mib, 4)]
-    # shifted to 5 bytes before a page's end: the next page's copy takes the input's last
-    # byte, a tail shorter than 4 bytes copied as it is
-    assert tensors.touch_offsets(layout[2:3], page - 5 - 4 * mib, 0) == [(page - 5, 4),
-                                                                        (page, 1)]
-    allowed = tensors.touch_copies_allowed(layout)
-    assert allowed == 3 + 1 + 1 - 1 + 1, allowed  # 4 MiB: 3 at most; 6 bytes: 2 at most
-    for base in range(0, page, 123457):
-        for shift in (0, 256, 64 << 10):
-            assert len(tensors.touch_offsets(layout, shift, base)) <= allowed
-    # the judge touches on a GPU, within TOUCH_PAGES_MAX, unless timing.touch is off
-    owner = PoolJudge("cuda", "/tmp")
-    assert owner.touches_inputs(layout)
-    owner.request["timing"] = {"touch": False}
-    assert not owner.touches_inputs(layout)
-    large = [{"offset": 0, "dtype": "uint8", "shape": [200 * mib], "numel": 200 * mib}]
-    assert not PoolJudge("cuda", "/tmp").touches_inputs(large)
-    assert not PoolJudge("cpu", "/tmp").touches_inputs(layout)
 
 
 @test

@@ -41,7 +41,6 @@ static const char *const all_keys[] = {
     "evaluation.compile_timeout_seconds",
     "evaluation.device_queues",
     "evaluation.timing_processes",
-    "evaluation.timing_touch",
     "evaluation.credit_threshold",
     "evaluation.speedup_basis",
     "evaluation.worker_socket",
@@ -425,9 +424,6 @@ test_flags_override_file(void)
 	CHECK_INT(kagent_config_set(&config, "evaluation.timing_processes", "5", &error), -EINVAL);
 	CHECK_STRING(error, "evaluation.timing_processes: 5 is too large (at most 4)");
 	free(error);
-	CHECK_INT(config.evaluation.timing_touch, 1); /* the default: touched */
-	CHECK_INT(kagent_config_set(&config, "evaluation.timing_touch", "false", &error), 0);
-	CHECK_INT(config.evaluation.timing_touch, 0);
 	CHECK_INT(kagent_config_set(&config, "evaluation.speedup_basis", "wall", &error), 0);
 	CHECK_INT(config.evaluation.speedup_basis, KAGENT_VERDICT_BASIS_WALL);
 	CHECK_INT(kagent_config_set(&config, "evaluation.speedup_basis", "cpu", &error), -EINVAL);
@@ -789,7 +785,6 @@ test_every_key_settable(void)
 				    : strstr(key, "queues") != NULL    ? "1"
 				    : strstr(key, "device") != NULL    ? "cpu"
 				    : strstr(key, "measure_compile")   ? "true"
-				    : strstr(key, "timing_touch")      ? "true"
 								       : "1";
 		json_t *node = json;
 		char *copy = kagent_strdup(key), *part, *rest = copy;

@@ -45,7 +45,6 @@ static const char base_result[] =
     "       \"wall\": {\"calls\": 40, \"median_ms\": 2.5, \"min_ms\": 2.4, \"max_ms\": 2.7,"
     "       \"p10_ms\": 2.4, \"p90_ms\": 2.6, \"mean_ms\": 2.5, \"stdev_ms\": 0.05}},"
     "     \"device_note\": null, \"boundary\": {\"sync\": \"per call\"},"
-    "     \"touch\": {\"on\": true, \"copies_allowed\": 3},"
     "     \"verified_calls\": 5, \"verification_failures\": 0},"
     "   \"baselines\": {\"eager\": {\"device\": {\"calls\": 40, \"median_ms\": 3.0},"
     "       \"wall\": {\"calls\": 40, \"median_ms\": 3.5}},"
@@ -711,24 +710,6 @@ median_in_processes(const char *process_calls)
 	json_decref(verdict);
 	json_decref(result);
 	return median;
-}
-
-/* The touch's report reaches the verdict as the judge gave it, and nothing else as it. */
-static void
-test_touch_reported(void)
-{
-	json_t *result = load(base_result), *verdict = build(result), *touch;
-
-	touch = json_object_get(json_object_get(verdict, "timing"), "touch");
-	CHECK(json_is_true(json_object_get(touch, "on")));
-	CHECK(json_integer_value(json_object_get(touch, "copies_allowed")) == 3);
-	json_decref(verdict);
-	json_object_set_new(json_object_get(json_object_get(result, "judge"), "timing"), "touch",
-			    json_string("on"));
-	verdict = build(result);
-	CHECK(json_is_null(json_object_get(json_object_get(verdict, "timing"), "touch")));
-	json_decref(verdict);
-	json_decref(result);
 }
 
 static void
@@ -1462,7 +1443,6 @@ static const struct kagent_test tests[] = {
     {"credit_not_measured", test_credit_not_measured},
     {"samples_and_intervals", test_samples_and_intervals},
     {"median_of_processes", test_median_of_processes},
-    {"touch_reported", test_touch_reported},
     {"basis_device", test_basis_device},
     {"basis_wall", test_basis_wall},
     {"basis_fallback", test_basis_fallback},

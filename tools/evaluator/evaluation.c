@@ -214,16 +214,15 @@ evaluation__seeds(uint64_t base, int count)
 /* The first round's size (warmup, min, max, target seconds), then the adaptive rounds' stop:
  * a median's 95% interval within 2% either side, then on towards 0.5% while the arm has used
  * less than 0.3 s, 2 s or 1000 calls per arm (docs/verdict.md); an arm in several processes
- * only where the reference's call is under 0.1 ms; each call's inputs touched before it unless
- * --no-touch (in the cache key: the touch shortens short calls). */
+ * only where the reference's call is under 0.1 ms. */
 static json_t *
-evaluation__timing_options(const struct kagent_evaluation_options *options)
+evaluation__timing_options(void)
 {
-	return json_pack("{s:i, s:i, s:i, s:f, s:i, s:f, s:f, s:f, s:f, s:i, s:f, s:b}",
-			 "warmup_calls", 3, "min_calls", 10, "max_calls", 100, "target_seconds",
-			 0.1, "verify_calls", 5, "target_relative_ci", 0.02, "fine_relative_ci",
-			 0.005, "tighten_seconds", 0.3, "max_seconds", 2.0, "call_cap", 1000,
-			 "processes_below_ms", 0.1, "touch", !options->no_touch);
+	return json_pack("{s:i, s:i, s:i, s:f, s:i, s:f, s:f, s:f, s:f, s:i, s:f}", "warmup_calls",
+			 3, "min_calls", 10, "max_calls", 100, "target_seconds", 0.1,
+			 "verify_calls", 5, "target_relative_ci", 0.02, "fine_relative_ci", 0.005,
+			 "tighten_seconds", 0.3, "max_seconds", 2.0, "call_cap", 1000,
+			 "processes_below_ms", 0.1);
 }
 
 /* A library beside the sandbox library (libkagent-trace.so, libkagent-cuda.so), when built. */
@@ -407,7 +406,7 @@ evaluation__request(struct evaluation__state *state)
 	json_object_set_new(request, "signed_seeds",
 			    evaluation__seeds(base + 100000, signed_trials));
 	json_object_set_new(request, "tolerances", kagent_tolerance_table_to_json());
-	timing = evaluation__timing_options(options);
+	timing = evaluation__timing_options();
 	/* Sent, not in the cache key: the judge measures both bases whichever one is asked for. */
 	json_object_set_new(timing, "basis",
 			    json_string(kagent_verdict_basis_name(options->speedup_basis)));
@@ -592,7 +591,7 @@ evaluation__on_ready(kagent_worker_client_t *worker, int status, const json_t *h
 		return;
 	}
 	if (state->cache_dir != NULL && !state->options.no_cache && !state->check_only) {
-		timing = evaluation__timing_options(&state->options);
+		timing = evaluation__timing_options();
 		key.problem_sha256 = state->problem_sha256;
 		key.device = state->device;
 		key.gpu_name = state->have_gpu ? state->gpu.name : NULL;

@@ -167,8 +167,7 @@ evidence__build(const json_t *verdict, const struct kagent_evaluation_options *o
 	    json_array_append_new(seeds, evidence__copy_or_null(json_object_get(trial, "seed")));
 	return json_pack(
 	    "{s:s, s:s, s:s?, s:{s:s, s:s?}, s:{s:s, s:s?, s:s?}, s:{s:o, s:o}, "
-	    "s:{s:s, s:i, s:i, s:i, s:b, s:b, s:s}, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o}, s:o, "
-	    "s:o, "
+	    "s:{s:s, s:i, s:i, s:i, s:b, s:s}, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o}, s:o, s:o, "
 	    "s:o}",
 	    "schema", KAGENT_EVIDENCE_SCHEMA, "verdict", EVIDENCE_VERDICT_FILE, "status",
 	    evidence__string(verdict, "status"), "problem", "file", EVIDENCE_PROBLEM_FILE, "sha256",
@@ -179,8 +178,7 @@ evidence__build(const json_t *verdict, const struct kagent_evaluation_options *o
 	    options->device != NULL ? options->device : "cuda", "gpu_index", options->gpu_index,
 	    "trials", options->trials > 0 ? options->trials : 3, "signed_trials",
 	    signed_trials < 0 ? 0 : signed_trials, "measure_compile", options->measure_compile,
-	    "touch", !options->no_touch, "speedup_basis",
-	    kagent_verdict_basis_name(options->speedup_basis), "environment",
+	    "speedup_basis", kagent_verdict_basis_name(options->speedup_basis), "environment",
 	    evidence__copy_or_null(json_object_get(verdict, "environment")), "samples",
 	    evidence__samples(timing), "speedup", "vs_eager",
 	    evidence__copy_or_null(json_object_get(timing, "speedup_vs_eager")), "vs_eager_ci95",
@@ -346,7 +344,6 @@ kagent_evidence_options(const struct kagent_evidence *bundle,
 	options->signed_trials =
 	    signed_trials > 0 && signed_trials <= 1000 ? (int)signed_trials : -1;
 	options->measure_compile = !json_is_false(json_object_get(recorded, "measure_compile"));
-	options->no_touch = json_is_false(json_object_get(recorded, "touch"));
 	/* A bundle from before the choice existed was judged on the wall clock. */
 	options->speedup_basis =
 	    kagent_verdict_basis_from_name(evidence__string(recorded, "speedup_basis")) ==

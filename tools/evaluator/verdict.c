@@ -950,12 +950,11 @@ verdict__timing(struct verdict__state *state, const json_t *judge,
 					 json_is_false(json_object_get(baselines, "measured"))));
 	json_object_set_new(object, "method", method ? json_string(method) : json_null());
 	json_object_set_new(object, "order", order ? json_string(order) : json_null());
-	/* how many processes timed each arm, and why any were left out (the judge's); whether
-	 * each call's inputs were touched before it, and the copies a touch may make */
+	/* how many processes timed each arm, and why any were left out (the judge's) */
 	json_object_set_new(object, "processes",
-			    verdict__copy(timing, "processes", JSON_OBJECT, json_null()));
-	json_object_set_new(object, "touch",
-			    verdict__copy(timing, "touch", JSON_OBJECT, json_null()));
+			    json_is_object(json_object_get(timing, "processes"))
+				? json_deep_copy(json_object_get(timing, "processes"))
+				: json_null());
 	json_object_set_new(object, "null_overhead_ms",
 			    verdict__number(timing, "null_overhead_ms", &overhead)
 				? json_real(overhead)

@@ -28,10 +28,9 @@ struct kagent_baseline_key {
  * "wall"} pair of summaries; 3 since the L2 flush reads instead of writing (a cold call no
  * longer pays the write-back of the flush's dirty lines, so its time is shorter) and small
  * inputs move between pool regions; 4 since an arm may be timed in several processes (its
- * samples are theirs together); 5 since each call's inputs are touched before it (a call no
- * longer pays its process's page walks). An entry of another harness is never reused.
+ * samples are theirs together). An entry of another harness is never reused.
  */
-#define KAGENT_BASELINE_CACHE_HARNESS 5
+#define KAGENT_BASELINE_CACHE_HARNESS 4
 
 /* A cache file larger than this is not a cache file kagent wrote. */
 #define KAGENT_BASELINE_CACHE_FILE_CAP (1024 * 1024)

@@ -39,9 +39,6 @@ struct kagent_evaluation_options {
 	 * eager arm and the candidate's are each timed in, up to
 	 * KAGENT_EVALUATION_TIMING_PROCESSES_MAX (docs/verdict.md, "Processes per arm") */
 	int timing_processes;
-	/* 1: timed calls' inputs are not touched before each call (docs/verdict.md, "The
-	 * touch"); in the cached baselines' key, since the touch shortens short calls */
-	int no_touch;
 	int profile_reference;	 /* also trace the reference's kernels (kagent profile) */
 	double credit_threshold; /* the credit rule's (docs/verdict.md); 0: 0.05 */
 	/* the clock the verdict's speedups are read in; 0: device (docs/verdict.md) */

@@ -50,7 +50,6 @@ struct kagent_evaluation_config {
 	int device_queues;
 	/* processes each of the eager and candidate arms is timed in; 0: the default */
 	int timing_processes;
-	int timing_touch; /* touch each timed call's inputs before it; default 1 */
 	/* the own-kernel share of GPU time a speedup needs to be credited; default 0.05 */
 	double credit_threshold;
 	/* the clock the speedups are read in (docs/verdict.md); default device */

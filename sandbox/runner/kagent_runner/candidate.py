@@ -70,7 +70,7 @@ def _watched_objects():
         ("the channel class", lambda: Channel),
     ]
     for name in ("forward", "synchronize", "serve", "deliver", "publish", "poison", "profile",
-                 "counters", "tamper_check", "timed_call", "touch"):
+                 "counters", "tamper_check", "timed_call"):
         watched.append((f"CandidateRunner.{name}",
                         lambda name=name: getattr(globals().get("CandidateRunner"), name, None)))
     for name in ("send_json", "_send", "receive", "_fill"):
@@ -142,7 +142,6 @@ class CandidateRunner:
         self.compile_error = None
         self.pool = None
         self.pool_layout = []
-        self.touch_landing = None
         self.timed_receive = []
         self.recorder = None
         self.gate = None
@@ -400,9 +399,6 @@ class CandidateRunner:
         the CPU also the judge's receive files for the outputs of timed calls."""
         self.pool = tensors.open_shared(message["pool"])[0]
         self.pool_layout = message["layout"]
-        if message.get("touch") and self.device == "cuda":
-            self.touch_landing = torch.empty(tensors.TOUCH_COPY_BYTES, dtype=torch.uint8,
-                                             pin_memory=True)
         self.timed_receive = tensors.open_shared(message.get("receive") or [])
 
     def timed_call(self, message):
@@ -416,20 +412,6 @@ class CandidateRunner:
         self.forward(model, tensors.pool_views(self.pool, self.pool_layout,
                                                int(message.get("shift", 0))))
         return self.publish()
-
-    def touch(self, message):
-        """The touch before a timed call (tensors.TOUCH_PAGE_BYTES): a few bytes of each page
-        of the call's inputs copied to the host, so the call starts with this process's page
-        translations in place and its data still flushed. Copies, not a kernel: the device
-        record shows each copy's bytes and direction, and the judge allows nothing else in
-        the touch's window (device_record.touch_findings)."""
-        if self.touch_landing is not None:
-            for offset, size in tensors.touch_offsets(self.pool_layout,
-                                                      int(message.get("shift", 0)),
-                                                      self.pool.data_ptr()):
-                torch.Tensor.copy_(self.touch_landing[:size], self.pool[offset:offset + size],
-                                   non_blocking=True)
-        self.synchronize()
 
     def spread_outputs(self):
         """Moves the previous call's outputs (the judge has read them) to the recent ones and
@@ -492,7 +474,7 @@ class CandidateRunner:
     def tamper_check(self):
         findings = [f"CandidateRunner.{name} was replaced on the runner itself"
                     for name in ("forward", "synchronize", "deliver", "publish", "poison",
-                                 "timed_call", "touch")
+                                 "timed_call")
                     if name in vars(self)]
         findings += [f"Channel.{name} was replaced on the channel itself"
                      for name in ("send_json", "_send", "receive", "_fill")
@@ -549,9 +531,6 @@ class CandidateRunner:
                 self.channel.send_json({"op": "ok"})
             elif operation == "go":
                 self.channel.send_json({"op": "done", "outputs": self.timed_call(message)})
-            elif operation == "touch":
-                self.touch(message)
-                self.channel.send_json({"op": "touched"})
             elif operation == "null":
                 self.synchronize()
                 self.channel.send_json({"op": "done", "outputs": []})

@@ -22,9 +22,6 @@ import time
 WINDOW_MARGIN_NS = 200_000
 # At most this many records of device work outside the calls are named in the verdict.
 OUTSIDE_EXAMPLES = 3
-# The most bytes one copy of the touch before a call may take (tensors.touch_offsets: the
-# copies of a few bytes of each page of a call's inputs).
-TOUCH_COPY_BYTES = 4
 
 
 class RecordError(Exception):
@@ -223,52 +220,20 @@ def call_summary(records):
 def describe_outside(record, windows):
     """One outside record for a person: what ran, how long, and where it fell."""
     kind = {"k": "kernel", "c": "memcpy", "s": "memset"}[record[0]]
-    name = f" {record[4][:80]}" if record[0] == "k" and record[4] else ""
+    name = (f" {record[4][:80]}" if record[4] else "") if record[0] == "k" else \
+        f" of {record[5]} bytes" + (f" {record[6]}" if record[6] else "")
     after = [window for window in windows if window[1] <= record[1]]
     where = ("before the first call" if not after else
              f"{(record[1] - max(window[1] for window in after)) / 1e3:.0f} us after a call ended")
     return f"{kind}{name} ({(record[2] - record[1]) / 1e3:.1f} us) {where}"
 
 
-def split(records, windows, touches):
-    """assign() over the calls' windows and the touches' (tensors.TOUCH_PAGE_BYTES) together,
-    so that a touch's copies, just before a call's start, are not counted in the call:
-    (per call, per touch, outside)."""
-    per_window, outside = assign(records, list(windows) + list(touches))
-    return per_window[:len(windows)], per_window[len(windows):], outside
-
-
-def touch_findings(per_touch, allowed):
-    """What broke the touch's rule: in a touch's window the record may hold only copies from
-    the device to the host of at most TOUCH_COPY_BYTES each, and no more than `allowed` of
-    them (the copies the call's inputs' pages need): a touch that fetched more would be a
-    prefetch of the inputs outside the timed call."""
-    broken = []
-    for records in per_touch:
-        wrong = [record for record in records
-                 if record[0] != "c" or record[6] != "DtoH" or record[5] > TOUCH_COPY_BYTES]
-        if wrong:
-            first = wrong[0]
-            what = {"k": "kernel", "c": "memcpy", "s": "memset"}[first[0]]
-            detail = (f" {first[4][:80]}" if first[0] == "k" and first[4] else
-                      f" of {first[5]} bytes" + (f" {first[6]}" if first[6] else ""))
-            broken.append(f"{len(wrong)} operation(s) other than {TOUCH_COPY_BYTES}-byte copies "
-                          f"to the host, e.g. a {what}{detail}")
-        elif len(records) > allowed:
-            broken.append(f"{len(records)} copies where the inputs' pages need at most "
-                          f"{allowed}")
-    if not broken:
-        return []
-    return [f"the touch before {len(broken)} call(s) did more than its copies: {broken[0]}"]
-
-
-def analyse(records, windows, timed, discovery_kernels, touches=()):
+def analyse(records, windows, timed, discovery_kernels, margin=WINDOW_MARGIN_NS):
     """The boundary's verdict on one arm. windows: every call's (start_ns, end_ns) in the
     order they ran; timed: the indices of the timed calls among them; discovery_kernels: the
-    kernel count of the discovery call (the last warm-up); touches: the windows of the
-    touches before calls (split). Returns (device samples in ms for the timed calls,
-    findings: what broke the boundary, details)."""
-    per_window, _, outside = split(records, windows, touches)
+    kernel count of the discovery call (the last warm-up). Returns (device samples in ms for
+    the timed calls, findings: what broke the boundary, details)."""
+    per_window, outside = assign(records, windows, margin)
     findings = []
     if outside:
         examples = "; ".join(describe_outside(record, windows)

@@ -2,9 +2,8 @@
 
 Eager PyTorch, torch.compile and the candidate are each timed here, the same way, in the same
 kind of sandboxed child (candidate.py): fresh inputs copied into a pool the judge owns at a new
-shift for every call, an L2 flush and a reset of persisting L2 lines by the judge, the touch of
-the inputs' pages by the child (tensors.TOUCH_PAGE_BYTES), then the judge's clock around a
-go/done exchange. Per call the primary measure is device time, the
+shift for every call, an L2 flush and a reset of persisting L2 lines by the judge, then the
+judge's clock around a go/done exchange. Per call the primary measure is device time, the
 union of the intervals of every kernel, memcpy and memset the child's process ran, from its
 device record (device_record.py); wall time (the judge's clock, less the null round trip) is
 the secondary one. Both go into the result with every sample.
@@ -85,8 +84,6 @@ class TimedChild:
         self.pool = None
         self.receive = None
         self.windows = []
-        self.touch_windows = []
-        self.touch_copies = 0  # the copies a touch may make; 0: its calls are not touched
         self.records = []
         self.sealed = False
 
@@ -187,10 +184,6 @@ class Harness:
         compile (Triton's JIT, torch.compile meeting the pool's inputs): it gets the first
         call's limit, as in the trials."""
         shift, expected = (0, None) if null else self.prepare(child, seed, verify)
-        if child.touch_copies and not null:
-            start = device_record.now_ns()
-            child.ask({"op": "touch", "shift": shift}, self.call_seconds)
-            child.touch_windows.append((start, device_record.now_ns()))
         start = device_record.now_ns()
         reply = child.ask({"op": "null"} if null else {"op": "go", "arm": arm, "shift": shift},
                           self.first_call_seconds if first else self.call_seconds)
@@ -270,7 +263,7 @@ class Harness:
             return timed.wall_samples
         child.flush(self.call_seconds)
         samples, _, _ = device_record.analyse(child.records, child.windows,
-                                              timed.timed_windows, 0, child.touch_windows)
+                                              timed.timed_windows, 0)
         return samples
 
     def measure(self, groups):
@@ -352,11 +345,10 @@ class Harness:
         device = None
         if child.reader is not None:
             child.flush(self.call_seconds)
-            discovery = device_record.call_summary(device_record.split(
-                child.records, child.windows, child.touch_windows)[0][timed.discovery_window])
+            discovery = device_record.call_summary(device_record.assign(
+                child.records, child.windows)[0][timed.discovery_window])
             samples, arm_findings, details = device_record.analyse(
-                child.records, child.windows, timed.timed_windows, discovery["kernels"],
-                child.touch_windows)
+                child.records, child.windows, timed.timed_windows, discovery["kernels"])
             # records outside windows are judged once for the whole child (judge.finish)
             findings += [finding for finding in arm_findings if "outside" not in finding]
             boundary.update(details)

@@ -782,10 +782,7 @@ class Judge:
             if self.timing_pool is None:
                 self.timing_pool = tensors.InputPool(template, self.device, scratch)
             child.pool = self.timing_pool
-        message = {"op": "pool", "pool": child.pool.descriptors, "layout": child.pool.layout,
-                   "touch": self.touches_inputs(child.pool.layout)}
-        if message["touch"]:
-            child.touch_copies = tensors.touch_copies_allowed(child.pool.layout)
+        message = {"op": "pool", "pool": child.pool.descriptors, "layout": child.pool.layout}
         if self.device == "cpu":
             outputs = [value for _, value in compare.flatten(self.reference(template))]
             child.receive = tensors.SharedBuffers(
@@ -796,13 +793,6 @@ class Judge:
         self.ask(message, self.call_seconds(), pickled=True, channel=child.channel)
         seconds = self.result["phase_seconds"]
         seconds["pools"] = round(seconds.get("pools", 0.0) + time.monotonic() - started, 4)
-
-    def touches_inputs(self, layout):
-        """Whether each timed call's inputs are touched before it (tensors.TOUCH_PAGE_BYTES):
-        on a GPU, unless timing.touch is off or the inputs span more than TOUCH_PAGES_MAX
-        pages."""
-        return (self.device == "cuda" and bool(self.request.get("timing", {}).get("touch", True))
-                and tensors.touch_copies_allowed(layout) <= tensors.TOUCH_PAGES_MAX)
 
     def call_seconds(self):
         return float(self.limits.get("call_seconds", 20))
@@ -980,14 +970,11 @@ class Judge:
         for child in self.candidate_processes():
             if child.reader is None:
                 continue
-            _, per_touch, outside = device_record.split(child.records, child.windows,
-                                                        child.touch_windows)
-            where = "" if child is self.candidate else f" in {child.label}"
-            findings += [finding + where for finding in
-                         device_record.touch_findings(per_touch, child.touch_copies)]
+            _, outside = device_record.assign(child.records, child.windows)
             if outside:
                 examples = "; ".join(device_record.describe_outside(record, child.windows)
                                      for record in outside[:device_record.OUTSIDE_EXAMPLES])
+                where = "" if child is self.candidate else f" in {child.label}"
                 findings.append(f"{len(outside)} device operation(s) ran outside the timed "
                                 f"calls{where} (between calls, at delivery, from a thread or "
                                 f"at exit): {examples}")
@@ -1010,15 +997,12 @@ class Judge:
             device_note = f"no device record: {boundary.get('record') or 'no records'}"
         self.result["timing"] = {
             "method": "one harness for every arm: fresh inputs at a new address in a pool the "
-                      "judge owns, the judge's L2 flush, the inputs' pages touched, the "
-                      "judge's clock around go/done; "
+                      "judge owns, the judge's L2 flush, the judge's clock around go/done; "
                       "device time from the child's device record (CUPTI), wall time less "
                       "the null round trip",
             "null_overhead_ms": boundary.get("null_overhead_ms"),
             "order": "interleaved" if interleaved else "sequential",
             "processes": self.processes_per_arm,
-            "touch": {"on": self.candidate.touch_copies > 0,
-                      "copies_allowed": self.candidate.touch_copies},
             "candidate": candidate, "device_note": device_note, "boundary": boundary,
             "verified_calls": boundary.get("verified_calls"),
             "verification_failures": boundary.get("verification_failures")}

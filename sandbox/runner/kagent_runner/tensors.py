@@ -17,7 +17,7 @@ import random
 
 import torch
 
-from . import cuda_ipc, device_record
+from . import cuda_ipc
 
 
 def dtype_name(dtype):
@@ -284,54 +284,6 @@ def next_shift(call, region_bytes, regions):
     return (call % regions) * region_bytes + (call * SHIFT_STEP) % SHIFT_SPAN
 
 
-# The touch before a timed call (docs/verdict.md, "The touch"): a copy of TOUCH_COPY_BYTES to
-# the host from each TOUCH_PAGE_BYTES page (the GPU's large page) of the call's inputs, after
-# the judge's flush. The flush evicts the page-table entries along with the data, and each
-# process walks its own page tables, so without the touch a process's first reads of a short
-# call pay a walk whose cost differs from process to process. Inputs of more than
-# TOUCH_PAGES_MAX pages are not touched: their calls are long and feel no walk, and the touch
-# would cost a copy a page.
-TOUCH_PAGE_BYTES = 2 << 20
-TOUCH_COPY_BYTES = device_record.TOUCH_COPY_BYTES
-TOUCH_PAGES_MAX = 64
-
-
-def layout_bytes(item):
-    """The bytes of one tensor input of a pool's layout."""
-    element = torch.empty((), dtype=dtype_from_name(item["dtype"])).element_size()
-    return int(item["numel"]) * element
-
-
-def touch_offsets(layout, shift, base):
-    """The touch's copies of a call at `shift` as (byte offset into the pool, bytes): each
-    tensor input's first bytes and the first bytes of every page it crosses into, `base`
-    being the pool's address in this process (the pages are its mapping's)."""
-    copies = []
-    for item in layout:
-        if "value" in item:
-            continue
-        start = int(item["offset"]) + int(shift)
-        end = start + layout_bytes(item)
-        offset = start
-        while offset < end:
-            copies.append((offset, min(TOUCH_COPY_BYTES, end - offset)))
-            offset = (base + offset) // TOUCH_PAGE_BYTES * TOUCH_PAGE_BYTES + \
-                TOUCH_PAGE_BYTES - base
-    return copies
-
-
-def touch_copies_allowed(layout):
-    """The most copies one touch may make, wherever the pool was mapped: a tensor of n bytes
-    crosses into at most ceil((n - 1) / page) pages after its first. The judge allows the
-    touch's record no more (device_record.touch_findings)."""
-    total = 0
-    for item in layout:
-        size = 0 if "value" in item else layout_bytes(item)
-        if size:
-            total += 1 + (size - 1 + TOUCH_PAGE_BYTES - 1) // TOUCH_PAGE_BYTES
-    return total
-
-
 def pool_views(pool, layout, shift):
     """A timed call's inputs as they lie in a pool (a flat uint8 tensor) at `shift` bytes:
     the judge filling them and the timed child reading them share this one reading of the
@@ -341,7 +293,8 @@ def pool_views(pool, layout, shift):
         if "value" in item:
             result.append(item["value"])
             continue
+        dtype = dtype_from_name(item["dtype"])
         start = int(item["offset"]) + int(shift)
-        result.append(pool[start:start + layout_bytes(item)].view(
-            dtype_from_name(item["dtype"])).view(item["shape"]))
+        count = int(item["numel"]) * torch.empty((), dtype=dtype).element_size()
+        result.append(pool[start:start + count].view(dtype).view(item["shape"]))
     return result
