@@ -8,6 +8,7 @@ keeps as many as the arm with fewest. A judge
 with only the state these steps use, its further processes stand-ins. Prints TAP."""
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.environ.get("KAGENT_SOURCE_DIR", "."), "sandbox", "runner"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -160,6 +161,43 @@ def the_worker_forks_none_more_where_cached_eager_calls_are_long():
     cpu = {"timing": {"processes": 2}, "baselines": {"eager": {"device": None,
                                                                "wall": {"median_ms": 50.0}}}}
     assert worker._timing_processes(cpu) == 2
+
+
+class ReferenceJudge(judge.Judge):
+    """The judge's reference calls on the CPU (wall time), each call taking the next of
+    `seconds` (a slow first call, as a busy host's)."""
+
+    def __init__(self, seconds):
+        self.device = "cpu"
+        self.request = {"timing": {"processes_below_ms": 0.1}}
+        self.result_inputs = [torch.ones(4)]
+        self.result_inputs[0] * 2  # torch's first operation is slow: not the calls' time
+        self.seconds = list(seconds)
+        self.calls = 0
+
+    def synchronize(self):
+        pass
+
+    def reference(self, inputs):
+        self.calls += 1
+        deadline = time.monotonic() + self.seconds.pop(0)
+        while time.monotonic() < deadline:
+            pass
+        return inputs[0] * 2
+
+
+@test
+def the_reference_call_is_the_quickest_of_three_unless_clearly_long():
+    # one slow call (0.3 ms, under ten times the 0.1 ms rule) is tried again: the quickest
+    # decides, so a hiccup does not leave a short call's arms in one process each
+    owner = ReferenceJudge([0.0003, 0.00002, 0.00002])
+    quickest = owner.reference_call_ms()
+    assert owner.calls == 3 and quickest < 0.25, (owner.calls, quickest)
+    assert owner.result_output_bytes == 16
+    # a call of 1 ms or more is long whatever the others take: not repeated
+    owner = ReferenceJudge([0.0015, 0.00002, 0.00002])
+    quickest = owner.reference_call_ms()
+    assert owner.calls == 1 and quickest >= 1.0, (owner.calls, quickest)
 
 
 if __name__ == "__main__":
