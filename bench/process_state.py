@@ -17,7 +17,10 @@ brings their address translations back (the flush evicts those too), at the pric
 cache lines; `touch_input` touches the input's pages only, as a judge could where a
 candidate's outputs are its own. `copy_touch` and `copy_touch_input` do the same with a
 4-byte copy to the host per page instead of a kernel: a copy the device record shows with its
-size, so a judge could check that a timed child's touch fetched nothing more. In `resident`, there is no flush and one input and one
+size, so a judge could check that a timed child's touch fetched nothing more. In `warm_code`,
+after the flush each kernel first runs once on a 16 KB buffer of its own, so that its code
+(each process's own copy, in its own memory) is fetched again before the timed call, and its
+data is not. In `resident`, there is no flush and one input and one
 output only, so the call's data stays in L2 and the device's memory is out of it. It prints
 each process's median and mean per kernel, and per mode the spread across processes of each
 kernel and of the ratio of torch's to the Triton kernel within one process:
@@ -25,10 +28,11 @@ kernel and of the ratio of torch's to the Triton kernel within one process:
   - processes apart in the local mode only: where a process's memory lies is its state;
   - apart in both modes: a state of the process's context, or of the GPU over time;
   - apart in local, not in touch: the state is the page walks after the flush;
+  - apart in local, not in warm_code: the state is fetching the kernel's code after the flush;
   - apart in local, not in resident: the state is on the way to the device's memory.
 
     python3 bench/process_state.py [--gpu 0] [--processes 8] [--copies 3] [--rounds 300]
-        [--modes local,shared,touch,touch_input,copy_touch,copy_touch_input,resident]
+        [--modes local,shared,touch,touch_input,copy_touch,copy_touch_input,warm_code,resident]
 """
 import argparse
 import collections
@@ -88,9 +92,13 @@ def measure(options, mode, pool, out_slots, queue):
     flush = torch.zeros(flush_bytes // 8, dtype=torch.int64, device=options.device)
     flush_sum = torch.empty((), dtype=torch.int64, device=options.device)
     kept = collections.deque(maxlen=16)
+    scratch = torch.ones(4096, device=options.device)  # warm_code's input: one block
+    scratch_out = torch.empty_like(scratch)
     calls = [0]
 
     def output(x):
+        if x.numel() != elements:  # warm_code's small call: an output of its own, not counted
+            return scratch_out
         calls[0] += 1
         if out_slots is None:
             kept.append(torch.empty_like(x))
@@ -118,7 +126,7 @@ def measure(options, mode, pool, out_slots, queue):
 
     def triton_call(kernel):
         def call(x):
-            kernel[(triton.cdiv(elements, 4096),)](x, output(x), elements, BLOCK=4096)
+            kernel[(triton.cdiv(x.numel(), 4096),)](x, output(x), x.numel(), BLOCK=4096)
         return call
 
     variants = [lambda x: torch.clamp_min(x, 0.0, out=output(x))]
@@ -136,6 +144,8 @@ def measure(options, mode, pool, out_slots, queue):
             for function in variants:
                 region = regions[round_index % len(regions)]
                 before_call(region)
+                if mode == "warm_code":  # the kernel once on 16 KB of its own: its code warm
+                    function(scratch)
                 function(region)
         if cuda:
             torch.cuda.synchronize()
@@ -148,6 +158,8 @@ def measure(options, mode, pool, out_slots, queue):
                 samples["torch.relu"].append(event.device_time)
         elif not cuda and event.name == "aten::clamp_min":
             samples["torch.relu"].append(event.cpu_time)
+    if mode == "warm_code":  # each round's warming launch came first: keep the timed ones
+        samples = {name: values[1::2] for name, values in samples.items()}
     queue.put({name: {"calls": len(values), "median_us": statistics.median(values),
                       "mean_us": statistics.fmean(values)}
                for name, values in samples.items()})
@@ -164,7 +176,8 @@ def main():
                              "they are this process's memory, the same for every process "
                              "(CUDA IPC); touch: local, and each call's pages touched after "
                              "the flush; touch_input: its input's pages only; copy_touch, "
-                             "copy_touch_input: the same by 4-byte copies; resident: no "
+                             "copy_touch_input: the same by 4-byte copies; warm_code: each "
+                             "kernel run once on 16 KB of its own after the flush; resident: no "
                              "flush, one input and output (in L2); the modes alternate, "
                              "process after process")
     parser.add_argument("--device", default="cuda",
