@@ -799,8 +799,8 @@ device_record__send_json(json_t *line)
 	free(text);
 }
 
-/* A memcpy's direction by CUPTI's copy kind: the judge allows the touch before a call only
- * as 4-byte copies from the device to the host (docs/verdict.md, "The touch"). */
+/* A memcpy's direction by CUPTI's copy kind: with its bytes, what a finding about a copy
+ * outside the timed calls names (device_record.describe_outside). */
 static const char *
 device_record__direction(uint8_t copy_kind)
 {

@@ -1,10 +1,9 @@
 /*
- * Numbers people can check (docs/verdict.md): the median of per-call timing
- * samples (of an arm timed in several processes, the mean of theirs) and
- * percentile-bootstrap 95% confidence intervals, for one arm's median and for
- * the ratio of two arms' medians (a speedup). The bootstrap
- * draws from a generator with a fixed seed, so the same samples always give
- * the same interval, and its work is bounded: KAGENT_STATISTICS_RESAMPLES
+ * Numbers people can check (docs/verdict.md): the median of per-call timing samples (of an arm
+ * timed in several processes, the mean of theirs) and percentile-bootstrap 95% confidence
+ * intervals (over the processes too), for one arm's median and for the ratio of two arms'
+ * medians (a speedup). The bootstrap draws from a generator with a fixed seed, so the same
+ * samples always give the same interval, and its work is bounded: KAGENT_STATISTICS_RESAMPLES
  * resamples of at most KAGENT_STATISTICS_SAMPLE_CAP samples each.
  */
 #ifndef KAGENT_STATISTICS_H
@@ -38,8 +37,10 @@ struct kagent_samples {
  * middle is tied: statistics.c), and of several groups their mean. Returns 0, or -EINVAL when
  * a group is empty or over the cap, a value is not finite, or the groups do not add up. */
 int kagent_statistics_median(const struct kagent_samples *samples, double *median);
-/* The bootstrap 95% interval of the median, each group resampled within itself. Returns 0 or
- * -EINVAL as the median. */
+/* The bootstrap 95% interval of the median: of one group its values drawn again; of several,
+ * the groups drawn again and each drawn group's values within it, each resample's distance
+ * from the median widened by sqrt(groups / (groups - 1)) (statistics.c). Returns 0 or -EINVAL
+ * as the median. */
 int kagent_statistics_median_interval(const struct kagent_samples *samples,
 				      struct kagent_interval *interval);
 /*
