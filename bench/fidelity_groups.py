@@ -3,7 +3,7 @@
 10), read from verdicts already saved by bench/timing_fidelity.py (fidelity-SIZE-N.json).
 
 Every saved verdict timed each arm in one process of its own, and a process carries a state
-that moves all its kernels together (docs/verdict.md, "What an interval leaves out"). A
+that moves all its kernels together (docs/verdict.md, "What an interval holds"). A
 verdict whose arms each ran in K processes would pool K processes' calls per arm. This script
 forms such verdicts from K saved ones: the eager arm's K device medians averaged, over the
 candidate's K averaged, for random disjoint groups of K verdicts (200 draws). It prints, per
