@@ -1,12 +1,14 @@
 /*
- * Recomputes saved verdicts' device-time speedups over eager and their 95% intervals with
- * statistics.c, for bench/interval_coverage.py (docs/benchmarks.md, verdict v2 (a), session
- * 18): the samples and their processes (process_calls) are in every verdict, so anyone can
- * check what the intervals hold. One JSON line per file:
+ * Recomputes saved verdicts' device-time speedups over eager, their 95% intervals and each
+ * arm's per-process medians with statistics.c, for bench/interval_coverage.py and
+ * bench/process_counts.py (docs/benchmarks.md, verdict v2 (a), session 18): the samples and
+ * their processes (process_calls) are in every verdict, so anyone can check what the intervals
+ * hold. One JSON line per file:
  *
  *   verdict_intervals VERDICT.json...
  *   {"file": ..., "saved": speedup as saved, "speedup": ..., "low": ..., "high": ...,
- *    "processes": the candidate's}     or     {"file": ..., "error": why}
+ *    "processes": the candidate's, "eager_medians": [one a process], "candidate_medians": [...]}
+ *   or {"file": ..., "error": why}
  */
 #include "kagent/evaluator/statistics.h"
 
@@ -44,6 +46,26 @@ intervals__read_arm(struct intervals__arm *arm, const json_t *summary)
 	return 0;
 }
 
+/* The median of each of an arm's processes (of one process, the arm's), as a JSON list. */
+static json_t *
+intervals__process_medians(const struct intervals__arm *arm)
+{
+	size_t index, start = 0, groups = arm->samples.groups ? arm->samples.groups : 1;
+	json_t *medians = json_array();
+
+	for (index = 0; index < groups; index++) {
+		size_t count = arm->samples.groups ? arm->groups[index] : arm->samples.count;
+		struct kagent_samples one = {.values = arm->values + start, .count = count};
+		double median;
+
+		if (start + count <= arm->samples.count &&
+		    kagent_statistics_median(&one, &median) == 0)
+			json_array_append_new(medians, json_real(median));
+		start += count;
+	}
+	return medians;
+}
+
 /* One verdict file's line; the arms are the caller's scratch. */
 static json_t *
 intervals__verdict(const char *path, struct intervals__arm *eager, struct intervals__arm *own)
@@ -64,11 +86,13 @@ intervals__verdict(const char *path, struct intervals__arm *eager, struct interv
 		line = json_pack("{s:s, s:s}", "file", path, "error",
 				 "no device samples of both arms that statistics.c accepts");
 	else
-		line = json_pack("{s:s, s:o, s:f, s:f, s:f, s:i}", "file", path, "saved",
+		line = json_pack("{s:s, s:o, s:f, s:f, s:f, s:i, s:o, s:o}", "file", path, "saved",
 				 json_deep_copy(json_object_get(device, "speedup_vs_eager")),
 				 "speedup", eager_ms / own_ms, "low", interval.low, "high",
 				 interval.high, "processes",
-				 (int)(own->samples.groups ? own->samples.groups : 1));
+				 (int)(own->samples.groups ? own->samples.groups : 1),
+				 "eager_medians", intervals__process_medians(eager),
+				 "candidate_medians", intervals__process_medians(own));
 	json_decref(verdict);
 	return line;
 }
