@@ -22,7 +22,7 @@ for a lane's first load of the problem either (16 lanes' first loads were a quar
 Run (GPU machine, from the source tree, as the GPU suite: docs/gpu-suite.md):
     python3 bench/reward_throughput.py --kagent build/kagent [--count 64] [--lanes 4]
         [--gpus 0] [--shape 4096x65536] [--serial-count N] [--prepare-candidates]
-        [--device-queues N] [--kernelbench PATH]
+        [--device-queues N] [--timing-processes N] [--kernelbench PATH]
         [--kernelbench-count 4] [--out reward_throughput.json]
 Check it on the CPU:
     python3 bench/reward_throughput.py --kagent build/kagent --device cpu --count 4"""
@@ -178,6 +178,9 @@ def main():
     parser.add_argument("--device-queues", type=int, default=None,
                         help="hardware queues of each sandboxed child's CUDA context (the "
                              "evaluations' device_queues option; default: the evaluator's)")
+    parser.add_argument("--timing-processes", type=int, default=None,
+                        help="processes each arm is timed in where calls are short (the "
+                             "evaluations' timing_processes option; default: the evaluator's)")
     parser.add_argument("--kernelbench", help="a KernelBench checkout: also time its harness")
     parser.add_argument("--kernelbench-count", type=int, default=4)
     parser.add_argument("--out", default="reward_throughput.json")
@@ -220,12 +223,15 @@ def main():
     result = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
               "device": arguments.device, "gpus": gpus, "shape": [rows, columns],
               "count": arguments.count, "daemon": " ".join(daemon_command[1:]),
-              "device_queues": arguments.device_queues}
-    # the same options for every evaluation of every phase
-    options = ({"options": {"device_queues": arguments.device_queues}}
-               if arguments.device_queues else {})
-    queues_flag = (["--device-queues", str(arguments.device_queues)]
-                   if arguments.device_queues else [])
+              "device_queues": arguments.device_queues,
+              "timing_processes": arguments.timing_processes}
+    # the same options for every evaluation of every phase, the service's and the serial path's
+    chosen = {name: value for name, value in (("device_queues", arguments.device_queues),
+                                              ("timing_processes", arguments.timing_processes))
+              if value}
+    options = {"options": chosen} if chosen else {}
+    options_flags = [item for name, value in chosen.items()
+                   for item in ("--" + name.replace("_", "-"), str(value))]
     processes = []
     try:
         daemon_log = open(os.path.join(folder, "daemon.log"), "w")
@@ -274,7 +280,7 @@ def main():
             for path in serial_paths:
                 run = subprocess.run([kagent, "eval", "--no-daemon", "--json", "--device",
                                       arguments.device, "--worker", worker_socket, *gpu_flag,
-                                      *queues_flag, problem_path, path], env=environment,
+                                      *options_flags, problem_path, path], env=environment,
                                      capture_output=True, text=True)
                 verdict = json.loads(run.stdout) if run.stdout.strip() else {}
                 serial.append(verdict.get("status") or verdict.get("error"))

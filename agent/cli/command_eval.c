@@ -89,9 +89,9 @@ const struct kagent_command_option kagent_command_eval_options[] = {
 		"context, every arm alike, 1 to 32: more let kernels of different streams "
 		"overlap, fewer make contexts quicker to create on a busy host", "1", NULL},
 	[COMMAND_EVAL_TIMING_PROCESSES] = {"timing-processes", 0, "N",
-		"processes the eager arm and the candidate's are each timed in, 1 to 4 (on a GPU "
+		"processes the eager arm and the candidate's are each timed in, 1 to 8 (on a GPU "
 		"where the reference's call is under 0.1 ms): each process brings a state of its "
-		"own to every call, so more of them make verdicts agree more closely", "3 on a GPU, "
+		"own to every call, so more of them make verdicts agree more closely", "6 on a GPU, "
 		"1 on the CPU", NULL},
 	[COMMAND_EVAL_GENERALISE] = {"generalise", 0, NULL,
 		"also check correctness once with the problem's integer sizes halved and made "
@@ -318,7 +318,7 @@ kagent_command_eval_run(int argc, char **argv, const struct kagent_command *comm
 			    number > KAGENT_EVALUATION_TIMING_PROCESSES_MAX)
 				return kagent_command_fail(
 				    command, json, "usage",
-				    "--timing-processes needs a number, 1 to 4");
+				    "--timing-processes needs a number, 1 to 8");
 			options.timing_processes = (int)number;
 			break;
 		case COMMAND_EVAL_SPEEDUP_BASIS:

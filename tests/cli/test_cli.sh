@@ -31,7 +31,7 @@ check "one file only" 2 "" "give exactly a problem file and a candidate file" --
 check "no gpu: suggests --device cpu" 2 "" "add --device cpu" -- eval "$WORK/p.py" "$WORK/c.py"
 check "missing value json" 2 '"error":"usage"' "--gpu needs a value" -- eval "$WORK/p.py" "$WORK/c.py" --json --gpu
 check "bad --device-queues" 2 "" "--device-queues needs a number, 1 to 32" -- eval "$WORK/p.py" "$WORK/c.py" --device-queues 33
-check "bad --timing-processes" 2 "" "--timing-processes needs a number, 1 to 4" -- eval "$WORK/p.py" "$WORK/c.py" --timing-processes 5
+check "bad --timing-processes" 2 "" "--timing-processes needs a number, 1 to 8" -- eval "$WORK/p.py" "$WORK/c.py" --timing-processes 9
 # --json on every command: exactly one object on stdout, an error object on failure.
 # check_one_object NAME EXPECTED_STATUS KIND -- kagent arguments
 check_one_object() {

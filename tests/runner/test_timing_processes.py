@@ -7,6 +7,7 @@ memory end the further processes on a GPU (on the CPU a count asked for holds), 
 keeps as many as the arm with fewest. A judge
 with only the state these steps use, its further processes stand-ins. Prints TAP."""
 import os
+import socket
 import sys
 import time
 
@@ -14,7 +15,7 @@ sys.path.insert(0, os.path.join(os.environ.get("KAGENT_SOURCE_DIR", "."), "sandb
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
-from kagent_runner import judge, worker  # noqa: E402
+from kagent_runner import handover, judge, worker  # noqa: E402
 from kagent_runner.channel import ChannelClosed  # noqa: E402
 from tap import test  # noqa: E402
 import tap  # noqa: E402
@@ -198,6 +199,41 @@ def the_reference_call_is_the_quickest_of_three_unless_clearly_long():
     owner = ReferenceJudge([0.0015, 0.00002, 0.00002])
     quickest = owner.reference_call_ms()
     assert owner.calls == 1 and quickest >= 1.0, (owner.calls, quickest)
+
+
+@test
+def the_kept_judge_receives_every_descriptor_of_the_most_processes_an_arm():
+    """An evaluation's own nine descriptors (the judge's socket, result and error pipes, the
+    candidate's record and gate, the eager and compile children's sockets and records) and
+    two for each of both arms' further processes all reach the kept judge in one message:
+    a receiver that takes fewer loses the rest without an error."""
+    count = 9 + 2 * 2 * (worker.MAX_TIMING_PROCESSES - 1)
+    pairs = [socket.socketpair() for _ in range(count)]
+    sender, receiver = socket.socketpair()
+    try:
+        handover.send(sender, {"op": "evaluate"},
+                      {f"end{index}": pair[0] for index, pair in enumerate(pairs)})
+        message, fds = handover.receive(receiver)
+        assert len(message["fds"]) == count and sorted(fds) == sorted(message["fds"]), \
+            (count, len(fds))
+        os.write(fds["end0"], b"through")
+        assert pairs[0][1].recv(16) == b"through"
+        for fd in fds.values():
+            os.close(fd)
+        # one more is refused by the sender, not lost by the receiver
+        extra = dict({f"end{index}": pair[0] for index, pair in enumerate(pairs)},
+                     more=sender)
+        while len(extra) <= handover.MAX_FDS:
+            extra[f"again{len(extra)}"] = pairs[0][0]
+        try:
+            handover.send(sender, {"op": "evaluate"}, extra)
+        except ValueError as error:
+            assert "descriptors in one message" in str(error), error
+        else:
+            raise AssertionError("a message of too many descriptors was sent")
+    finally:
+        for item in [sender, receiver] + [end for pair in pairs for end in pair]:
+            item.close()
 
 
 if __name__ == "__main__":

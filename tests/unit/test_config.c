@@ -421,8 +421,8 @@ test_flags_override_file(void)
 	CHECK_INT(config.evaluation.device_queues, 8);
 	CHECK_INT(kagent_config_set(&config, "evaluation.timing_processes", "3", &error), 0);
 	CHECK_INT(config.evaluation.timing_processes, 3);
-	CHECK_INT(kagent_config_set(&config, "evaluation.timing_processes", "5", &error), -EINVAL);
-	CHECK_STRING(error, "evaluation.timing_processes: 5 is too large (at most 4)");
+	CHECK_INT(kagent_config_set(&config, "evaluation.timing_processes", "9", &error), -EINVAL);
+	CHECK_STRING(error, "evaluation.timing_processes: 9 is too large (at most 8)");
 	free(error);
 	CHECK_INT(kagent_config_set(&config, "evaluation.speedup_basis", "wall", &error), 0);
 	CHECK_INT(config.evaluation.speedup_basis, KAGENT_VERDICT_BASIS_WALL);

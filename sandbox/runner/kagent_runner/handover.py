@@ -7,13 +7,17 @@ import os
 import signal
 import socket
 
-MAX_FDS = 32
+# an evaluation's: nine of its own and four for each further pair of timed processes
+MAX_FDS = 64
 
 
 def send(control, message, fds):
     """Sends `message` with the file descriptors `fds` ({name: socket or fd}); the message
     names them under "fds", in order."""
     names = list(fds)
+    if len(names) > MAX_FDS:
+        # the receiver would lose the rest without a word
+        raise ValueError(f"{len(names)} descriptors in one message; handover takes {MAX_FDS}")
     numbers = [item if isinstance(item, int) else item.fileno() for item in fds.values()]
     payload = json.dumps(dict(message, fds=names)).encode()
     data = len(payload).to_bytes(8, "big") + payload

@@ -491,7 +491,7 @@ def _reference_request(request, arm):
 
 # The most processes one arm may be timed in (timing.processes): two descriptors each go to the
 # kept judge, within handover.MAX_FDS.
-MAX_TIMING_PROCESSES = 4
+MAX_TIMING_PROCESSES = 8
 
 
 def _timing_processes(request):
