@@ -91,7 +91,7 @@ const struct kagent_command_option kagent_command_eval_options[] = {
 	[COMMAND_EVAL_TIMING_PROCESSES] = {"timing-processes", 0, "N",
 		"processes the eager arm and the candidate's are each timed in, 1 to 8 (on a GPU "
 		"where the reference's call is under 0.1 ms): each process brings a state of its "
-		"own to every call, so more of them make verdicts agree more closely", "6 on a GPU, "
+		"own to every call, so more of them make verdicts agree more closely", "4 on a GPU, "
 		"1 on the CPU", NULL},
 	[COMMAND_EVAL_GENERALISE] = {"generalise", 0, NULL,
 		"also check correctness once with the problem's integer sizes halved and made "

@@ -793,7 +793,7 @@ evaluations__parse_options(const struct kagent_daemon_evaluations_options *daemo
 			*cause = kagent_asprintf(
 			    "option \"%s\" is unknown or its value is wrong (trials 1-1000, "
 			    "signed_trials 0-1000, seed >= 1, call_timeout 1-3600, compile_timeout "
-			    "1-240, device_queues 1-32, timing_processes 1-4, speedup_basis "
+			    "1-240, device_queues 1-32, timing_processes 1-8, speedup_basis "
 			    "device|wall, "
 			    "no_compile_baseline, no_cache, "
 			    "generalise: booleans, device, gpu)",

@@ -171,7 +171,7 @@ static const struct config__key config__keys[] = {
 	 CONFIG__FIELD(evaluation.timing_processes),
 	 .maximum = KAGENT_EVALUATION_TIMING_PROCESSES_MAX,
 	 .help = "processes the eager arm and the candidate's are each timed in (on a GPU where "
-		 "the reference's call is under 0.1 ms), up to 8; 0: the evaluator's default, 6 on "
+		 "the reference's call is under 0.1 ms), up to 8; 0: the evaluator's default, 4 on "
 		 "a GPU and 1 on the CPU"},
 	{.name = "evaluation.credit_threshold", .kind = CONFIG__NUMBER,
 	 CONFIG__FIELD(evaluation.credit_threshold), .maximum = 1,
