@@ -20,7 +20,11 @@ candidate's outputs are its own. `copy_touch` and `copy_touch_input` do the same
 size, so a judge could check that a timed child's touch fetched nothing more. In `warm_code`,
 after the flush each kernel first runs once on a 16 KB buffer of its own, so that its code
 (each process's own copy, in its own memory) is fetched again before the timed call, and its
-data is not. In `resident`, there is no flush and one input and one
+data is not. `warm_other` launches instead one block of another kernel of the process's own
+(warm_kernel, on 16 KB): a launch a judge could own, since it runs none of the timed kernels'
+code. Apart in local and warm_code, not in warm_other, would make the state the context's and
+a launch the runner owns a way to remove it; apart in warm_other too, the timed kernel's own
+code is the state. In `resident`, there is no flush and one input and one
 output only, so the call's data stays in L2 and the device's memory is out of it. It prints
 each process's median and mean per kernel, and per mode the spread across processes of each
 kernel and of the ratio of torch's to the Triton kernel within one process:
@@ -28,11 +32,13 @@ kernel and of the ratio of torch's to the Triton kernel within one process:
   - processes apart in the local mode only: where a process's memory lies is its state;
   - apart in both modes: a state of the process's context, or of the GPU over time;
   - apart in local, not in touch: the state is the page walks after the flush;
-  - apart in local, not in warm_code: the state is fetching the kernel's code after the flush;
+  - apart in local, not in warm_code: the state is fetching the kernel's code after the flush
+    (or the context's launch structures: warm_other tells which);
   - apart in local, not in resident: the state is on the way to the device's memory.
 
     python3 bench/process_state.py [--gpu 0] [--processes 8] [--copies 3] [--rounds 300]
-        [--modes local,shared,touch,touch_input,copy_touch,copy_touch_input,warm_code,resident]
+        [--modes local,shared,touch,touch_input,copy_touch,copy_touch_input,warm_code,
+                 warm_other,resident]
 """
 import argparse
 import collections
@@ -49,6 +55,15 @@ def relu_kernel_{index}(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offsets, tl.maximum(tl.load(x_ptr + offsets, mask=mask), 0.0), mask=mask)
 '''
 
+# warm_other's launch: a kernel none of the timed ones is, on one block of its own
+WARM_KERNEL = '''
+@triton.jit
+def warm_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1.0, mask=mask)
+'''
+
 SHAPE = (16, 65536)  # 4 MB of float32, timing_fidelity.py's 4MB
 REGIONS = 16
 REGION_BYTES = 4 << 20
@@ -63,6 +78,7 @@ def write_kernels(folder, copies):
         handle.write("import triton\nimport triton.language as tl\n")
         for index in range(copies):
             handle.write(KERNEL.format(index=index))
+        handle.write(WARM_KERNEL)
     return path
 
 
@@ -137,6 +153,7 @@ def measure(options, mode, pool, out_slots, queue):
         for region in regions[:2]:
             function(region)
     if cuda:
+        relu_copies.warm_kernel[(1,)](scratch, scratch_out, scratch.numel(), BLOCK=4096)
         torch.cuda.synchronize()
     activity = torch.profiler.ProfilerActivity.CUDA if cuda else torch.profiler.ProfilerActivity.CPU
     with torch.profiler.profile(activities=[activity]) as recorder:
@@ -146,6 +163,9 @@ def measure(options, mode, pool, out_slots, queue):
                 before_call(region)
                 if mode == "warm_code":  # the kernel once on 16 KB of its own: its code warm
                     function(scratch)
+                elif mode == "warm_other" and cuda:  # another kernel's one block
+                    relu_copies.warm_kernel[(1,)](scratch, scratch_out, scratch.numel(),
+                                                  BLOCK=4096)
                 function(region)
         if cuda:
             torch.cuda.synchronize()
@@ -177,7 +197,8 @@ def main():
                              "(CUDA IPC); touch: local, and each call's pages touched after "
                              "the flush; touch_input: its input's pages only; copy_touch, "
                              "copy_touch_input: the same by 4-byte copies; warm_code: each "
-                             "kernel run once on 16 KB of its own after the flush; resident: no "
+                             "kernel run once on 16 KB of its own after the flush; warm_other: "
+                             "one block of another kernel instead; resident: no "
                              "flush, one input and output (in L2); the modes alternate, "
                              "process after process")
     parser.add_argument("--device", default="cuda",
