@@ -231,7 +231,7 @@ def main():
               if value}
     options = {"options": chosen} if chosen else {}
     options_flags = [item for name, value in chosen.items()
-                   for item in ("--" + name.replace("_", "-"), str(value))]
+                     for item in ("--" + name.replace("_", "-"), str(value))]
     processes = []
     try:
         daemon_log = open(os.path.join(folder, "daemon.log"), "w")

@@ -75,10 +75,10 @@ struct kagent_evaluation_options {
 
 /* Processes per arm on a GPU, where calls are short: each process brings a state of its own
  * to every call (a few percent of a 4 MB ReLU's 2.5 us), so a verdict's speedup moved 3-4%
- * from one verdict to the next with one process an arm. Four: past them the processes of one
- * verdict share part of their state, and six measured no closer than four while the reward
- * service judged 4 MB problems 38% slower than with three (docs/benchmarks.md, verdict v2 (a),
- * session 19). On the CPU one: the state is the device's. */
+ * from one verdict to the next with one process an arm. Four: part of the spread moves whole
+ * verdicts, which more processes do not average away, and six measured no closer than four
+ * while the reward service judged 4 MB problems 38% slower than with three (docs/benchmarks.md,
+ * verdict v2 (a), session 19). On the CPU one: the state is the device's. */
 #define KAGENT_EVALUATION_TIMING_PROCESSES 4
 /* The most the runner accepts: each process takes two descriptors to the kept judge. */
 #define KAGENT_EVALUATION_TIMING_PROCESSES_MAX 8
